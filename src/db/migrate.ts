@@ -1,0 +1,25 @@
+import { Migrator, type Kysely, type MigrationResultSet } from 'kysely'
+import { migrations } from './migrations/index.js'
+
+function migrator (db: Kysely<any>): Migrator {
+  return new Migrator({ db, provider: { getMigrations: async () => migrations } })
+}
+
+/**
+ * Brings the schema to the latest migration. Kysely's Migrator takes a transaction-scoped advisory
+ * lock, so several nodes starting at once apply each migration exactly once.
+ */
+export async function migrateToLatest (db: Kysely<any>): Promise<MigrationResultSet> {
+  const result = await migrator(db).migrateToLatest()
+  if (result.error !== undefined) {
+    const failed = result.results?.find((r) => r.status === 'Error')
+    throw new Error(`database migration ${failed?.migrationName ?? ''} failed: ${String((result.error as Error)?.message ?? result.error)}`)
+  }
+  return result
+}
+
+/** True when every known migration has been applied (for /readyz). */
+export async function migrationsApplied (db: Kysely<any>): Promise<boolean> {
+  const all = await migrator(db).getMigrations()
+  return all.every((m) => m.executedAt !== undefined)
+}

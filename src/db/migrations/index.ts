@@ -1,0 +1,10 @@
+import type { Migration } from 'kysely'
+import * as initial from './20261123000000_initial.js'
+
+/**
+ * Every migration, by its timestamped name. An explicit list (not a folder scan) works the same
+ * from TypeScript sources and from the compiled build. Append new migrations here.
+ */
+export const migrations: Record<string, Migration> = {
+  '20261123000000_initial': initial
+}

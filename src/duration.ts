@@ -1,0 +1,33 @@
+/**
+ * The one duration parser of the service: polling `interval`, aktor `timeout` and `SESSION_TTL`
+ * all use it, so every place accepts exactly the same strings.
+ */
+const UNIT_MS = { ms: 1, s: 1000, m: 60_000, h: 3_600_000, d: 86_400_000 } as const
+
+const DURATION = /^(\d+)(ms|s|m|h|d)$/
+
+export class DurationError extends Error {
+  constructor (public readonly value: unknown) {
+    super(`invalid duration ${JSON.stringify(value)}: expected an integer followed by ms, s, m, h or d (for example 500ms, 5s, 2m, 1h, 1d)`)
+    this.name = 'DurationError'
+  }
+}
+
+/** Parses `"5s"` into 5000. Throws a DurationError naming the value for anything else. */
+export function parseDuration (value: unknown): number {
+  if (typeof value !== 'string') throw new DurationError(value)
+  const match = DURATION.exec(value)
+  if (match === null) throw new DurationError(value)
+  const ms = Number(match[1]) * UNIT_MS[match[2] as keyof typeof UNIT_MS]
+  if (!Number.isSafeInteger(ms)) throw new DurationError(value)
+  return ms
+}
+
+export function isDuration (value: unknown): value is string {
+  try {
+    parseDuration(value)
+    return true
+  } catch {
+    return false
+  }
+}

@@ -1,0 +1,14 @@
+import createError from '@fastify/error'
+
+/**
+ * The service's error codes, each with its HTTP status. Throw these (or @fastify/sensible's
+ * httpErrors) from routes; the one error handler turns them into `{statusCode, error, message}`.
+ */
+export const Errors = {
+  Unauthorized: createError('REAKTOR_UNAUTHORIZED', 'Missing, invalid or expired session token', 401),
+  ReaktorNotFound: createError('REAKTOR_NOT_FOUND', 'Polling reaktor "%s" is not registered', 404),
+  AktorNotFound: createError('REAKTOR_AKTOR_NOT_FOUND', 'Aktor "%s" is not registered', 404),
+  AktorTimeout: createError('REAKTOR_AKTOR_TIMEOUT', 'Aktor "%s" did not answer within %s', 504),
+  NotFound: createError('REAKTOR_NOT_FOUND_ROUTE', 'Route %s %s not found', 404),
+  Unavailable: createError('REAKTOR_UNAVAILABLE', '%s', 503)
+} as const

@@ -1,0 +1,31 @@
+import fp from 'fastify-plugin'
+import type { FastifyError } from 'fastify'
+import { STATUS_CODES } from 'node:http'
+import { Errors } from '../errors.js'
+
+/**
+ * The one error handler: every error body is `{statusCode, error, message}`, and a 5xx body never
+ * carries the internal message (it is logged instead).
+ */
+export default fp(async (fastify) => {
+  fastify.setErrorHandler((err: FastifyError, request, reply) => {
+    let statusCode = typeof err.statusCode === 'number' && err.statusCode >= 400 && err.statusCode < 600 ? err.statusCode : 500
+    if (err.validation !== undefined) statusCode = 400
+    const error = STATUS_CODES[statusCode] ?? 'Error'
+    if (statusCode >= 500) {
+      request.log.error({ err }, 'request failed')
+      // Only the service's own error codes (REAKTOR_*) carry messages written to be shown.
+      const own = typeof err.code === 'string' && err.code.startsWith('REAKTOR_')
+      void reply.code(statusCode).send({ statusCode, error, message: own ? err.message : error })
+      return
+    }
+    if (statusCode === 401) void reply.header('cache-control', 'no-store')
+    void reply.code(statusCode).send({ statusCode, error, message: err.message })
+  })
+
+  fastify.setNotFoundHandler((request, reply) => {
+    const err = new Errors.NotFound(request.method, request.url.split('?')[0])
+    void reply.code(404).send({ statusCode: 404, error: 'Not Found', message: err.message })
+  })
+}, { name: 'error-handler' })
+

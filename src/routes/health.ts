@@ -1,0 +1,26 @@
+import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
+import { Type } from 'typebox'
+import { sql } from 'kysely'
+import { migrationsApplied } from '../db/migrate.js'
+import { ErrorBody } from '../schemas/common.js'
+
+const routes: FastifyPluginAsyncTypebox = async (fastify) => {
+  fastify.get('/healthz', {
+    schema: { response: { 200: Type.Object({ status: Type.Literal('ok') }) } }
+  }, async () => ({ status: 'ok' as const }))
+
+  fastify.get('/readyz', {
+    schema: { response: { 200: Type.Object({ status: Type.Literal('ready') }), 503: ErrorBody } }
+  }, async (_request, reply) => {
+    try {
+      await sql`select 1`.execute(fastify.db)
+      if (!(await migrationsApplied(fastify.db))) {
+        return await reply.code(503).send({ statusCode: 503, error: 'Service Unavailable', message: 'database migrations are not applied' })
+      }
+    } catch {
+      return await reply.code(503).send({ statusCode: 503, error: 'Service Unavailable', message: 'database unreachable' })
+    }
+    return { status: 'ready' as const }
+  })
+}
+export default routes

@@ -1,0 +1,59 @@
+/** What every aktor receives besides its input. Combinators pass it through unchanged. */
+export interface AktorContext {
+  /** Aborted when the run is stopped, times out, or the HTTP client goes away. */
+  signal: AbortSignal
+  /** A pino-style child logger bound to the reaktor and run. */
+  log: AktorLogger
+  /** The settings of the app the aktor belongs to (package.json `reaktor.settings` + env overrides). */
+  settings: Readonly<Record<string, unknown>>
+  reaktorId: string
+  runId: string
+}
+
+export interface AktorLogger {
+  info: (obj: unknown, msg?: string) => void
+  warn: (obj: unknown, msg?: string) => void
+  error: (obj: unknown, msg?: string) => void
+  debug: (obj: unknown, msg?: string) => void
+}
+
+/** An aktor is a function of input and context. A plain async function is an aktor. */
+export type Aktor<I = unknown, O = unknown> = (input: I, context: AktorContext) => O | Promise<O>
+
+/** A polling reaktor's aktor: its result decides whether the next run is immediate. */
+export type PollingAktor = Aktor<void, boolean>
+
+/** Spec 2.1: a polling reaktor registration. */
+export interface PollingReaktorRegistration {
+  reaktorDefinitionId: string
+  /** Integer + unit (`ms`, `s`, `m`, `h`, `d`); runs at least 3 s apart. */
+  interval: string
+  autoStart?: boolean
+  label?: string
+  description?: string
+  /** Longest a run may take before its signal is aborted and it counts as failed (default `5m`). */
+  timeout?: string
+  createReaktor: () => PollingAktor
+}
+
+/** Spec 2.4: a standard reaktor, called through `POST /api/v1/aktor/{reaktorDefinitionId}`. */
+export interface ReaktorRegistration<I = any, O = unknown> {
+  reaktorDefinitionId: string
+  label?: string
+  description?: string
+  /** Optional JSON Schema (TypeBox works) the request body must satisfy; else 400. */
+  inputSchema?: object
+  /** Longest a call may take before it is aborted and answered 504 (default `30s`). */
+  timeout?: string
+  createReaktor: (params: ReaktorParams) => Aktor<I, O>
+}
+
+export interface ReaktorParams {
+  settings: Readonly<Record<string, unknown>>
+}
+
+/** What an app's entry module exports (default export or named exports). */
+export interface ReaktorAppModule {
+  pollingReaktors?: PollingReaktorRegistration[]
+  reaktors?: ReaktorRegistration[]
+}

@@ -1,0 +1,62 @@
+import closeWithGrace from 'close-with-grace'
+import pino from 'pino'
+import { buildApp, REDACT } from './app.js'
+import { ConfigError, loadConfig, type Config } from './config.js'
+import { startEmbeddedPostgres, type EmbeddedPostgres } from './db/embedded.js'
+
+function createLogger (config: Config): pino.Logger {
+  return pino({
+    level: config.logLevel,
+    redact: { paths: REDACT, censor: '[redacted]' },
+    base: { node: config.nodeId },
+    // Pretty output only for a person at a terminal; the format never changes behaviour.
+    transport: process.stdout.isTTY ? { target: 'pino-pretty', options: { translateTime: 'SYS:HH:MM:ss.l', ignore: 'pid,hostname' } } : undefined
+  })
+}
+
+async function main (): Promise<void> {
+  let config: Config
+  try {
+    config = loadConfig(process.env)
+  } catch (err) {
+    if (err instanceof ConfigError) {
+      process.stderr.write(`reaktor-service: invalid configuration: ${err.message}\n`)
+      process.exit(1)
+    }
+    throw err
+  }
+  const log = createLogger(config)
+
+  let embedded: EmbeddedPostgres | undefined
+  let databaseUrl = config.databaseUrl
+  if (databaseUrl === undefined) {
+    embedded = await startEmbeddedPostgres({ dataDir: config.dataDir, log: log.child({ component: 'embedded-postgres' }) })
+    databaseUrl = embedded.url
+    log.info({ dataDir: config.dataDir }, 'embedded PostgreSQL started')
+  }
+
+  let app
+  try {
+    app = await buildApp({ config, databaseUrl, logger: log })
+  } catch (err) {
+    await embedded?.stop().catch(() => {})
+    throw err
+  }
+
+  closeWithGrace({ delay: config.shutdownGraceMs + 5000, logger: log }, async ({ signal, err }) => {
+    if (err !== undefined) log.error({ err }, 'shutting down after an error')
+    else log.info({ signal }, 'shutting down')
+    await app.close()
+    await embedded?.stop()
+    log.info('stopped')
+  })
+
+  await app.listen({ port: config.port, host: config.host })
+}
+
+main().catch((err: Error) => {
+  // A start-up failure is one clear line, not a stack trace; details at debug level only.
+  process.stderr.write(`reaktor-service: failed to start: ${err.message}\n`)
+  if (process.env.LOG_LEVEL === 'debug' || process.env.LOG_LEVEL === 'trace') process.stderr.write(`${err.stack ?? ''}\n`)
+  process.exit(1)
+})

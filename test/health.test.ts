@@ -1,0 +1,26 @@
+import t from 'tap'
+import { build } from './helper.js'
+
+t.test('healthz answers while the process is up', async (t) => {
+  const app = await build(t)
+  const res = await app.inject({ method: 'GET', url: '/healthz' })
+  t.equal(res.statusCode, 200)
+  t.same(res.json(), { status: 'ok' })
+})
+
+t.test('readyz is ready once migrations ran, 503 when the database is gone', async (t) => {
+  const app = await build(t)
+  const ok = await app.inject({ method: 'GET', url: '/readyz' })
+  t.equal(ok.statusCode, 200)
+  await app.db.destroy()
+  const down = await app.inject({ method: 'GET', url: '/readyz' })
+  t.equal(down.statusCode, 503)
+  t.same(Object.keys(down.json()).sort(), ['error', 'message', 'statusCode'])
+})
+
+t.test('unknown API routes answer a JSON 404', async (t) => {
+  const app = await build(t)
+  const res = await app.inject({ method: 'GET', url: '/api/v1/does-not-exist' })
+  t.equal(res.statusCode, 404)
+  t.match(res.json(), { statusCode: 404, error: 'Not Found' })
+})

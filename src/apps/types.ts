@@ -30,9 +30,8 @@ export interface AppDefinition {
 export interface RegisteredPollingReaktor {
   app: LoadedApp
   registration: PollingReaktorRegistration
+  /** The parsed `interval`; the scheduler applies its minimum (3 s) on top. */
   intervalMs: number
-  /** max(interval, minimum interval) */
-  effectiveIntervalMs: number
   timeoutMs: number
 }
 

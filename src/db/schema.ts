@@ -37,6 +37,10 @@ export interface PollingReaktorsTable {
   consecutive_failures: ColumnType<number, number | undefined, number>
   /** NODE_ID of the node running it, null when nobody does. */
   owner: string | null
+  /** Grows with every state change; run results apply only under the version they ran in. */
+  state_version: ColumnType<string, string | number | undefined, string | number>
+  /** Run id of `last_run`. */
+  last_run_id: string | null
 }
 
 export type User = Selectable<UsersTable>

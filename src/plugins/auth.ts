@@ -1,25 +1,103 @@
 import fp from 'fastify-plugin'
-import type { FastifyReply } from 'fastify'
-import type { AuthSession, SessionService } from '../auth/types.js'
+import cookie from '@fastify/cookie'
+import rateLimit from '@fastify/rate-limit'
+import type { FastifyReply, FastifyRequest } from 'fastify'
+import { bootstrapAdmin } from '../auth/bootstrap.js'
+import { dummyPasswordHash } from '../auth/password.js'
+import { createSessionService } from '../auth/sessions.js'
+import { SESSION_COOKIE, TOKEN_HEADER, type AuthSession, type SessionService } from '../auth/types.js'
+import { verifyCredentials } from '../auth/users.js'
+import { Errors } from '../errors.js'
 
 declare module 'fastify' {
   interface FastifyInstance {
     sessions: SessionService
     /** onRequest hook: 401 unless X-Service-Token names a live session; sets request.auth. */
     authenticate: (request: FastifyRequest, reply: FastifyReply) => Promise<void>
+    /** The user these credentials belong to, or null (same time whether or not the user exists). */
+    checkCredentials: (username: string, password: string) => Promise<{ id: string, username: string } | null>
+    /** preHandler hook of the login routes: 429 past LOGIN_RATE_LIMIT per minute, per username and per address. */
+    limitLoginAttempts: (request: FastifyRequest, reply: FastifyReply) => Promise<void>
+    /** Sets or clears the browser session cookie read by the app-UI token helper. */
+    setSessionCookie: (request: FastifyRequest, reply: FastifyReply, token: string) => void
+    clearSessionCookie: (request: FastifyRequest, reply: FastifyReply) => void
   }
   interface FastifyRequest {
     auth: AuthSession | null
   }
 }
 
-// STUB: users, sessions, cookie, rate limit and admin bootstrap go here.
+const MINUTE_MS = 60_000
+
+/**
+ * Users, sessions and API authentication. The API authenticates by the X-Service-Token header
+ * only; the cookie exists for the browser (login page, app UIs) and is never accepted by the API.
+ */
 export default fp(async (fastify) => {
+  const { config, db } = fastify
+
+  await fastify.register(cookie)
+  // Not global: only the login routes are limited, through limitLoginAttempts below.
+  await fastify.register(rateLimit, { global: false })
+
+  const sessions = createSessionService(db, config.sessionTtlMs)
+  fastify.decorate('sessions', sessions)
   fastify.decorateRequest('auth', null)
-  fastify.decorate('sessions', {
-    create: async () => { throw new Error('not implemented') },
-    verify: async () => null,
-    revoke: async () => {}
+
+  fastify.decorate('authenticate', async (request: FastifyRequest) => {
+    const header = request.headers[TOKEN_HEADER]
+    const session = await sessions.verify(typeof header === 'string' ? header : undefined)
+    if (session === null) throw new Errors.Unauthorized()
+    request.auth = session
   })
-  fastify.decorate('authenticate', async () => { throw fastify.httpErrors.unauthorized() })
+
+  fastify.decorate('checkCredentials', async (username: string, password: string) => await verifyCredentials(db, username, password))
+
+  // Two independent counters, each with its own store, shared by every login route so the form and
+  // the JSON login draw from the same budget. createRateLimit (not rateLimit()) because the
+  // plugin's request hooks run once per request: a second hook would be skipped.
+  // The address is request.ip: Fastify reads X-Forwarded-For only when TRUST_PROXY is set, so a
+  // client cannot pick its own address. (Counters are per node; a cluster multiplies the budget
+  // by its size, which still bounds guessing.)
+  const byAddress = fastify.createRateLimit({ max: config.loginRateLimit, timeWindow: MINUTE_MS })
+  const byUsername = fastify.createRateLimit({
+    max: config.loginRateLimit,
+    timeWindow: MINUTE_MS,
+    keyGenerator: (request) => {
+      const username = (request.body as { username?: unknown } | undefined)?.username
+      return `user:${typeof username === 'string' ? username.trim().toLowerCase() : ''}`
+    }
+  })
+  fastify.decorate('limitLoginAttempts', async (request: FastifyRequest, reply: FastifyReply) => {
+    const [address, user] = await Promise.all([byAddress(request), byUsername(request)])
+    const exceeded = [address, user].filter((l) => !l.isAllowed && l.isExceeded)
+    if (exceeded.length === 0) return
+    const retryAfter = Math.max(1, ...exceeded.map((l) => l.isAllowed ? 0 : l.ttlInSeconds))
+    request.log.warn({ limitedBy: exceeded.map((l) => l === address ? 'address' : 'username') }, 'login rate limit exceeded')
+    void reply.header('retry-after', String(retryAfter))
+    throw new Errors.LoginRateLimited(retryAfter)
+  })
+
+  const maxAgeSeconds = Math.max(1, Math.ceil(config.sessionTtlMs / 1000))
+  fastify.decorate('setSessionCookie', (request: FastifyRequest, reply: FastifyReply, token: string) => {
+    void reply.setCookie(SESSION_COOKIE, token, {
+      path: '/',
+      sameSite: 'lax',
+      maxAge: maxAgeSeconds,
+      // request.protocol is 'https' for TLS, or behind a trusted proxy (TRUST_PROXY) saying so.
+      secure: request.protocol === 'https',
+      // Deliberately NOT HttpOnly: the app-UI helper window.getServiceAuthToken() reads this cookie
+      // in the page to send it as X-Service-Token. Script access is the price of the spec's helper;
+      // the API never accepts the cookie itself (no CSRF through it), and the app UIs are served
+      // with a strict CSP that limits which scripts could read it.
+      httpOnly: false
+    })
+  })
+  fastify.decorate('clearSessionCookie', (request: FastifyRequest, reply: FastifyReply) => {
+    void reply.clearCookie(SESSION_COOKIE, { path: '/', sameSite: 'lax', secure: request.protocol === 'https' })
+  })
+
+  // Ready before the first login, so that an unknown user's first failed login is not slower.
+  await dummyPasswordHash()
+  await bootstrapAdmin(db, config, fastify.log)
 }, { name: 'auth', dependencies: ['config', 'db'] })

@@ -1,5 +1,42 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
+import { TOKEN_HEADER } from '../auth/types.js'
+import { Errors } from '../errors.js'
+import { LoginBody, LoginResult, LogoutResult } from '../schemas/auth.js'
+import { ErrorBody } from '../schemas/common.js'
 
-// STUB
-const routes: FastifyPluginAsyncTypebox = async () => {}
+/**
+ * `/api/v1/auth/*`: token login for API clients, and logout. Registered outside the authenticated
+ * scope so that login is reachable; logout protects itself.
+ */
+const routes: FastifyPluginAsyncTypebox = async (fastify) => {
+  fastify.post('/auth/login', {
+    preHandler: fastify.limitLoginAttempts,
+    schema: {
+      body: LoginBody,
+      response: { 200: LoginResult, 400: ErrorBody, 401: ErrorBody, 429: ErrorBody }
+    }
+  }, async (request, reply) => {
+    const { username, password } = request.body
+    const user = await fastify.checkCredentials(username, password)
+    if (user === null) {
+      request.log.info({ username }, 'login failed')
+      throw new Errors.InvalidCredentials()
+    }
+    const { token, expiresAt } = await fastify.sessions.create(user.id)
+    request.log.info({ userId: user.id, username: user.username }, 'logged in')
+    void reply.header('cache-control', 'no-store')
+    return { token, expiresAt: expiresAt.toISOString() }
+  })
+
+  fastify.post('/auth/logout', {
+    onRequest: fastify.authenticate,
+    schema: { response: { 200: LogoutResult, 401: ErrorBody } }
+  }, async (request, reply) => {
+    // authenticate() accepted the header, so it is a single string.
+    await fastify.sessions.revoke(request.headers[TOKEN_HEADER] as string)
+    fastify.clearSessionCookie(request, reply)
+    request.log.info({ userId: request.auth?.userId }, 'logged out')
+    return { message: 'Logged out; the session is revoked' }
+  })
+}
 export default routes

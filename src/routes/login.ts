@@ -1,5 +1,79 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
+import formbody from '@fastify/formbody'
+import type { FastifyReply, FastifyRequest } from 'fastify'
+import { Type } from 'typebox'
+import { LOGIN_PAGE_HEADERS, renderLoginPage, type LoginPageOptions } from '../auth/login-page.js'
+import { safeRedirect } from '../auth/redirect.js'
+import { Errors } from '../errors.js'
+import { HtmlPage, LoginFormBody, LoginPageQuery } from '../schemas/auth.js'
+import { ErrorBody } from '../schemas/common.js'
 
-// STUB
-const routes: FastifyPluginAsyncTypebox = async () => {}
+/** Same text whether the user is unknown or the password wrong. */
+const LOGIN_FAILED = 'Invalid username or password.'
+
+function sendPage (reply: FastifyReply, statusCode: number, page: LoginPageOptions): FastifyReply {
+  return reply.code(statusCode).headers(LOGIN_PAGE_HEADERS).send(renderLoginPage(page))
+}
+
+/**
+ * Login CSRF: a cross-site page must not log the browser into an account of the attacker's.
+ * Browsers send Sec-Fetch-Site and Origin on a form POST; a request without either (curl, scripts)
+ * is no browser being abused and is allowed.
+ */
+async function rejectCrossSite (request: FastifyRequest): Promise<void> {
+  if (request.headers['sec-fetch-site'] === 'cross-site') throw new Errors.CrossSiteLogin()
+  const origin = request.headers.origin
+  if (origin === undefined) return
+  let own: string
+  try {
+    // Through URL so that default ports compare equal (Host `example.com:443` vs Origin `https://example.com`).
+    own = new URL(`${request.protocol}://${request.host}`).origin
+  } catch {
+    throw new Errors.CrossSiteLogin()
+  }
+  if (origin !== own) {
+    // Behind a TLS-terminating proxy without TRUST_PROXY the service sees http and every browser
+    // login is refused here; the log line says which origins were compared.
+    request.log.warn({ origin, expected: own }, 'cross-site login rejected')
+    throw new Errors.CrossSiteLogin()
+  }
+}
+
+/** The browser login: `GET /login` (the form) and `POST /login` (sets the session cookie). */
+const routes: FastifyPluginAsyncTypebox = async (fastify) => {
+  // Only here: the API never parses urlencoded bodies.
+  await fastify.register(formbody)
+
+  fastify.get('/login', {
+    schema: { querystring: LoginPageQuery, response: { 200: HtmlPage, 400: ErrorBody } }
+  }, async (request, reply) => sendPage(reply, 200, { redirect: safeRedirect(request.query.redirect) }))
+
+  fastify.post('/login', {
+    onRequest: rejectCrossSite,
+    preHandler: fastify.limitLoginAttempts,
+    schema: {
+      body: LoginFormBody,
+      response: {
+        303: Type.Null({ description: 'Logged in: redirect to the validated target, with the session cookie' }),
+        400: ErrorBody,
+        401: HtmlPage,
+        403: ErrorBody,
+        429: ErrorBody
+      }
+    }
+  }, async (request, reply) => {
+    const { username, password } = request.body
+    const redirect = safeRedirect(request.body.redirect)
+    const user = await fastify.checkCredentials(username, password)
+    if (user === null) {
+      request.log.info({ username }, 'login failed')
+      return sendPage(reply, 401, { redirect, username, error: LOGIN_FAILED })
+    }
+    // Always a new session: a token planted before the login (fixation) is never promoted.
+    const { token } = await fastify.sessions.create(user.id)
+    request.log.info({ userId: user.id, username: user.username }, 'logged in')
+    fastify.setSessionCookie(request, reply, token)
+    return reply.header('cache-control', 'no-store').redirect(redirect, 303)
+  })
+}
 export default routes

@@ -20,19 +20,34 @@ export interface AktorLogger {
 /** An aktor is a function of input and context. A plain async function is an aktor. */
 export type Aktor<I = unknown, O = unknown> = (input: I, context: AktorContext) => O | Promise<O>
 
-/** A polling reaktor's aktor: its result decides whether the next run is immediate. */
+/** Any aktor, whatever its input and output. */
+export type AnyAktor = Aktor<any, any>
+
+/** The input type an aktor accepts (`unknown` for an aktor that ignores its input). */
+export type AktorInput<A> = A extends (input: infer I, ...rest: any[]) => unknown ? I : never
+
+/** The (awaited) output type of an aktor. */
+export type AktorOutput<A> = A extends (...args: any[]) => infer O ? Awaited<O> : never
+
+/**
+ * A polling reaktor's aktor: it gets no input, and its boolean result decides whether the next
+ * run is immediate (`true`: more work) or one interval later (`false`).
+ */
 export type PollingAktor = Aktor<void, boolean>
 
 /** Spec 2.1: a polling reaktor registration. */
 export interface PollingReaktorRegistration {
+  /** Unique across all apps; the `{reaktorId}` of `/api/v1/polling/{reaktorId}/…`. */
   reaktorDefinitionId: string
   /** Integer + unit (`ms`, `s`, `m`, `h`, `d`); runs at least 3 s apart. */
   interval: string
+  /** Start on server start-up (default false). */
   autoStart?: boolean
   label?: string
   description?: string
   /** Longest a run may take before its signal is aborted and it counts as failed (default `5m`). */
   timeout?: string
+  /** Returns the aktor that each run calls. Settings reach it through `context.settings`. */
   createReaktor: () => PollingAktor
 }
 
@@ -49,10 +64,11 @@ export interface ReaktorRegistration<I = any, O = unknown> {
 }
 
 export interface ReaktorParams {
+  /** The app's settings (package.json `reaktor.settings` + environment overrides). */
   settings: Readonly<Record<string, unknown>>
 }
 
-/** What an app's entry module exports (default export or named exports). */
+/** What an app's entry module exports (default export or named exports). Either may be absent. */
 export interface ReaktorAppModule {
   pollingReaktors?: PollingReaktorRegistration[]
   reaktors?: ReaktorRegistration[]

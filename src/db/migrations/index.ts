@@ -1,10 +1,12 @@
 import type { Migration } from 'kysely'
 import * as initial from './20261123000000_initial.js'
+import * as polling from './20261124000000_polling.js'
 
 /**
  * Every migration, by its timestamped name. An explicit list (not a folder scan) works the same
  * from TypeScript sources and from the compiled build. Append new migrations here.
  */
 export const migrations: Record<string, Migration> = {
-  '20261123000000_initial': initial
+  '20261123000000_initial': initial,
+  '20261124000000_polling': polling
 }

@@ -1,0 +1,32 @@
+# syntax=docker/dockerfile:1
+# Multi-stage build of reaktor-service. Cannot be built on the development machines of this
+# project (no Docker engine there); kept correct by review.
+
+FROM node:24-bookworm-slim AS build
+WORKDIR /app
+COPY package.json package-lock.json ./
+RUN npm ci --no-audit --no-fund
+COPY tsconfig.json tsconfig.build.json ./
+COPY src ./src
+RUN npm run build && npm prune --omit=dev
+
+FROM node:24-bookworm-slim
+ENV NODE_ENV=production \
+    HOST=0.0.0.0 \
+    PORT=3000 \
+    DATA_DIR=/data \
+    REAKTOR_APPS_DIR=/app/reaktor-apps
+WORKDIR /app
+# The embedded PostgreSQL (used when DATABASE_URL is unset) runs as this same non-root user.
+RUN groupadd --system reaktor && useradd --system --gid reaktor --home /app reaktor \
+    && mkdir -p /data && chown reaktor:reaktor /data
+COPY --from=build --chown=reaktor:reaktor /app/node_modules ./node_modules
+COPY --from=build --chown=reaktor:reaktor /app/dist ./dist
+COPY --chown=reaktor:reaktor package.json ./
+COPY --chown=reaktor:reaktor reaktor-apps ./reaktor-apps
+USER reaktor
+VOLUME ["/data"]
+EXPOSE 3000
+HEALTHCHECK --interval=15s --timeout=3s --start-period=30s --retries=3 \
+  CMD node -e "fetch('http://127.0.0.1:'+(process.env.PORT||3000)+'/readyz').then(r=>process.exit(r.ok?0:1),()=>process.exit(1))"
+CMD ["node", "dist/server.js"]

@@ -1,0 +1,67 @@
+import { RegistrationError } from './registry.js'
+
+type Env = Record<string, string | undefined>
+
+/** Upper-cases and turns every run of non-alphanumerics into one `_`, trimmed at both ends. */
+function envSegment (value: string): string {
+  return value.toUpperCase().replace(/[^A-Z0-9]+/g, '_').replace(/^_+|_+$/g, '')
+}
+
+/**
+ * The environment variable that overrides setting `setting` of app `appName`:
+ * `REAKTOR_SETTING_<APP>_<SETTING>`, each part upper-cased with every run of non-alphanumerics
+ * turned into one `_` (trimmed). `@acme/widgets` + `apiUrl` → `REAKTOR_SETTING_ACME_WIDGETS_APIURL`;
+ * `drain-demo` + `batch-size` → `REAKTOR_SETTING_DRAIN_DEMO_BATCH_SIZE`.
+ */
+export function settingEnvName (appName: string, setting: string): string {
+  return `REAKTOR_SETTING_${envSegment(appName)}_${envSegment(setting)}`
+}
+
+function kindOf (value: unknown): string {
+  if (value === null) return 'null'
+  if (Array.isArray(value)) return 'array'
+  return typeof value
+}
+
+/**
+ * An app's settings: its defaults, each overridden by its environment variable when that is set
+ * and not empty. A string default takes the value as it is; any other default takes it as JSON of
+ * the same kind (number, boolean, array, object); a `null` default takes JSON when it parses and
+ * the raw string otherwise.
+ */
+export function resolveSettings (appLabel: string, appName: string, defaults: Record<string, unknown>, env: Env): Record<string, unknown> {
+  const settings: Record<string, unknown> = {}
+  const seen = new Map<string, string>()
+  for (const [name, fallback] of Object.entries(defaults)) {
+    const variable = settingEnvName(appName, name)
+    const other = seen.get(variable)
+    if (other !== undefined) {
+      throw new RegistrationError(`${appLabel}: settings "${other}" and "${name}" both map to the environment variable ${variable}; rename one`)
+    }
+    seen.set(variable, name)
+    const raw = env[variable]
+    if (raw === undefined || raw === '') {
+      settings[name] = fallback
+      continue
+    }
+    if (typeof fallback === 'string') {
+      settings[name] = raw
+      continue
+    }
+    let parsed: unknown
+    try {
+      parsed = JSON.parse(raw)
+    } catch (err) {
+      if (fallback === null) {
+        settings[name] = raw
+        continue
+      }
+      throw new RegistrationError(`${appLabel}: setting "${name}": ${variable} is not valid JSON (${(err as Error).message}); the default is a ${kindOf(fallback)}, so the value must be JSON, for example ${JSON.stringify(fallback)}`)
+    }
+    if (fallback !== null && kindOf(parsed) !== kindOf(fallback)) {
+      throw new RegistrationError(`${appLabel}: setting "${name}": ${variable} is a ${kindOf(parsed)}; expected a ${kindOf(fallback)} like the default ${JSON.stringify(fallback)}`)
+    }
+    settings[name] = parsed
+  }
+  return settings
+}

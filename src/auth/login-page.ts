@@ -1,0 +1,83 @@
+import { createHash } from 'node:crypto'
+
+/**
+ * The login page: one self-contained HTML document (no scripts, no external resources), served
+ * with its own strict CSP that allows exactly its inline stylesheet (by hash) and posting the form
+ * to this origin.
+ */
+const STYLE = `
+*{box-sizing:border-box}
+body{margin:0;min-height:100vh;display:flex;align-items:center;justify-content:center;font:16px/1.5 system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;background:#f4f5f7;color:#1d2330}
+main{width:100%;max-width:22rem;margin:1rem;padding:2rem;background:#fff;border-radius:8px;box-shadow:0 1px 4px rgba(0,0,0,.15)}
+h1{margin:0 0 1.25rem;font-size:1.5rem}
+label{display:block;margin:.75rem 0 .25rem;font-weight:600}
+input[type=text],input[type=password]{width:100%;padding:.5rem .625rem;font:inherit;border:1px solid #8a93a6;border-radius:4px}
+input:focus,button:focus{outline:3px solid #2f6fde;outline-offset:1px}
+button{margin-top:1.25rem;width:100%;padding:.625rem;font:inherit;font-weight:600;color:#fff;background:#2456b8;border:0;border-radius:4px;cursor:pointer}
+button:hover{background:#1b4597}
+.error{margin:0 0 1rem;padding:.5rem .75rem;color:#8a1020;background:#fdecee;border:1px solid #e3a0a8;border-radius:4px}
+`
+
+const STYLE_HASH = `'sha256-${createHash('sha256').update(STYLE).digest('base64')}'`
+
+/** The Content-Security-Policy of the login page. */
+export const LOGIN_PAGE_CSP = [
+  "default-src 'none'",
+  `style-src ${STYLE_HASH}`,
+  "form-action 'self'",
+  "frame-ancestors 'none'",
+  "base-uri 'none'"
+].join('; ')
+
+/** Headers sent with the login page (besides the CSP). */
+export const LOGIN_PAGE_HEADERS: Record<string, string> = {
+  'content-type': 'text/html; charset=utf-8',
+  'content-security-policy': LOGIN_PAGE_CSP,
+  'cache-control': 'no-store',
+  'x-content-type-options': 'nosniff',
+  'x-frame-options': 'DENY',
+  // The redirect target in the query string is nobody else's business.
+  'referrer-policy': 'no-referrer'
+}
+
+function escapeHtml (value: string): string {
+  return value.replace(/[&<>"']/g, (c) => ({ '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;', "'": '&#39;' })[c] as string)
+}
+
+export interface LoginPageOptions {
+  /** Already validated with safeRedirect. */
+  redirect: string
+  /** Prefill after a failed attempt. */
+  username?: string
+  error?: string
+}
+
+export function renderLoginPage ({ redirect, username = '', error }: LoginPageOptions): string {
+  const errorBlock = error === undefined
+    ? ''
+    : `\n    <p class="error" id="login-error" role="alert">${escapeHtml(error)}</p>`
+  const describedBy = error === undefined ? '' : ' aria-describedby="login-error"'
+  return `<!doctype html>
+<html lang="en">
+<head>
+  <meta charset="utf-8">
+  <meta name="viewport" content="width=device-width, initial-scale=1">
+  <title>Sign in · Reaktor service</title>
+  <style>${STYLE}</style>
+</head>
+<body>
+  <main>
+    <h1>Sign in</h1>${errorBlock}
+    <form method="post" action="/login"${describedBy}>
+      <input type="hidden" name="redirect" value="${escapeHtml(redirect)}">
+      <label for="username">Username</label>
+      <input type="text" id="username" name="username" value="${escapeHtml(username)}" autocomplete="username" autocapitalize="none" spellcheck="false" required${username === '' ? ' autofocus' : ''}>
+      <label for="password">Password</label>
+      <input type="password" id="password" name="password" autocomplete="current-password" required${username === '' ? '' : ' autofocus'}>
+      <button type="submit">Sign in</button>
+    </form>
+  </main>
+</body>
+</html>
+`
+}

@@ -1,0 +1,82 @@
+import { createHash, randomBytes } from 'node:crypto'
+import { sql, type Kysely } from 'kysely'
+import type { Database } from '../db/schema.js'
+import type { AuthSession, SessionService } from './types.js'
+
+type Db = Kysely<Database>
+
+/** 256 random bits, base64url without padding: always 43 characters of [A-Za-z0-9_-]. */
+const TOKEN_BYTES = 32
+const TOKEN_FORMAT = /^[A-Za-z0-9_-]{43}$/
+
+export function newSessionToken (): string {
+  return randomBytes(TOKEN_BYTES).toString('base64url')
+}
+
+/**
+ * What the database stores instead of the token. A plain SHA-256 is enough (no salt, no slow hash):
+ * the token has 256 bits of entropy, so nothing can be guessed from the digest, and the lookup by
+ * digest stays a single indexed equality.
+ */
+export function tokenDigest (token: string): Buffer {
+  return createHash('sha256').update(token).digest()
+}
+
+/**
+ * Stores a new session and returns its expiry. The expiry is computed by PostgreSQL, the same
+ * clock `findLiveSession` compares against, so node clocks cannot disagree about it.
+ */
+export async function insertSession (db: Db, userId: string, digest: Buffer, ttlMs: number): Promise<Date> {
+  const row = await db.insertInto('sessions')
+    .values({ user_id: userId, token_hash: digest, expires_at: sql<Date>`now() + make_interval(secs => ${ttlMs / 1000})` })
+    .returning('expires_at')
+    .executeTakeFirstOrThrow()
+  return row.expires_at
+}
+
+/** The live session of a digest: one query on the unique token_hash index. */
+export async function findLiveSession (db: Db, digest: Buffer): Promise<AuthSession | null> {
+  const row = await db.selectFrom('sessions')
+    .innerJoin('users', 'users.id', 'sessions.user_id')
+    .select(['sessions.user_id', 'users.username', 'sessions.expires_at'])
+    .where('sessions.token_hash', '=', digest)
+    .where('sessions.revoked_at', 'is', null)
+    .where('sessions.expires_at', '>', sql<Date>`now()`)
+    .executeTakeFirst()
+  return row === undefined ? null : { userId: row.user_id, username: row.username, expiresAt: row.expires_at }
+}
+
+export async function revokeSession (db: Db, digest: Buffer): Promise<void> {
+  await db.updateTable('sessions')
+    .set({ revoked_at: sql<Date>`now()` })
+    .where('token_hash', '=', digest)
+    .where('revoked_at', 'is', null)
+    .execute()
+}
+
+/** Removes sessions that can never be used again (uses the expires_at index). */
+export async function deleteExpiredSessions (db: Db): Promise<void> {
+  await db.deleteFrom('sessions').where('expires_at', '<=', sql<Date>`now()`).execute()
+}
+
+/** The SessionService of src/auth/types.ts on top of the sessions table. */
+export function createSessionService (db: Db, ttlMs: number): SessionService {
+  return {
+    async create (userId) {
+      // Housekeeping rides on logins: rare enough to be cheap, frequent enough to keep the table small.
+      await deleteExpiredSessions(db)
+      const token = newSessionToken()
+      const expiresAt = await insertSession(db, userId, tokenDigest(token), ttlMs)
+      return { token, expiresAt }
+    },
+    async verify (token) {
+      // Anything that is not one of our tokens is rejected without a query.
+      if (typeof token !== 'string' || !TOKEN_FORMAT.test(token)) return null
+      return await findLiveSession(db, tokenDigest(token))
+    },
+    async revoke (token) {
+      if (typeof token !== 'string' || !TOKEN_FORMAT.test(token)) return
+      await revokeSession(db, tokenDigest(token))
+    }
+  }
+}

@@ -1,0 +1,32 @@
+import { Type, type Static } from 'typebox'
+
+/** Bounded so that a request cannot make the server hash megabytes. */
+const Username = Type.String({ maxLength: 200 })
+const Password = Type.String({ maxLength: 1024 })
+
+/** `POST /api/v1/auth/login` */
+export const LoginBody = Type.Object({ username: Username, password: Password })
+export type LoginBodyType = Static<typeof LoginBody>
+
+export const LoginResult = Type.Object({
+  token: Type.String({ description: 'Session token: send it as X-Service-Token' }),
+  expiresAt: Type.String({ format: 'date-time' })
+})
+export type LoginResultType = Static<typeof LoginResult>
+
+/** `POST /api/v1/auth/logout` */
+export const LogoutResult = Type.Object({ message: Type.String() })
+
+/** `POST /login` (application/x-www-form-urlencoded, from the login page). */
+export const LoginFormBody = Type.Object({
+  username: Username,
+  password: Password,
+  redirect: Type.Optional(Type.String())
+})
+export type LoginFormBodyType = Static<typeof LoginFormBody>
+
+/** `GET /login?redirect=…` */
+export const LoginPageQuery = Type.Object({ redirect: Type.Optional(Type.String()) })
+
+/** The login page, for the response schemas of the HTML routes. */
+export const HtmlPage = { content: { 'text/html': { schema: Type.String() } } }

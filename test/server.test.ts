@@ -1,0 +1,77 @@
+/**
+ * The real server process: configuration errors, start on the embedded database, graceful
+ * SIGTERM, and a start after the previous run was killed with SIGKILL.
+ */
+import t from 'tap'
+import { spawn, type ChildProcess } from 'node:child_process'
+import path from 'node:path'
+import { tempDir, waitFor } from './helper.js'
+
+const root = path.resolve(import.meta.dirname, '..')
+
+interface Server { child: ChildProcess, output: () => string, exited: Promise<number | null> }
+
+function startServer (env: Record<string, string>): Server {
+  let output = ''
+  const child = spawn(process.execPath, ['--import', 'tsx', 'src/server.ts'], {
+    cwd: root,
+    env: { ...process.env, DATABASE_URL: '', PORT: '0', LOG_LEVEL: 'info', REAKTOR_APPS_DIR: path.join(root, 'test', 'no-such-apps'), ...env },
+    stdio: ['ignore', 'pipe', 'pipe']
+  })
+  child.stdout?.on('data', (d: Buffer) => { output += d.toString() })
+  child.stderr?.on('data', (d: Buffer) => { output += d.toString() })
+  const exited = new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)))
+  return { child, output: () => output, exited }
+}
+
+async function listeningUrl (server: Server): Promise<string> {
+  const match = await waitFor(() => {
+    if (server.child.exitCode !== null) throw new Error(`the server exited: ${server.output()}`)
+    return /Server listening at (http:\/\/127\.0\.0\.1:\d+)/.exec(server.output())
+  },
+    { timeoutMs: 60_000, what: 'the server to listen' })
+  return match[1]
+}
+
+t.test('a bad variable stops the start with exit 1 and one line naming it', async (t) => {
+  for (const [name, value] of [['PORT', 'abc'], ['SESSION_TTL', '5 parsecs'], ['DATABASE_URL', 'http//nope']]) {
+    const server = startServer({ [name]: value })
+    const code = await server.exited
+    t.equal(code, 1, `${name} exits 1`)
+    const lines = server.output().trim().split('\n')
+    t.equal(lines.length, 1, `${name}: one line, no stack trace`)
+    t.match(lines[0], new RegExp(`invalid configuration: ${name}: `))
+  }
+})
+
+t.test('starts on the embedded database, survives kill -9, stops cleanly on SIGTERM', async (t) => {
+  const dataDir = await tempDir(t, 'reaktor-server-')
+  const first = startServer({ DATA_DIR: dataDir })
+  t.teardown(() => { first.child.kill('SIGKILL') })
+  const url = await listeningUrl(first)
+  t.equal((await fetch(`${url}/readyz`)).status, 200)
+  t.match(first.output(), /initial-admin-password|admin/, 'says where the admin password is')
+
+  // SIGKILL leaves the embedded PostgreSQL running without its owner.
+  first.child.kill('SIGKILL')
+  await first.exited
+
+  const second = startServer({ DATA_DIR: dataDir })
+  t.teardown(() => { second.child.kill('SIGKILL') })
+  const url2 = await listeningUrl(second)
+  t.equal((await fetch(`${url2}/readyz`)).status, 200, 'ready again after kill -9')
+  t.match(second.output(), /orphaned by a previous run/)
+
+  second.child.kill('SIGTERM')
+  t.equal(await second.exited, 0, 'SIGTERM exits 0')
+  t.match(second.output(), /"msg":"stopped"/)
+
+  // And the database it stopped starts again with the data kept.
+  const third = startServer({ DATA_DIR: dataDir })
+  t.teardown(() => { third.child.kill('SIGKILL') })
+  const url3 = await listeningUrl(third)
+  t.equal((await fetch(`${url3}/readyz`)).status, 200)
+  t.notMatch(third.output(), /initialising embedded PostgreSQL/, 'the cluster is reused, not re-created')
+  third.child.kill('SIGTERM')
+  t.equal(await third.exited, 0)
+})

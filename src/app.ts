@@ -44,10 +44,22 @@ export const REDACT = [
   'req.headers.cookie',
   'req.headers.authorization',
   'res.headers["set-cookie"]',
+  // Headers logged on their own, or under any other key (`{ request: { headers } }`).
+  'headers["x-service-token"]',
+  'headers.cookie',
+  'headers.authorization',
+  'headers["set-cookie"]',
+  '*.headers["x-service-token"]',
+  '*.headers.cookie',
+  '*.headers.authorization',
+  '*.headers["set-cookie"]',
   'password',
   'token',
   '*.password',
-  '*.token'
+  '*.token',
+  // Request bodies one level down (`{ req: { body } }`).
+  '*.*.password',
+  '*.*.token'
 ]
 
 /**

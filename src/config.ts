@@ -23,6 +23,13 @@ export interface Config {
   shutdownGraceMs: number
   /** Login attempts allowed per minute, per username and per client address. */
   loginRateLimit: number
+  /** Memory for the app-UI file cache (files and their gzip/brotli variants), in bytes. */
+  appUiCacheBytes: number
+  /**
+   * The `REAKTOR_SETTING_*` variables: overrides of app settings (see src/apps/settings.ts for the
+   * naming rule). Read here so that config stays the one place the environment is read.
+   */
+  appSettingsEnv: Readonly<Record<string, string>>
 }
 
 export class ConfigError extends Error {
@@ -115,6 +122,8 @@ export function loadConfig (env: Env = process.env): Config {
     trustProxy: boolean(env, 'TRUST_PROXY'),
     aktorBodyLimit: integer(env, 'AKTOR_BODY_LIMIT', 1024 * 1024, 1, 1024 * 1024 * 1024),
     shutdownGraceMs: duration(env, 'SHUTDOWN_GRACE', '10s'),
-    loginRateLimit: integer(env, 'LOGIN_RATE_LIMIT', 10, 1, 100_000)
+    loginRateLimit: integer(env, 'LOGIN_RATE_LIMIT', 10, 1, 100_000),
+    appUiCacheBytes: integer(env, 'APP_UI_CACHE_BYTES', 64 * 1024 * 1024, 0, 16 * 1024 * 1024 * 1024),
+    appSettingsEnv: Object.freeze(Object.fromEntries(Object.entries(env).filter((e): e is [string, string] => e[0].startsWith('REAKTOR_SETTING_') && e[1] !== undefined)))
   }
 }

@@ -6,7 +6,7 @@
 import t from 'tap'
 import {
   branch, constant, defineApp, definePollingReaktor, defineReaktor, parallel, pipe, setting,
-  type Aktor, type PollingAktor
+  type Aktor, type AsyncAktor, type PollingAktor
 } from '../src/sdk/index.js'
 import type * as PublicSdk from 'reaktor-service/sdk'
 
@@ -94,13 +94,13 @@ assertType<Equals<ReturnType<typeof double.createReaktor>, Aktor<{ n: number }, 
 
 // Combinator output types.
 const both = parallel({ n: constant(1), s: constant('x') })
-assertType<Equals<typeof both, Aktor<unknown, { n: number, s: string }>>>()
+assertType<Equals<typeof both, AsyncAktor<unknown, { n: number, s: string }>>>()
 const pair = parallel([constant(1), async () => 'x'])
-assertType<Equals<typeof pair, Aktor<unknown, [number, string]>>>()
+assertType<Equals<typeof pair, AsyncAktor<unknown, [number, string]>>>()
 const typedInputs = parallel([(n: number) => n + 1, constant(true)])
 assertType<Equals<Parameters<typeof typedInputs>[0], number>>()
 const chained = pipe((n: number) => String(n), (s: string) => s.length > 1)
-assertType<Equals<typeof chained, Aktor<number, boolean>>>()
+assertType<Equals<typeof chained, AsyncAktor<number, boolean>>>()
 // @ts-expect-error a pipe step must accept the previous step's output
 pipe((n: number) => String(n), (n: number) => n > 1)
 
@@ -110,4 +110,13 @@ t.test('the registration helpers return what they are given', async (t) => {
   t.equal(app.pollingReaktors, ok)
   t.equal(app.reaktors?.[0], double)
   t.equal(ok.length, 5)
+})
+
+t.test('the values behind the types', async (t) => {
+  const log = { info: () => {}, warn: () => {}, error: () => {}, debug: () => {} }
+  const context = { signal: new AbortController().signal, log, settings: {}, reaktorId: 'types', runId: 'r1' }
+  t.same(await both(undefined, context), { n: 1, s: 'x' })
+  t.same(await pair(undefined, context), [1, 'x'])
+  t.same(await typedInputs(1, context), [2, true])
+  t.equal(await chained(10, context), true)
 })

@@ -5,6 +5,7 @@ import type { AppRegistry, LoadedApp, RegisteredPollingReaktor, RegisteredReakto
 export const MIN_POLLING_INTERVAL_MS = 3000
 export const DEFAULT_POLLING_TIMEOUT = '5m'
 export const DEFAULT_AKTOR_TIMEOUT = '30s'
+export const MAX_REAKTOR_ID_LENGTH = 200
 
 export class RegistrationError extends Error {
   constructor (message: string) {
@@ -20,11 +21,17 @@ function appLabel (app: LoadedApp): string {
 }
 
 function duration (app: LoadedApp, id: string, field: string, value: string): number {
+  let ms: number
   try {
-    return parseDuration(value)
+    ms = parseDuration(value)
   } catch {
     throw new RegistrationError(`${appLabel(app)}: reaktor "${id}": ${field} ${JSON.stringify(value)} is malformed; expected an integer followed by ms, s, m, h or d (for example 30s)`)
   }
+  // A zero interval is legal (it runs at the 3 s minimum); a zero timeout would fail every run.
+  if (field === 'timeout' && ms === 0) {
+    throw new RegistrationError(`${appLabel(app)}: reaktor "${id}": timeout ${JSON.stringify(value)} must be greater than zero`)
+  }
+  return ms
 }
 
 /**
@@ -37,9 +44,17 @@ export function buildRegistry (apps: LoadedApp[], log: Log): AppRegistry {
   const owners = new Map<string, LoadedApp>()
   const byKey = new Map<string, LoadedApp>()
 
-  const claim = (app: LoadedApp, id: unknown): string => {
-    if (typeof id !== 'string' || id === '') {
-      throw new RegistrationError(`${appLabel(app)}: a registration has no reaktorDefinitionId`)
+  const claim = (app: LoadedApp, registration: unknown, where: string): string => {
+    if (typeof registration !== 'object' || registration === null) {
+      throw new RegistrationError(`${appLabel(app)}: ${where} is not a registration object`)
+    }
+    const id = (registration as { reaktorDefinitionId?: unknown }).reaktorDefinitionId
+    if (typeof id !== 'string' || id.trim() === '') {
+      throw new RegistrationError(`${appLabel(app)}: ${where} has no reaktorDefinitionId`)
+    }
+    // The id travels in URL paths, log lines and lock keys: printable and of sane length.
+    if (id.length > MAX_REAKTOR_ID_LENGTH || /\p{Cc}/u.test(id)) {
+      throw new RegistrationError(`${appLabel(app)}: ${where}: reaktorDefinitionId ${JSON.stringify(id)} is not allowed; expected at most ${MAX_REAKTOR_ID_LENGTH} printable characters`)
     }
     const other = owners.get(id)
     if (other !== undefined) {
@@ -57,25 +72,32 @@ export function buildRegistry (apps: LoadedApp[], log: Log): AppRegistry {
     if (byKey.has(key)) throw new RegistrationError(`${appLabel(app)} is loaded twice`)
     byKey.set(key, app)
 
-    for (const registration of app.pollingReaktors) {
-      const id = claim(app, registration?.reaktorDefinitionId)
+    for (const field of ['pollingReaktors', 'reaktors'] as const) {
+      if (!Array.isArray(app[field])) throw new RegistrationError(`${appLabel(app)}: ${field} must be an array of registrations`)
+    }
+
+    for (const [index, registration] of app.pollingReaktors.entries()) {
+      const id = claim(app, registration, `pollingReaktors[${index}]`)
       if (typeof registration.createReaktor !== 'function') {
         throw new RegistrationError(`${appLabel(app)}: polling reaktor "${id}" has no createReaktor function`)
       }
       if (typeof registration.interval !== 'string') {
         throw new RegistrationError(`${appLabel(app)}: polling reaktor "${id}" has no interval; expected a string such as "30s"`)
       }
+      if (registration.autoStart !== undefined && typeof registration.autoStart !== 'boolean') {
+        throw new RegistrationError(`${appLabel(app)}: polling reaktor "${id}": autoStart must be true or false, got ${JSON.stringify(registration.autoStart)}`)
+      }
       const intervalMs = duration(app, id, 'interval', registration.interval)
       if (intervalMs < MIN_POLLING_INTERVAL_MS) {
         log.warn({ reaktorId: id, app: key, interval: registration.interval },
-          `polling reaktor "${id}": interval ${registration.interval} is below the 3s minimum; it runs every 3s`)
+          `${appLabel(app)}: polling reaktor "${id}": interval ${registration.interval} is below the 3s minimum; it runs every 3s`)
       }
       const timeoutMs = duration(app, id, 'timeout', registration.timeout ?? DEFAULT_POLLING_TIMEOUT)
       pollingReaktors.set(id, { app, registration, intervalMs, timeoutMs })
     }
 
-    for (const registration of app.reaktors) {
-      const id = claim(app, registration?.reaktorDefinitionId)
+    for (const [index, registration] of app.reaktors.entries()) {
+      const id = claim(app, registration, `reaktors[${index}]`)
       if (typeof registration.createReaktor !== 'function') {
         throw new RegistrationError(`${appLabel(app)}: reaktor "${id}" has no createReaktor function`)
       }

@@ -40,7 +40,8 @@ function parse (encoded: string): Parsed | null {
   if (!valid) return null
   const salt = Buffer.from(parts[4], 'base64')
   const key = Buffer.from(parts[5], 'base64')
-  if (salt.length < 8 || key.length < 16 || key.length > 128) return null
+  // A shortened key would still match (scrypt output is a prefix of a longer one): require the full length.
+  if (salt.length < 16 || key.length < KEY_BYTES || key.length > 128) return null
   return { N, r, p, salt, key }
 }
 

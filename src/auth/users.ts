@@ -1,4 +1,4 @@
-import type { Kysely } from 'kysely'
+import { sql, type Kysely } from 'kysely'
 import type { Database, User } from '../db/schema.js'
 import { dummyPasswordHash, verifyPassword } from './password.js'
 
@@ -28,14 +28,13 @@ export async function createUserIfMissing (db: Db, username: string, passwordHas
  * then lets only one insert through, so exactly one node reports (and writes) the password.
  */
 export async function createFirstUser (db: Db, username: string, passwordHash: string): Promise<boolean> {
-  const row = await db.insertInto('users')
-    .columns(['username', 'password_hash'])
-    .expression((eb) => eb.selectNoFrom([eb.val(username).as('username'), eb.val(passwordHash).as('password_hash')])
-      .where(({ not, exists, selectFrom }) => not(exists(selectFrom('users').select('id')))))
-    .onConflict((oc) => oc.column('username').doNothing())
-    .returning('id')
-    .executeTakeFirst()
-  return row !== undefined
+  const result = await sql<{ id: string }>`
+    insert into users (username, password_hash)
+    select ${username}, ${passwordHash}
+    where not exists (select 1 from users)
+    on conflict (username) do nothing
+    returning id`.execute(db)
+  return result.rows.length > 0
 }
 
 export async function hasUser (db: Db, username: string): Promise<boolean> {

@@ -1,5 +1,143 @@
-import type { FastifyPluginAsync } from 'fastify'
+import fs from 'node:fs'
+import fsp from 'node:fs/promises'
+import type { FastifyPluginAsync, FastifyReply, FastifyRequest } from 'fastify'
+import type { LoadedApp } from '../apps/types.js'
+import { SESSION_COOKIE } from '../auth/types.js'
+import { buildCsp, loadAllowedOrigins } from '../app-ui/csp.js'
+import { chooseEncoding, contentTypeOf, etagMatches, FileCache, isHtml, prepareFile, PublicFolder, type CachedFile } from '../app-ui/files.js'
+import { appBase, encodeSegment, parseAppUiUrl } from '../app-ui/url.js'
 
-// STUB: encapsulated (not fastify-plugin wrapped) so its CSP hook never reaches the API.
-const appUi: FastifyPluginAsync = async () => {}
+/** Files up to this size are served from memory; larger ones are streamed from disk. */
+export const MAX_CACHED_FILE_BYTES = 1024 * 1024
+export const DEFAULT_CACHE_BYTES = 64 * 1024 * 1024
+
+export interface AppUiOptions {
+  /** Memory for cached files and their compressed variants (default: config.appUiCacheBytes, APP_UI_CACHE_BYTES). */
+  cacheBytes?: number
+}
+
+interface Site {
+  folder: PublicFolder
+  csp: string
+}
+
+/** HTML is revalidated on every navigation (so the login check runs); assets are immutable per version. */
+const HTML_CACHE_CONTROL = 'private, no-cache'
+const ASSET_CACHE_CONTROL = 'private, max-age=3600'
+
+/**
+ * Serves the static UIs of reaktor apps under `/app-ui/<name>@<version>/`, behind the browser
+ * session cookie, with a per-app Content-Security-Policy and the token helper in every HTML page.
+ *
+ * Registered WITHOUT fastify-plugin on purpose: its hooks and headers stay inside this scope and
+ * never reach the API routes.
+ */
+const appUi: FastifyPluginAsync<AppUiOptions> = async (fastify, opts) => {
+  const prefix = fastify.prefix
+  const prefixSegments = prefix.split('/').filter((s) => s !== '')
+  const cache = new FileCache(opts.cacheBytes ?? fastify.config.appUiCacheBytes ?? DEFAULT_CACHE_BYTES, MAX_CACHED_FILE_BYTES)
+  fastify.decorate('appUiCache', cache)
+
+  // The policy of each app is computed once, at start; the config file is only ever read here.
+  const sites = new Map<LoadedApp, Site>()
+  for (const app of fastify.apps.apps) {
+    if (app.publicDir === undefined) continue
+    const label = `${app.name}@${app.version}`
+    let root: string
+    try {
+      root = await fsp.realpath(app.publicDir)
+      if (!(await fsp.stat(root)).isDirectory()) throw new Error('not a folder')
+    } catch (err) {
+      fastify.log.warn({ app: label, err }, `app ${label}: public/ folder ${app.publicDir} is unusable; its UI is not served`)
+      continue
+    }
+    sites.set(app, { folder: new PublicFolder(root), csp: buildCsp(await loadAllowedOrigins(root, label, fastify.log)) })
+  }
+  const sameOriginCsp = buildCsp([])
+
+  fastify.addHook('onRequest', async (_request, reply) => {
+    // Every answer of this scope (errors and redirects included) carries a policy; the route
+    // replaces it with the app's own once the app is known.
+    void reply.headers({
+      'content-security-policy': sameOriginCsp,
+      'x-content-type-options': 'nosniff',
+      'referrer-policy': 'same-origin'
+    })
+  })
+
+  const notFound = (reply: FastifyReply): FastifyReply => {
+    reply.callNotFound()
+    return reply
+  }
+
+  const loginRedirect = (reply: FastifyReply, target: string): FastifyReply =>
+    reply.header('cache-control', 'no-store').redirect(`/login?redirect=${encodeURIComponent(target)}`, 302)
+
+  const handler = async (request: FastifyRequest, reply: FastifyReply): Promise<FastifyReply> => {
+    const target = parseAppUiUrl(request.raw.url ?? '/', prefixSegments)
+    if (target.kind === 'bad') throw fastify.httpErrors.badRequest('Malformed URL')
+    if (target.kind === 'none') return notFound(reply)
+    const app = fastify.apps.findApp(target.name, target.version)
+    const site = app === undefined ? undefined : sites.get(app)
+    if (site === undefined) return notFound(reply)
+    void reply.header('content-security-policy', site.csp)
+
+    const base = appBase(prefix, target.name, target.version)
+    const query = target.query === '' ? '' : `?${target.query}`
+    if (target.segments === null) return await reply.redirect(base + query, 301)
+    if (target.dotSegment) throw fastify.httpErrors.forbidden('Dot files are never served')
+
+    // Everything echoed back (login redirect, folder redirect) is rebuilt from checked parts.
+    const below = target.segments.map(encodeSegment).join('/')
+    const session = await fastify.sessions.verify(request.cookies?.[SESSION_COOKIE])
+    if (session === null) return loginRedirect(reply, base + below + (target.trailingSlash && below !== '' ? '/' : '') + query)
+
+    const resolved = await site.folder.resolve(target.segments, target.trailingSlash)
+    switch (resolved.kind) {
+      case 'missing':
+        return notFound(reply)
+      case 'forbidden':
+        throw fastify.httpErrors.forbidden('Not served')
+      case 'folder':
+        return await reply.redirect(`${base}${below}/${query}`, 301)
+    }
+
+    const head = request.method === 'HEAD'
+    const html = isHtml(resolved.realPath)
+    void reply.header('cache-control', html ? HTML_CACHE_CONTROL : ASSET_CACHE_CONTROL)
+
+    if (cache.accepts(resolved.size) || html) {
+      const load = async (): Promise<CachedFile> => await prepareFile(resolved.realPath, await fsp.readFile(resolved.realPath))
+      // An HTML page too large for the cache is still prepared (the helper must be in it), per request.
+      const file = cache.accepts(resolved.size) ? await cache.get(resolved.realPath, load) : await load()
+      const encoding = chooseEncoding(request.headers['accept-encoding'], file)
+      const variant = encoding === undefined ? file.identity : file[encoding] ?? file.identity
+      void reply.header('content-type', file.contentType).header('etag', variant.etag)
+      if (file.br !== undefined || file.gzip !== undefined) void reply.header('vary', 'Accept-Encoding')
+      if (etagMatches(request.headers['if-none-match'], variant.etag)) return await reply.code(304).send()
+      if (encoding !== undefined) void reply.header('content-encoding', encoding)
+      void reply.header('content-length', String(variant.body.length))
+      return await reply.send(head ? '' : variant.body)
+    }
+
+    // Too large for memory: streamed, with a validator from size and modification time.
+    const etag = `W/"${resolved.size.toString(16)}-${Math.floor(resolved.mtimeMs).toString(16)}"`
+    void reply.header('content-type', contentTypeOf(resolved.realPath)).header('etag', etag)
+    if (etagMatches(request.headers['if-none-match'], etag)) return await reply.code(304).send()
+    void reply.header('content-length', String(resolved.size))
+    return await reply.send(head ? '' : fs.createReadStream(resolved.realPath))
+  }
+
+  // HEAD declared here rather than derived by Fastify: the handler then answers it without reading
+  // the body (no stream opened for a large file), with the Content-Length of the chosen variant.
+  fastify.route({ method: ['GET', 'HEAD'], url: '/*', handler })
+}
+
+declare module 'fastify' {
+  interface FastifyInstance {
+    /** The app-UI file cache (inside the app-ui scope only; tests and benchmarks read its counters). */
+    appUiCache?: FileCache
+  }
+}
+
 export default appUi

@@ -1,5 +1,7 @@
 import fp from 'fastify-plugin'
+import { loadAppsFromDir } from '../apps/loader.js'
 import { buildRegistry } from '../apps/registry.js'
+import { resolveSettings } from '../apps/settings.js'
 import type { AppDefinition, AppRegistry, LoadedApp } from '../apps/types.js'
 
 declare module 'fastify' {
@@ -13,21 +15,26 @@ export interface AppsPluginOptions {
   loadFromDir: boolean
 }
 
-function fromDefinition (def: AppDefinition): LoadedApp {
+type Env = Record<string, string | undefined>
+
+/** An app given in code; its settings follow the same environment override rule as a folder's. */
+function fromDefinition (def: AppDefinition, env: Env): LoadedApp {
+  const label = `app ${def.name}@${def.version}`
   return {
     name: def.name,
     version: def.version,
     dir: def.dir,
     publicDir: def.publicDir,
-    settings: Object.freeze({ ...(def.settings ?? {}) }),
+    settings: Object.freeze(typeof def.name === 'string' ? resolveSettings(label, def.name, def.settings ?? {}, env) : { ...def.settings }),
     pollingReaktors: def.pollingReaktors ?? [],
     reaktors: def.reaktors ?? []
   }
 }
 
-/** Loads the apps (REAKTOR_APPS_DIR + those given in code) and indexes their registrations. */
+/** Loads the apps (REAKTOR_APPS_DIR, then those given in code) and indexes their registrations. */
 export default fp<AppsPluginOptions>(async (fastify, opts) => {
-  // TODO(loader): apps from fastify.config.reaktorAppsDir when opts.loadFromDir.
-  const loaded: LoadedApp[] = opts.apps.map(fromDefinition)
+  const env = fastify.config.appSettingsEnv
+  const fromDir = opts.loadFromDir ? await loadAppsFromDir(fastify.config.reaktorAppsDir, env, fastify.log) : []
+  const loaded: LoadedApp[] = [...fromDir, ...opts.apps.map((def) => fromDefinition(def, env))]
   fastify.decorate('apps', buildRegistry(loaded, fastify.log))
 }, { name: 'apps', dependencies: ['config'] })

@@ -1,5 +1,123 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
+import { Ajv, type ValidateFunction } from 'ajv'
+import addFormatsModule from 'ajv-formats'
+import type { FastifyReply, FastifyRequest } from 'fastify'
+import type { RegisteredReaktor } from '../apps/types.js'
+import { Errors } from '../errors.js'
+import { AktorOutput, AktorParams } from '../schemas/aktor.js'
+import { ErrorBody } from '../schemas/common.js'
 
-// STUB
-const routes: FastifyPluginAsyncTypebox = async () => {}
+// ajv-formats is CommonJS: its default export arrives as the module object under NodeNext.
+const addFormats = ((addFormatsModule as unknown as { default?: typeof addFormatsModule }).default ?? addFormatsModule) as unknown as (ajv: Ajv) => Ajv
+
+interface StatusError { statusCode?: unknown, message?: unknown }
+
+/** An error the aktor threw that names a client error (4xx): its status and message are kept. */
+function clientError (err: unknown): { statusCode: number, message: string } | undefined {
+  if (typeof err !== 'object' || err === null) return undefined
+  const { statusCode, message } = err as StatusError
+  if (typeof statusCode !== 'number' || !Number.isInteger(statusCode) || statusCode < 400 || statusCode > 499) return undefined
+  return { statusCode, message: typeof message === 'string' ? message : '' }
+}
+
+function formatDuration (ms: number): string {
+  return ms % 1000 === 0 ? `${ms / 1000}s` : `${ms}ms`
+}
+
+/**
+ * `POST /api/v1/aktor/{aktorName}`: runs a standard reaktor's aktor on the JSON body and answers
+ * its output. Registered inside the scope that authenticates X-Service-Token.
+ */
+const routes: FastifyPluginAsyncTypebox = async (fastify) => {
+  // JSON only (no text/plain strings): applies to this scope, not to the rest of the API.
+  fastify.removeContentTypeParser('text/plain')
+
+  // Input schemas are compiled once, at start, so that a broken schema stops the start naming
+  // its reaktor instead of failing the first call. Ajv as Fastify configures it, minus coercion:
+  // an aktor gets exactly the JSON it was sent.
+  const ajv = addFormats(new Ajv({ allErrors: false, useDefaults: true, coerceTypes: false, strict: false }))
+  const validators = new Map<string, ValidateFunction>()
+  for (const [id, registered] of fastify.apps.reaktors) {
+    const schema = registered.registration.inputSchema
+    if (schema === undefined) continue
+    try {
+      validators.set(id, ajv.compile(schema))
+    } catch (err) {
+      throw new Error(`app ${registered.app.name}@${registered.app.version}: reaktor "${id}": inputSchema is not a valid JSON Schema: ${(err as Error).message}`, { cause: err })
+    }
+  }
+
+  const run = async (registered: RegisteredReaktor, id: string, input: unknown, request: FastifyRequest, reply: FastifyReply): Promise<unknown> => {
+    const controller = new AbortController()
+    const log = request.log.child({ aktor: id })
+    // The client going away: the response closes before it was fully written.
+    const onClose = (): void => {
+      if (!reply.raw.writableFinished) controller.abort(new Error('client closed the connection'))
+    }
+    reply.raw.once('close', onClose)
+    let timer: NodeJS.Timeout | undefined
+    const timedOut = new Promise<never>((_resolve, reject) => {
+      timer = setTimeout(() => {
+        const err = new Errors.AktorTimeout(id, registered.registration.timeout ?? formatDuration(registered.timeoutMs))
+        controller.abort(err)
+        reject(err)
+      }, registered.timeoutMs)
+    })
+    try {
+      const aktor = registered.registration.createReaktor({ settings: registered.app.settings })
+      const context = { signal: controller.signal, log, settings: registered.app.settings, reaktorId: id, runId: request.id }
+      // An aktor that ignores its signal still gets its answer cut at the timeout; its late
+      // result or rejection is dropped.
+      const result = Promise.resolve().then(async () => await aktor(input, context))
+      result.catch(() => {})
+      return await Promise.race([result, timedOut])
+    } finally {
+      clearTimeout(timer)
+      reply.raw.off('close', onClose)
+    }
+  }
+
+  fastify.post('/aktor/:aktorName', {
+    bodyLimit: fastify.config.aktorBodyLimit,
+    schema: {
+      params: AktorParams,
+      response: {
+        200: AktorOutput,
+        400: ErrorBody,
+        401: ErrorBody,
+        404: ErrorBody,
+        413: ErrorBody,
+        415: ErrorBody,
+        500: ErrorBody,
+        504: ErrorBody
+      }
+    }
+  }, async (request, reply) => {
+    const id = request.params.aktorName
+    const registered = fastify.apps.reaktors.get(id)
+    if (registered === undefined) throw new Errors.AktorNotFound(id)
+    const input = request.body
+
+    const validate = validators.get(id)
+    if (validate !== undefined && !validate(input)) {
+      throw fastify.httpErrors.badRequest(ajv.errorsText(validate.errors, { dataVar: 'body' }))
+    }
+
+    let output: unknown
+    try {
+      output = await run(registered, id, input, request, reply)
+    } catch (err) {
+      if (err instanceof Errors.AktorTimeout) throw err
+      // Nobody is listening any more: not a server error (nginx's 499 "client closed request").
+      if (reply.raw.destroyed || request.raw.destroyed) throw fastify.httpErrors.createError(499, 'client closed the request')
+      const client = clientError(err)
+      if (client !== undefined) throw fastify.httpErrors.createError(client.statusCode, client.message)
+      // The error handler logs it and answers a generic 500: an aktor's internals never leak.
+      throw Object.assign(new Error(`aktor "${id}" failed`, { cause: err }), { statusCode: 500 })
+    }
+    // Serialized here, so that every JSON value (a bare string too) is sent as JSON.
+    return await reply.type('application/json; charset=utf-8').send(JSON.stringify(output ?? null) ?? 'null')
+  })
+}
+
 export default routes

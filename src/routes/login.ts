@@ -15,23 +15,32 @@ function sendPage (reply: FastifyReply, statusCode: number, page: LoginPageOptio
   return reply.code(statusCode).headers(LOGIN_PAGE_HEADERS).send(renderLoginPage(page))
 }
 
+function originOf (url: string): string | undefined {
+  try {
+    const origin = new URL(url).origin
+    return origin === 'null' ? undefined : origin
+  } catch {
+    return undefined
+  }
+}
+
 /**
  * Login CSRF: a cross-site page must not log the browser into an account of the attacker's.
- * Browsers send Sec-Fetch-Site and Origin on a form POST; a request without either (curl, scripts)
- * is no browser being abused and is allowed.
+ * Browsers send Sec-Fetch-Site and Origin on a form POST (page scripts cannot forge either); a
+ * request without them (curl, scripts) is no browser being abused and is allowed.
+ * `Sec-Fetch-Site: same-origin` is taken as proof on its own, because browsers send `Origin: null`
+ * for same-origin posts from pages with a strict referrer policy or privacy settings.
  */
 async function rejectCrossSite (request: FastifyRequest): Promise<void> {
-  if (request.headers['sec-fetch-site'] === 'cross-site') throw new Errors.CrossSiteLogin()
+  const fetchSite = request.headers['sec-fetch-site']
+  if (fetchSite === 'cross-site') throw new Errors.CrossSiteLogin()
+  if (fetchSite === 'same-origin') return
   const origin = request.headers.origin
   if (origin === undefined) return
-  let own: string
-  try {
-    // Through URL so that default ports compare equal (Host `example.com:443` vs Origin `https://example.com`).
-    own = new URL(`${request.protocol}://${request.host}`).origin
-  } catch {
-    throw new Errors.CrossSiteLogin()
-  }
-  if (origin !== own) {
+  // Both through URL so that default ports compare equal (Host `example.com:443`, Origin
+  // `https://example.com`); an opaque Origin (`null`) never matches.
+  const own = originOf(`${request.protocol}://${request.host}`)
+  if (own === undefined || originOf(origin) !== own) {
     // Behind a TLS-terminating proxy without TRUST_PROXY the service sees http and every browser
     // login is refused here; the log line says which origins were compared.
     request.log.warn({ origin, expected: own }, 'cross-site login rejected')

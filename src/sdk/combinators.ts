@@ -1,4 +1,4 @@
-import type { Aktor, AktorContext, AktorInput, AktorOutput, AnyAktor } from './types.js'
+import type { Aktor, AktorContext, AktorInput, AktorOutput, AnyAktor, AsyncAktor } from './types.js'
 
 /*
  * The combinators take aktors and return an aktor. Each passes `context` through; the ones that
@@ -18,7 +18,7 @@ export function constant<T> (value: T): Aktor<unknown, T> {
 }
 
 /** Runs `predicate`; then `whenTrue` when it returned a truthy value, else `whenFalse`. Both get the same input. */
-export function branch<I, T, E> (predicate: Aktor<I, boolean>, whenTrue: Aktor<I, T>, whenFalse: Aktor<I, E>): Aktor<I, T | E> {
+export function branch<I, T, E> (predicate: Aktor<I, boolean>, whenTrue: Aktor<I, T>, whenFalse: Aktor<I, E>): AsyncAktor<I, T | E> {
   assertAktor(predicate, 'branch: the predicate')
   assertAktor(whenTrue, 'branch: the then-aktor')
   assertAktor(whenFalse, 'branch: the else-aktor')
@@ -72,7 +72,7 @@ export type ParallelInput<T extends ParallelAktors> = [WrappedInputs<T>] extends
  * (array → array, object → object). The first failure rejects at once and aborts the signal the
  * others see (each gets `AbortSignal.any([parent signal, local controller])`).
  */
-export function parallel<const T extends ParallelAktors> (aktors: T): Aktor<ParallelInput<T>, ParallelOutput<T>> {
+export function parallel<const T extends ParallelAktors> (aktors: T): AsyncAktor<ParallelInput<T>, ParallelOutput<T>> {
   if (aktors === null || typeof aktors !== 'object') throw new TypeError('parallel: expected an array or an object of aktors')
   const isArray = Array.isArray(aktors)
   const entries: Array<[string, AnyAktor]> = isArray
@@ -102,16 +102,16 @@ export function parallel<const T extends ParallelAktors> (aktors: T): Aktor<Para
 }
 
 /** Runs the aktors one after the other: each gets the previous one's output; the first gets the input. */
-export function pipe<I, A> (a: Aktor<I, A>): Aktor<I, A>
-export function pipe<I, A, B> (a: Aktor<I, A>, b: Aktor<A, B>): Aktor<I, B>
-export function pipe<I, A, B, C> (a: Aktor<I, A>, b: Aktor<A, B>, c: Aktor<B, C>): Aktor<I, C>
-export function pipe<I, A, B, C, D> (a: Aktor<I, A>, b: Aktor<A, B>, c: Aktor<B, C>, d: Aktor<C, D>): Aktor<I, D>
-export function pipe<I, A, B, C, D, E> (a: Aktor<I, A>, b: Aktor<A, B>, c: Aktor<B, C>, d: Aktor<C, D>, e: Aktor<D, E>): Aktor<I, E>
-export function pipe<I, A, B, C, D, E, F> (a: Aktor<I, A>, b: Aktor<A, B>, c: Aktor<B, C>, d: Aktor<C, D>, e: Aktor<D, E>, f: Aktor<E, F>): Aktor<I, F>
-export function pipe<I, A, B, C, D, E, F, G> (a: Aktor<I, A>, b: Aktor<A, B>, c: Aktor<B, C>, d: Aktor<C, D>, e: Aktor<D, E>, f: Aktor<E, F>, g: Aktor<F, G>): Aktor<I, G>
-export function pipe<I, A, B, C, D, E, F, G, H> (a: Aktor<I, A>, b: Aktor<A, B>, c: Aktor<B, C>, d: Aktor<C, D>, e: Aktor<D, E>, f: Aktor<E, F>, g: Aktor<F, G>, h: Aktor<G, H>): Aktor<I, H>
+export function pipe<I, A> (a: Aktor<I, A>): AsyncAktor<I, A>
+export function pipe<I, A, B> (a: Aktor<I, A>, b: Aktor<A, B>): AsyncAktor<I, B>
+export function pipe<I, A, B, C> (a: Aktor<I, A>, b: Aktor<A, B>, c: Aktor<B, C>): AsyncAktor<I, C>
+export function pipe<I, A, B, C, D> (a: Aktor<I, A>, b: Aktor<A, B>, c: Aktor<B, C>, d: Aktor<C, D>): AsyncAktor<I, D>
+export function pipe<I, A, B, C, D, E> (a: Aktor<I, A>, b: Aktor<A, B>, c: Aktor<B, C>, d: Aktor<C, D>, e: Aktor<D, E>): AsyncAktor<I, E>
+export function pipe<I, A, B, C, D, E, F> (a: Aktor<I, A>, b: Aktor<A, B>, c: Aktor<B, C>, d: Aktor<C, D>, e: Aktor<D, E>, f: Aktor<E, F>): AsyncAktor<I, F>
+export function pipe<I, A, B, C, D, E, F, G> (a: Aktor<I, A>, b: Aktor<A, B>, c: Aktor<B, C>, d: Aktor<C, D>, e: Aktor<D, E>, f: Aktor<E, F>, g: Aktor<F, G>): AsyncAktor<I, G>
+export function pipe<I, A, B, C, D, E, F, G, H> (a: Aktor<I, A>, b: Aktor<A, B>, c: Aktor<B, C>, d: Aktor<C, D>, e: Aktor<D, E>, f: Aktor<E, F>, g: Aktor<F, G>, h: Aktor<G, H>): AsyncAktor<I, H>
 // More than eight steps: nest pipes (a pipe is an aktor).
-export function pipe (...aktors: AnyAktor[]): AnyAktor {
+export function pipe (...aktors: AnyAktor[]): AsyncAktor<any, any> {
   if (aktors.length === 0) throw new TypeError('pipe: expected at least one aktor')
   aktors.forEach((aktor, i) => assertAktor(aktor, `pipe: argument ${i + 1}`))
   return async (input: unknown, context: AktorContext) => {

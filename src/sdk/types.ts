@@ -20,6 +20,9 @@ export interface AktorLogger {
 /** An aktor is a function of input and context. A plain async function is an aktor. */
 export type Aktor<I = unknown, O = unknown> = (input: I, context: AktorContext) => O | Promise<O>
 
+/** An aktor that always answers with a promise: what branch, pipe and parallel return. */
+export type AsyncAktor<I = unknown, O = unknown> = (input: I, context: AktorContext) => Promise<O>
+
 /** Any aktor, whatever its input and output. */
 export type AnyAktor = Aktor<any, any>
 

@@ -1,0 +1,165 @@
+import pg from 'pg'
+import { performance } from 'node:perf_hooks'
+import { NOTIFY_CHANNEL } from './store.js'
+
+/**
+ * Advisory-lock keys (the two-int4 form, `(namespace, key)`):
+ *
+ * - `(REAKTOR_LOCK_NAMESPACE, hashtext(reaktorId))`: ownership of one reaktor. hashtext is 32 bits,
+ *   so two ids can collide; colliding ids then always share one owner (whoever holds the key runs
+ *   both). That is harmless for correctness; it only makes spreading coarser. The scheduler tracks
+ *   keys, not ids, so it never takes a key its session already holds.
+ * - `(CLUSTER_LOCK_NAMESPACE, 0)`: cluster membership. Every live node holds it SHARED on its lock
+ *   connection; a booting node that can take it EXCLUSIVE knows no other node is alive (cold start).
+ *
+ * Both namespaces are fixed constants ("RKTO"/"RKTC" in ASCII) so other users of advisory locks in
+ * the same database are unlikely to collide with them.
+ */
+export const REAKTOR_LOCK_NAMESPACE = 0x524b_544f
+export const CLUSTER_LOCK_NAMESPACE = 0x524b_5443
+
+export class LockConnectionLost extends Error {
+  constructor (cause?: unknown) {
+    super('the scheduler lock connection is gone', { cause })
+    this.name = 'LockConnectionLost'
+  }
+}
+
+export interface LockConnectionOptions {
+  url: string
+  applicationName: string
+  /** A lock query that takes longer means the connection is dead (network cut): it is dropped. */
+  queryTimeoutMs: number
+  /** Called once per connection, as soon as it breaks (error, end, failed query). */
+  onLost: (err: unknown) => void
+  onNotification: (payload: string) => void
+}
+
+/**
+ * The scheduler's ONE dedicated connection (never a pooled one): session advisory locks live and
+ * die with it, and it LISTENs for state changes. When it breaks, every lock it held is gone at
+ * once, so the scheduler must stop all runs (fencing) before it reconnects.
+ */
+export class LockConnection {
+  private client: pg.Client | undefined
+  private pingInFlight: Promise<boolean> | undefined
+  alive = false
+  /** Backend pid (pg_locks.pid), for logs and tests. */
+  pid: number | undefined
+  /** performance.now() of the last successful round trip. */
+  lastOkAt = 0
+
+  constructor (private readonly opts: LockConnectionOptions) {}
+
+  async connect (): Promise<void> {
+    const client = new pg.Client({
+      connectionString: this.opts.url,
+      application_name: this.opts.applicationName,
+      keepAlive: true,
+      connectionTimeoutMillis: 5000
+    })
+    // Without these listeners a terminated backend would crash the process.
+    client.on('error', (err) => this.lost(client, err))
+    client.on('end', () => this.lost(client, new Error('connection ended')))
+    client.on('notification', (msg) => {
+      if (client === this.client && this.alive && msg.channel === NOTIFY_CHANNEL && msg.payload !== undefined) {
+        this.opts.onNotification(msg.payload)
+      }
+    })
+    try {
+      await client.connect()
+    } catch (err) {
+      client.removeAllListeners('end')
+      await client.end().catch(() => {})
+      throw err
+    }
+    this.client = client
+    this.alive = true
+    const { rows } = await this.query<{ pid: number }>('select pg_backend_pid() as pid')
+    this.pid = rows[0].pid
+    await this.query(`listen ${NOTIFY_CHANNEL}`)
+  }
+
+  private lost (client: pg.Client, err: unknown): void {
+    if (client !== this.client || !this.alive) return
+    this.alive = false
+    this.opts.onLost(err)
+    client.end().catch(() => {})
+  }
+
+  async query<R extends pg.QueryResultRow = any>(text: string, values: unknown[] = []): Promise<pg.QueryResult<R>> {
+    const client = this.client
+    if (client === undefined || !this.alive) throw new LockConnectionLost()
+    try {
+      const result = await client.query<R>({ text, values, query_timeout: this.opts.queryTimeoutMs } as pg.QueryConfig)
+      this.lastOkAt = performance.now()
+      return result
+    } catch (err) {
+      // Any failure of these few, simple statements means we can no longer trust the session (a
+      // statement error would be a bug; a timeout or a broken socket is a lost connection).
+      this.lost(client, err)
+      throw new LockConnectionLost(err)
+    }
+  }
+
+  /** A cheap round trip; concurrent callers share one. False (and the connection is dropped) on failure. */
+  async ping (): Promise<boolean> {
+    this.pingInFlight ??= this.query('select 1').then(() => true, () => false).finally(() => { this.pingInFlight = undefined })
+    return await this.pingInFlight
+  }
+
+  /** Tries each key once; returns the keys now held. Callers never pass a key already held. */
+  async tryLocks (keys: readonly number[]): Promise<Set<number>> {
+    if (keys.length === 0) return new Set()
+    const { rows } = await this.query<{ key: number, ok: boolean }>(
+      'select k as key, pg_try_advisory_lock($1::int4, k) as ok from unnest($2::int4[]) as k',
+      [REAKTOR_LOCK_NAMESPACE, keys]
+    )
+    return new Set(rows.filter((r) => r.ok).map((r) => Number(r.key)))
+  }
+
+  /** Releases keys held once each; returns those the session did not hold (a bookkeeping bug). */
+  async unlock (keys: readonly number[]): Promise<number[]> {
+    if (keys.length === 0) return []
+    const { rows } = await this.query<{ key: number, ok: boolean }>(
+      'select k as key, pg_advisory_unlock($1::int4, k) as ok from unnest($2::int4[]) as k',
+      [REAKTOR_LOCK_NAMESPACE, keys]
+    )
+    return rows.filter((r) => !r.ok).map((r) => Number(r.key))
+  }
+
+  /** Cold-start probe: succeeds only when no live node holds the membership lock. */
+  async tryExclusiveMembership (): Promise<boolean> {
+    const { rows } = await this.query<{ ok: boolean }>('select pg_try_advisory_lock($1::int4, 0) as ok', [CLUSTER_LOCK_NAMESPACE])
+    return rows[0].ok
+  }
+
+  /** Joins the cluster: held shared for the life of the connection. Never blocks on other members. */
+  async holdSharedMembership (): Promise<void> {
+    // Blocks only while a cold-starting node applies the restart rules under the exclusive lock.
+    await this.query('select pg_advisory_lock_shared($1::int4, 0)', [CLUSTER_LOCK_NAMESPACE])
+  }
+
+  async releaseExclusiveMembership (): Promise<void> {
+    await this.query('select pg_advisory_unlock($1::int4, 0)', [CLUSTER_LOCK_NAMESPACE])
+  }
+
+  /** Releases every lock and closes the connection (the end of a session releases them anyway). */
+  async close (): Promise<void> {
+    const client = this.client
+    if (client === undefined) return
+    const wasAlive = this.alive
+    this.alive = false
+    this.client = undefined
+    if (wasAlive) await client.query('select pg_advisory_unlock_all()').catch(() => {})
+    await client.end().catch(() => {})
+  }
+
+  /** Drops the connection without unlocking (crash simulation). */
+  destroy (): void {
+    const client = this.client
+    this.alive = false
+    this.client = undefined
+    client?.end().catch(() => {})
+  }
+}

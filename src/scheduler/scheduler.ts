@@ -1,0 +1,527 @@
+import { performance } from 'node:perf_hooks'
+import type { Kysely } from 'kysely'
+import { MIN_POLLING_INTERVAL_MS } from '../apps/registry.js'
+import type { RegisteredPollingReaktor } from '../apps/types.js'
+import type { Database, PollingReaktorRow } from '../db/schema.js'
+import { RunResultBatcher } from './batcher.js'
+import { formatDuration } from './format.js'
+import { LockConnection } from './lock-connection.js'
+import type { SchedulerLogger } from './logger.js'
+import { ReaktorRunner } from './runner.js'
+import * as store from './store.js'
+
+export interface SchedulerOptions {
+  /** Kysely on the shared pool: state reads/writes and the batched run results. */
+  db: Kysely<Database>
+  /** For the scheduler's own dedicated connection (advisory locks + LISTEN); never pooled. */
+  databaseUrl: string
+  /** The polling reaktors registered in THIS node's code; a node only ever runs these. */
+  reaktors: ReadonlyMap<string, RegisteredPollingReaktor>
+  nodeId: string
+  log: SchedulerLogger
+  /** How long stop() waits for in-flight runs after aborting their signals. Default 10 s. */
+  shutdownGraceMs?: number
+  /** Floor of every interval (spec: 3 s). Tests lower it. */
+  minIntervalMs?: number
+  /** Wall clock (epoch ms) for the persisted timestamps and the due-time arithmetic. */
+  now?: () => number
+  /** Fallback ownership reconcile + lock-connection ping period. Default 1 s. */
+  reconcileIntervalMs?: number
+  /** Run results are flushed at most this often, in one statement. Default 200 ms. */
+  flushIntervalMs?: number
+  /** A run starts without a fresh ping when the lock connection answered within this. Default 2 s. */
+  lockCheckMaxAgeMs?: number
+  /** A lock-connection statement slower than this counts as a dead connection. Default 10 s. */
+  lockQueryTimeoutMs?: number
+  /** Reconnect backoff of the lock connection, doubled per failure. Default 250 ms … 30 s. */
+  reconnectMinMs?: number
+  reconnectMaxMs?: number
+  /**
+   * Ownership policy hook (issue 5: even spreading). Asked before competing for a running reaktor
+   * this node does not own; default: always compete. A node that declines simply leaves the lock
+   * to another node; correctness never depends on this answer, only on the advisory lock.
+   */
+  wantsOwnership?: (reaktorId: string, scheduler: Scheduler) => boolean
+}
+
+/** What status and list show (DESIGN.md section 4); timestamps as Dates, the route formats them. */
+export interface PollingReaktorStatus {
+  reaktorDefinitionId: string
+  state: store.PollingState
+  interval: string
+  effectiveInterval: string
+  effectiveIntervalMs: number
+  lastRun: Date | null
+  nextRun: Date | null
+  updatedAt: Date | null
+  lastError: string | null
+  consecutiveFailures: number
+  owner: string | null
+  label: string | null
+  description: string | null
+  autoStart: boolean
+}
+
+export class UnknownReaktorError extends Error {
+  constructor (public readonly reaktorId: string) {
+    super(`Polling reaktor "${reaktorId}" is not registered`)
+    this.name = 'UnknownReaktorError'
+  }
+}
+
+interface Owned {
+  reaktorId: string
+  key: number
+  runner: ReaktorRunner
+  /** Lock-connection generation the lock was taken on. */
+  epoch: number
+}
+
+type Phase = 'idle' | 'starting' | 'running' | 'stopping' | 'stopped'
+
+/**
+ * The distributed timer (DESIGN.md sections 4 and 5). One instance per node.
+ *
+ * Ownership: a reaktor runs only on the node whose dedicated lock connection holds its session
+ * advisory lock `(REAKTOR_LOCK_NAMESPACE, hashtext(id))`. A reconcile pass (every
+ * `reconcileIntervalMs`, and at once for ids announced by LISTEN/NOTIFY or changed through this
+ * node) compares the stored state with what this node owns: it competes for running reaktors it
+ * does not own and releases owned ones that are stopped (or were restarted: a new `state_version`).
+ * A released reaktor keeps its lock until its aborted run has settled, so runs never overlap.
+ *
+ * Fencing: when the lock connection breaks, every owned run is aborted at once and nothing new
+ * starts; only then does the node reconnect and compete again. Before each run the runner checks
+ * that the connection answered recently (else it pings it first).
+ */
+export class Scheduler {
+  private readonly db: Kysely<Database>
+  private readonly reaktors: ReadonlyMap<string, RegisteredPollingReaktor>
+  private readonly log: SchedulerLogger
+  private readonly now: () => number
+  private readonly minIntervalMs: number
+  private readonly shutdownGraceMs: number
+  private readonly reconcileIntervalMs: number
+  private readonly lockCheckMaxAgeMs: number
+  private readonly reconnectMinMs: number
+  private readonly reconnectMaxMs: number
+  private readonly lock: LockConnection
+  private readonly batcher: RunResultBatcher
+
+  private phase: Phase = 'idle'
+  private keys = new Map<string, number>()
+  /** Reaktors this node owns and times. */
+  private readonly owned = new Map<string, Owned>()
+  /** Released or fenced reaktors whose last run has not settled yet: not competed for meanwhile. */
+  private readonly draining = new Map<string, Promise<void>>()
+  /** Advisory keys this session holds → the owned ids using them (colliding ids share a key). */
+  private readonly heldKeys = new Map<number, Set<string>>()
+  /** Grows each time the lock connection is lost: locks taken under an older epoch are gone. */
+  private epoch = 0
+  private readonly dirty = new Set<string>()
+  private dirtyAll = false
+  private worker: Promise<void> | undefined
+  private tickTimer: NodeJS.Timeout | undefined
+  private reconnectTimer: NodeJS.Timeout | undefined
+  private reconnectDelay: number
+  private coldStarted: boolean | undefined
+
+  readonly nodeId: string
+
+  constructor (opts: SchedulerOptions) {
+    this.db = opts.db
+    this.reaktors = opts.reaktors
+    this.nodeId = opts.nodeId
+    this.log = opts.log.child({ component: 'scheduler' })
+    this.now = opts.now ?? Date.now
+    this.minIntervalMs = opts.minIntervalMs ?? MIN_POLLING_INTERVAL_MS
+    this.shutdownGraceMs = opts.shutdownGraceMs ?? 10_000
+    this.reconcileIntervalMs = opts.reconcileIntervalMs ?? 1000
+    this.lockCheckMaxAgeMs = opts.lockCheckMaxAgeMs ?? 2000
+    this.reconnectMinMs = opts.reconnectMinMs ?? 250
+    this.reconnectMaxMs = opts.reconnectMaxMs ?? 30_000
+    this.reconnectDelay = this.reconnectMinMs
+    if (opts.wantsOwnership !== undefined) this.wantsOwnership = (id) => opts.wantsOwnership!(id, this)
+    this.batcher = new RunResultBatcher({ db: this.db, intervalMs: opts.flushIntervalMs ?? 200, log: this.log })
+    this.lock = new LockConnection({
+      url: opts.databaseUrl,
+      applicationName: `reaktor-scheduler ${opts.nodeId}`.slice(0, 63),
+      queryTimeoutMs: opts.lockQueryTimeoutMs ?? 10_000,
+      onLost: (err) => this.fence(err),
+      onNotification: (id) => this.requestReconcile([id])
+    })
+  }
+
+  /** Default policy: compete for every running reaktor (issue 5 replaces this to spread load). */
+  private wantsOwnership: (reaktorId: string) => boolean = () => true
+
+  effectiveIntervalMs (reaktor: RegisteredPollingReaktor): number {
+    return Math.max(reaktor.intervalMs, this.minIntervalMs)
+  }
+
+  /** True after start() found no other live node and applied the restart rules. */
+  get coldStart (): boolean | undefined {
+    return this.coldStarted
+  }
+
+  /** Ids this node currently owns (and times). */
+  ownedReaktorIds (): string[] {
+    return [...this.owned.keys()].sort()
+  }
+
+  /** Backend pid of the lock connection (pg_locks.pid), undefined while disconnected. */
+  get lockConnectionPid (): number | undefined {
+    return this.lock.alive ? this.lock.pid : undefined
+  }
+
+  /** Flush statistics of the batched run results. */
+  get flushStats (): { flushes: number, rows: number, pending: number } {
+    return { flushes: this.batcher.flushes, rows: this.batcher.rowsFlushed, pending: this.batcher.size }
+  }
+
+  /**
+   * Joins the cluster and applies the boot rules: the restart table at a cold start (no other
+   * node holds the membership lock), only missing rows otherwise. Then ownership reconciles.
+   */
+  async start (): Promise<void> {
+    if (this.phase !== 'idle') throw new Error(`scheduler cannot start: it is ${this.phase}`)
+    this.phase = 'starting'
+    try {
+      this.keys = await store.lockKeys(this.db, [...this.reaktors.keys()])
+      await this.lock.connect()
+      const cold = await this.lock.tryExclusiveMembership()
+      // Still holding the exclusive lock: nodes booting meanwhile wait in holdSharedMembership
+      // and see a live cluster, so the restart rules are applied exactly once.
+      const boot = [...this.reaktors].map(([id, r]) => ({ reaktorId: id, interval: r.registration.interval, autoStart: r.registration.autoStart === true }))
+      const applied = await store.applyBootRules(this.db, boot, new Date(this.now()), cold)
+      await this.lock.holdSharedMembership()
+      if (cold) await this.lock.releaseExclusiveMembership()
+      this.coldStarted = cold
+      if (this.phase !== 'starting') throw new Error('scheduler stopped while starting')
+      this.log.info({ nodeId: this.nodeId, coldStart: cold, reaktors: this.reaktors.size, ...applied },
+        cold ? 'scheduler started: cluster cold start, restart rules applied' : 'scheduler started: joined a live cluster')
+    } catch (err) {
+      this.phase = 'stopped'
+      await this.lock.close()
+      throw err
+    }
+    this.phase = 'running'
+    this.armTick()
+    this.requestReconcile()
+  }
+
+  /**
+   * Shutdown: nothing new is scheduled, in-flight runs are aborted and awaited up to the grace
+   * period, results are flushed, ownership is released in the database and the locks on the
+   * connection, which is then closed.
+   */
+  async stop (): Promise<void> {
+    if (this.phase === 'idle') { this.phase = 'stopped'; return }
+    if (this.phase === 'stopping' || this.phase === 'stopped') return
+    this.phase = 'stopping'
+    this.clearTimers()
+    const ownedIds = [...this.owned.keys()]
+    const settled = [...this.owned.values()].map((own) => own.runner.halt('shutdown'))
+    this.owned.clear()
+    const all = Promise.allSettled([...settled, ...this.draining.values(), this.worker])
+    let graceTimer: NodeJS.Timeout | undefined
+    const inTime = await Promise.race([
+      all.then(() => true),
+      new Promise<boolean>((resolve) => { graceTimer = setTimeout(() => resolve(false), this.shutdownGraceMs) })
+    ])
+    clearTimeout(graceTimer)
+    if (!inTime) this.log.warn({ graceMs: this.shutdownGraceMs }, 'runs still in flight after the shutdown grace period; releasing their locks anyway')
+    await this.batcher.close()
+    await store.releaseOwner(this.db, this.nodeId, ownedIds).catch((err) => this.log.warn({ err }, 'could not clear owner at shutdown'))
+    this.heldKeys.clear()
+    await this.lock.close()
+    this.phase = 'stopped'
+    this.log.info({ nodeId: this.nodeId, released: ownedIds.length }, 'scheduler stopped')
+  }
+
+  /**
+   * Crash simulation for tests: abort everything, drop the unflushed batch, and close the lock
+   * connection without unlocking or writing anything else.
+   */
+  terminate (): void {
+    this.phase = 'stopped'
+    this.clearTimers()
+    for (const own of this.owned.values()) void own.runner.halt('terminated')
+    this.owned.clear()
+    this.heldKeys.clear()
+    this.batcher.discard()
+    this.lock.destroy()
+  }
+
+  /** Writes `running` (before it is acknowledged) and reconciles at once. False: already running. */
+  async startReaktor (reaktorId: string): Promise<boolean> {
+    const reaktor = this.registered(reaktorId)
+    const changed = await store.writeStart(this.db, reaktorId, reaktor.registration.interval, new Date(this.now()))
+    this.requestReconcile([reaktorId])
+    return changed
+  }
+
+  /** Writes `stopped` (before it is acknowledged); an owned run is aborted at once. False: already stopped. */
+  async stopReaktor (reaktorId: string): Promise<boolean> {
+    const reaktor = this.registered(reaktorId)
+    const changed = await store.writeStop(this.db, reaktorId, reaktor.registration.interval, new Date(this.now()))
+    const own = this.owned.get(reaktorId)
+    if (own !== undefined) this.release(own)
+    this.requestReconcile([reaktorId])
+    return changed
+  }
+
+  /** The status of one registered reaktor, read from the database (right from any node). */
+  async status (reaktorId: string): Promise<PollingReaktorStatus> {
+    const reaktor = this.registered(reaktorId)
+    const [row] = await store.readRows(this.db, [reaktorId])
+    return this.toStatus(reaktorId, reaktor, row)
+  }
+
+  /** Every registered reaktor's status, sorted by id. */
+  async list (): Promise<PollingReaktorStatus[]> {
+    const ids = [...this.reaktors.keys()].sort()
+    const rows = new Map((await store.readRows(this.db, ids)).map((r) => [r.reaktor_id, r]))
+    return ids.map((id) => this.toStatus(id, this.reaktors.get(id)!, rows.get(id)))
+  }
+
+  private toStatus (id: string, reaktor: RegisteredPollingReaktor, row: PollingReaktorRow | undefined): PollingReaktorStatus {
+    const effective = this.effectiveIntervalMs(reaktor)
+    return {
+      reaktorDefinitionId: id,
+      state: row?.state ?? 'stopped',
+      interval: reaktor.registration.interval,
+      effectiveInterval: formatDuration(effective),
+      effectiveIntervalMs: effective,
+      lastRun: row?.last_run ?? null,
+      nextRun: row?.state === 'running' ? row.next_run : null,
+      updatedAt: row?.updated_at ?? null,
+      lastError: row?.last_error ?? null,
+      consecutiveFailures: row?.consecutive_failures ?? 0,
+      owner: row?.owner ?? null,
+      label: reaktor.registration.label ?? null,
+      description: reaktor.registration.description ?? null,
+      autoStart: reaktor.registration.autoStart === true
+    }
+  }
+
+  private registered (reaktorId: string): RegisteredPollingReaktor {
+    const reaktor = this.reaktors.get(reaktorId)
+    if (reaktor === undefined) throw new UnknownReaktorError(reaktorId)
+    return reaktor
+  }
+
+  // ---------------------------------------------------------------- ownership
+
+  /** Queues a reconcile of some ids (or all); one worker runs them in order, never concurrently. */
+  requestReconcile (ids?: Iterable<string>): void {
+    if (this.phase !== 'running') return
+    if (ids === undefined) this.dirtyAll = true
+    else for (const id of ids) if (this.reaktors.has(id)) this.dirty.add(id)
+    if (this.worker !== undefined || (!this.dirtyAll && this.dirty.size === 0)) return
+    this.worker = (async () => {
+      try {
+        while (this.phase === 'running' && (this.dirtyAll || this.dirty.size > 0)) {
+          const ids = this.dirtyAll ? [...this.reaktors.keys()] : [...this.dirty]
+          this.dirtyAll = false
+          this.dirty.clear()
+          try {
+            await this.reconcile(ids)
+          } catch (err) {
+            // The database or the lock connection is gone; the tick (or the reconnect) retries.
+            this.log.warn({ err }, 'ownership reconcile failed')
+            break
+          }
+        }
+      } finally {
+        this.worker = undefined
+      }
+    })()
+  }
+
+  private async reconcile (ids: string[]): Promise<void> {
+    if (!this.lock.alive) return
+    const epoch = this.epoch
+    const rows = await store.readSchedule(this.db, ids)
+    const byId = new Map(rows.map((r) => [r.reaktorId, r]))
+
+    for (const id of ids) {
+      const own = this.owned.get(id)
+      if (own === undefined) continue
+      const row = byId.get(id)
+      // Stopped, or stopped and started again (new version): this run series is over.
+      if (row === undefined || row.state !== 'running' || row.version !== own.runner.version) this.release(own)
+    }
+
+    const candidates = rows.filter((r) => r.state === 'running' && !this.owned.has(r.reaktorId) &&
+      !this.draining.has(r.reaktorId) && this.keys.has(r.reaktorId) && this.wantsOwnership(r.reaktorId))
+    if (candidates.length === 0) return
+    const acquired = await this.acquire(candidates.map((r) => r.reaktorId), epoch)
+    if (acquired.length === 0) return
+
+    // Re-read under the lock: the state may have changed between the first read and the lock.
+    const fresh = new Map((await store.readSchedule(this.db, acquired)).map((r) => [r.reaktorId, r]))
+    if (epoch !== this.epoch) return
+    const claims: Array<{ reaktorId: string, version: string }> = []
+    for (const id of acquired) {
+      const row = fresh.get(id)
+      if (row === undefined || row.state !== 'running' || this.phase !== 'running' || this.owned.has(id)) {
+        await this.unlockId(id)
+        continue
+      }
+      this.own(id, row, epoch)
+      claims.push({ reaktorId: id, version: row.version })
+    }
+    await store.claimOwner(this.db, this.nodeId, claims)
+    if (claims.length > 0) this.log.info({ nodeId: this.nodeId, reaktorIds: claims.length <= 20 ? claims.map((c) => c.reaktorId) : undefined, count: claims.length }, 'took ownership of polling reaktors')
+  }
+
+  /** Takes the locks of ids not owned yet; returns the ids whose key this session now holds. */
+  private async acquire (ids: string[], epoch: number): Promise<string[]> {
+    const got: string[] = []
+    const wanted = new Map<number, string[]>()
+    for (const id of ids) {
+      const key = this.keys.get(id)!
+      const held = this.heldKeys.get(key)
+      // Session locks stack: taking a held key again would need two unlocks to release it.
+      if (held !== undefined) {
+        held.add(id)
+        got.push(id)
+      } else {
+        wanted.set(key, [...(wanted.get(key) ?? []), id])
+      }
+    }
+    const granted = await this.lock.tryLocks([...wanted.keys()])
+    if (epoch !== this.epoch) return []
+    for (const key of granted) {
+      const idsOfKey = wanted.get(key)!
+      this.heldKeys.set(key, new Set(idsOfKey))
+      got.push(...idsOfKey)
+    }
+    return got
+  }
+
+  /** Drops id from its key; the key is unlocked when no owned id uses it any more. */
+  private async unlockId (id: string): Promise<void> {
+    const key = this.keys.get(id)
+    if (key === undefined) return
+    const held = this.heldKeys.get(key)
+    if (held === undefined) return
+    held.delete(id)
+    if (held.size > 0) return
+    this.heldKeys.delete(key)
+    const notHeld = await this.lock.unlock([key])
+    if (notHeld.length > 0) this.log.error({ reaktorId: id, key }, 'advisory lock was not held at release (bookkeeping bug)')
+  }
+
+  private own (id: string, row: store.ScheduleRow, epoch: number): void {
+    const reaktor = this.reaktors.get(id)!
+    const runner: ReaktorRunner = new ReaktorRunner({
+      reaktorId: id,
+      reaktor,
+      effectiveIntervalMs: this.effectiveIntervalMs(reaktor),
+      version: row.version,
+      consecutiveFailures: row.consecutiveFailures,
+      nodeId: this.nodeId,
+      log: this.log,
+      now: this.now,
+      mayRun: async () => await this.mayRun(id, runner),
+      onRunEnd: (record) => this.batcher.record(record)
+    })
+    this.owned.set(id, { reaktorId: id, key: this.keys.get(id)!, runner, epoch })
+    this.log.debug({ reaktorId: id, nextRun: row.nextRun, version: row.version }, 'polling reaktor owned by this node')
+    // Continue from the stored next run: due or overdue means exactly one run now.
+    runner.start(row.nextRun?.getTime() ?? null)
+  }
+
+  /** Stops an owned runner; its lock is released once its in-flight run has settled. */
+  private release (own: Owned): void {
+    if (this.owned.get(own.reaktorId) !== own) return
+    this.owned.delete(own.reaktorId)
+    const done = own.runner.halt('stopped').then(async () => {
+      if (own.epoch === this.epoch && this.phase === 'running') await this.unlockId(own.reaktorId)
+    }).catch((err) => {
+      this.log.warn({ err, reaktorId: own.reaktorId }, 'could not release polling reaktor lock')
+    }).finally(() => {
+      if (this.draining.get(own.reaktorId) === done) this.draining.delete(own.reaktorId)
+      this.requestReconcile([own.reaktorId])
+    })
+    this.draining.set(own.reaktorId, done)
+    this.log.debug({ reaktorId: own.reaktorId }, 'polling reaktor released by this node')
+  }
+
+  /** Before each run: still the owner, and the lock connection answered recently (else ping it). */
+  private async mayRun (id: string, runner: ReaktorRunner): Promise<boolean> {
+    if (this.phase !== 'running' || this.owned.get(id)?.runner !== runner || !this.lock.alive) return false
+    if (performance.now() - this.lock.lastOkAt <= this.lockCheckMaxAgeMs) return true
+    return await this.lock.ping() && this.owned.get(id)?.runner === runner
+  }
+
+  /**
+   * The lock connection broke: every lock is gone with it, so every run stops NOW (another node
+   * may take these reaktors over at any moment). Then reconnect and compete again.
+   */
+  private fence (err: unknown): void {
+    this.epoch++
+    this.heldKeys.clear()
+    const fenced = [...this.owned.values()]
+    this.owned.clear()
+    for (const own of fenced) {
+      const done = own.runner.halt('lock connection lost').finally(() => {
+        if (this.draining.get(own.reaktorId) === done) this.draining.delete(own.reaktorId)
+        this.requestReconcile([own.reaktorId])
+      })
+      this.draining.set(own.reaktorId, done)
+    }
+    if (this.phase !== 'running' && this.phase !== 'starting') return
+    this.log.error({ err, nodeId: this.nodeId, aborted: fenced.map((o) => o.reaktorId) }, 'scheduler lock connection lost: all runs aborted (fencing); reconnecting')
+    if (this.phase === 'running') this.scheduleReconnect()
+  }
+
+  private scheduleReconnect (): void {
+    if (this.reconnectTimer !== undefined || this.phase !== 'running') return
+    const delay = this.reconnectDelay
+    this.reconnectTimer = setTimeout(() => {
+      this.reconnectTimer = undefined
+      void this.reconnect()
+    }, delay)
+  }
+
+  private async reconnect (): Promise<void> {
+    if (this.phase !== 'running' || this.lock.alive) return
+    try {
+      await this.lock.connect()
+      // A reconnect is never a cold start: the restart rules belong to boot only.
+      await this.lock.holdSharedMembership()
+      this.reconnectDelay = this.reconnectMinMs
+      this.log.info({ nodeId: this.nodeId }, 'scheduler lock connection re-established')
+      if (this.phase !== 'running') { await this.lock.close(); return }
+      this.requestReconcile()
+    } catch (err) {
+      this.reconnectDelay = Math.min(this.reconnectDelay * 2, this.reconnectMaxMs)
+      this.log.warn({ err, retryInMs: this.reconnectDelay }, 'scheduler lock connection: reconnect failed')
+      this.lock.destroy()
+      this.scheduleReconnect()
+    }
+  }
+
+  private armTick (): void {
+    this.tickTimer = setTimeout(() => {
+      void (async () => {
+        if (this.phase !== 'running') return
+        if (this.lock.alive) {
+          // Keeps lastOkAt fresh (runs then skip their own ping) and detects a dead socket.
+          if (await this.lock.ping()) this.requestReconcile()
+        } else {
+          this.scheduleReconnect()
+        }
+      })().finally(() => { if (this.phase === 'running') this.armTick() })
+    }, this.reconcileIntervalMs)
+  }
+
+  private clearTimers (): void {
+    if (this.tickTimer !== undefined) clearTimeout(this.tickTimer)
+    if (this.reconnectTimer !== undefined) clearTimeout(this.reconnectTimer)
+    this.tickTimer = undefined
+    this.reconnectTimer = undefined
+  }
+}

@@ -1,0 +1,217 @@
+import { sql, type Kysely } from 'kysely'
+import type { Database, PollingReaktorRow } from '../db/schema.js'
+
+/**
+ * The SQL of the scheduler: the persisted state record of every polling reaktor (spec 2.2).
+ * Functions take `db` first (a Kysely instance on the pool, or a transaction).
+ */
+
+/** LISTEN/NOTIFY channel of state changes; the payload is the reaktor id. */
+export const NOTIFY_CHANNEL = 'reaktor_polling'
+
+export type PollingState = 'running' | 'stopped'
+
+/** What the reconcile loop needs to decide ownership. */
+export interface ScheduleRow {
+  reaktorId: string
+  state: PollingState
+  /** bigint as a string (pg returns int8 as text; compared, never added). */
+  version: string
+  nextRun: Date | null
+  consecutiveFailures: number
+}
+
+/** The latest result of one reaktor's runs, waiting for the next batched flush. */
+export interface RunRecord {
+  reaktorId: string
+  runId: string
+  lastRun: Date
+  nextRun: Date
+  lastError: string | null
+  consecutiveFailures: number
+  /** `state_version` the runner was started under: the result applies only while it still matches. */
+  version: string
+  owner: string
+}
+
+export interface BootRegistration {
+  reaktorId: string
+  interval: string
+  autoStart: boolean
+}
+
+export async function readSchedule (db: Kysely<Database>, ids: readonly string[]): Promise<ScheduleRow[]> {
+  if (ids.length === 0) return []
+  const rows = await db.selectFrom('polling_reaktors')
+    .select(['reaktor_id', 'state', 'state_version', 'next_run', 'consecutive_failures'])
+    .where('reaktor_id', '=', sql<string>`any(${[...ids]}::text[])`)
+    .execute()
+  return rows.map((r) => ({
+    reaktorId: r.reaktor_id,
+    state: r.state,
+    version: String(r.state_version),
+    nextRun: r.next_run,
+    consecutiveFailures: r.consecutive_failures
+  }))
+}
+
+export async function readRows (db: Kysely<Database>, ids: readonly string[]): Promise<PollingReaktorRow[]> {
+  if (ids.length === 0) return []
+  return await db.selectFrom('polling_reaktors').selectAll()
+    .where('reaktor_id', '=', sql<string>`any(${[...ids]}::text[])`)
+    .execute()
+}
+
+/**
+ * The advisory-lock key of each id: PostgreSQL's own `hashtext`, so every node (whatever its
+ * language or version) derives the same key from the same id.
+ */
+export async function lockKeys (db: Kysely<Database>, ids: readonly string[]): Promise<Map<string, number>> {
+  if (ids.length === 0) return new Map()
+  const { rows } = await sql<{ id: string, key: number }>`
+    select id, hashtext(id) as key from unnest(${[...ids]}::text[]) as id
+  `.execute(db)
+  return new Map(rows.map((r) => [r.id, Number(r.key)]))
+}
+
+/**
+ * Boot-time rows and restart rules (DESIGN.md section 4). Always: a registered reaktor without a
+ * row gets one, `running` when autoStart (first run due at once) else `stopped` — inserting a row
+ * changes no existing state, so a node joining a live cluster does it too. Only at a cluster cold
+ * start: a `running` row whose autoStart is false becomes `stopped` (a manual start is required),
+ * and stale owners (all nodes were dead) are cleared. A stored `stopped` is never touched (the
+ * operator's stop is respected) and a stored `next_run` is never overwritten.
+ */
+export async function applyBootRules (
+  db: Kysely<Database>, regs: readonly BootRegistration[], at: Date, coldStart: boolean
+): Promise<{ inserted: number, stopped: number }> {
+  if (regs.length === 0) return { inserted: 0, stopped: 0 }
+  const ids = regs.map((r) => r.reaktorId)
+  const intervals = regs.map((r) => r.interval)
+  const autos = regs.map((r) => r.autoStart)
+  return await db.transaction().execute(async (trx) => {
+    const inserted = await sql`
+      insert into polling_reaktors (reaktor_id, state, interval, next_run, updated_at)
+      select v.id, case when v.auto then 'running' else 'stopped' end, v.interval,
+             case when v.auto then ${at}::timestamptz end, ${at}::timestamptz
+      from unnest(${ids}::text[], ${intervals}::text[], ${autos}::boolean[]) as v(id, interval, auto)
+      on conflict (reaktor_id) do nothing
+    `.execute(trx)
+    // The interval is definition, not state: keep the row in step with the code.
+    await sql`
+      update polling_reaktors as p set interval = v.interval
+      from unnest(${ids}::text[], ${intervals}::text[]) as v(id, interval)
+      where p.reaktor_id = v.id and p.interval <> v.interval
+    `.execute(trx)
+    let stopped = 0
+    if (coldStart) {
+      const res = await sql`
+        update polling_reaktors as p
+        set state = 'stopped', next_run = null, owner = null, updated_at = ${at}::timestamptz,
+            state_version = p.state_version + 1
+        from unnest(${ids}::text[], ${autos}::boolean[]) as v(id, auto)
+        where p.reaktor_id = v.id and p.state = 'running' and not v.auto
+      `.execute(trx)
+      stopped = Number(res.numAffectedRows ?? 0)
+      await sql`
+        update polling_reaktors set owner = null
+        where reaktor_id = any(${ids}::text[]) and owner is not null
+      `.execute(trx)
+    }
+    return { inserted: Number(inserted.numAffectedRows ?? 0), stopped }
+  })
+}
+
+/**
+ * Writes a start (awaited before the caller is answered) and announces it. Only a `stopped` (or
+ * missing) row changes: the first run is due at once. Returns false when it was already running.
+ */
+export async function writeStart (db: Kysely<Database>, id: string, interval: string, at: Date): Promise<boolean> {
+  // The NOTIFY is sent on commit of this very statement: no listener can see it before the row.
+  const { rows } = await sql`
+    with changed as (
+      insert into polling_reaktors as p (reaktor_id, state, interval, next_run, updated_at, state_version)
+      values (${id}, 'running', ${interval}, ${at}::timestamptz, ${at}::timestamptz, 1)
+      on conflict (reaktor_id) do update
+        set state = 'running', interval = excluded.interval, next_run = excluded.next_run,
+            updated_at = excluded.updated_at, owner = null, state_version = p.state_version + 1
+        where p.state = 'stopped'
+      returning p.reaktor_id
+    )
+    select pg_notify(${NOTIFY_CHANNEL}, reaktor_id) from changed
+  `.execute(db)
+  return rows.length > 0
+}
+
+/** Writes a stop (awaited before the caller is answered) and announces it. False when already stopped. */
+export async function writeStop (db: Kysely<Database>, id: string, interval: string, at: Date): Promise<boolean> {
+  const { rows } = await sql`
+    with changed as (
+      update polling_reaktors as p
+      set state = 'stopped', next_run = null, owner = null, updated_at = ${at}::timestamptz,
+          state_version = p.state_version + 1
+      where p.reaktor_id = ${id} and p.state = 'running'
+      returning p.reaktor_id
+    )
+    select pg_notify(${NOTIFY_CHANNEL}, reaktor_id) from changed
+  `.execute(db)
+  if (rows.length > 0) return true
+  await db.insertInto('polling_reaktors')
+    .values({ reaktor_id: id, state: 'stopped', interval, updated_at: at })
+    .onConflict((oc) => oc.column('reaktor_id').doNothing())
+    .execute()
+  return false
+}
+
+/** Marks this node as the owner of reaktors it has just taken over (under the version it read). */
+export async function claimOwner (db: Kysely<Database>, nodeId: string, claims: ReadonlyArray<{ reaktorId: string, version: string }>): Promise<void> {
+  if (claims.length === 0) return
+  await sql`
+    update polling_reaktors as p set owner = ${nodeId}
+    from unnest(${claims.map((c) => c.reaktorId)}::text[], ${claims.map((c) => c.version)}::bigint[]) as v(id, version)
+    where p.reaktor_id = v.id and p.state = 'running' and p.state_version = v.version
+  `.execute(db)
+}
+
+/** At shutdown: nobody runs these until another node takes them over. */
+export async function releaseOwner (db: Kysely<Database>, nodeId: string, ids: readonly string[]): Promise<void> {
+  if (ids.length === 0) return
+  await sql`
+    update polling_reaktors set owner = null
+    where reaktor_id = any(${[...ids]}::text[]) and owner = ${nodeId}
+  `.execute(db)
+}
+
+/**
+ * One statement for a whole batch of run results. The result columns (`last_run`, `last_error`,
+ * ...) only move forward in time; the schedule columns (`next_run`, `owner`) are written only while
+ * the row is still `running` under the version the run belonged to and no other node has claimed
+ * it since, so a flush landing after a stop (or a stop + start, or a takeover by another node after
+ * this one was fenced) never brings back a next run or an owner.
+ */
+export async function writeRunResults (db: Kysely<Database>, batch: readonly RunRecord[]): Promise<number> {
+  if (batch.length === 0) return 0
+  const res = await sql`
+    update polling_reaktors as p set
+      last_run = v.last_run,
+      last_run_id = v.run_id,
+      last_error = v.last_error,
+      consecutive_failures = v.failures,
+      next_run = case when p.state = 'running' and p.state_version = v.version and coalesce(p.owner, v.owner) = v.owner
+                      then v.next_run else p.next_run end,
+      owner = case when p.state = 'running' and p.state_version = v.version and coalesce(p.owner, v.owner) = v.owner
+                   then v.owner else p.owner end
+    from unnest(
+      ${batch.map((r) => r.reaktorId)}::text[],
+      ${batch.map((r) => r.lastRun.toISOString())}::timestamptz[],
+      ${batch.map((r) => r.runId)}::text[],
+      ${batch.map((r) => r.lastError)}::text[],
+      ${batch.map((r) => r.consecutiveFailures)}::int[],
+      ${batch.map((r) => r.nextRun.toISOString())}::timestamptz[],
+      ${batch.map((r) => r.version)}::bigint[],
+      ${batch.map((r) => r.owner)}::text[]
+    ) as v(id, last_run, run_id, last_error, failures, next_run, version, owner)
+    where p.reaktor_id = v.id and (p.last_run is null or p.last_run <= v.last_run)
+  `.execute(db)
+  return Number(res.numAffectedRows ?? 0)
+}

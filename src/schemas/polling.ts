@@ -1,0 +1,36 @@
+import { Type, type Static } from 'typebox'
+
+export const ReaktorIdParams = Type.Object({
+  reaktorId: Type.String({ minLength: 1, description: 'The reaktorDefinitionId of a registered polling reaktor' })
+})
+export type ReaktorIdParamsType = Static<typeof ReaktorIdParams>
+
+export const MessageBody = Type.Object({
+  message: Type.String()
+})
+export type MessageBodyType = Static<typeof MessageBody>
+
+const Timestamp = Type.Union([Type.String({ format: 'date-time' }), Type.Null()])
+
+/** Spec 4.3 (`state`, `interval`, `lastRun`, `nextRun`) plus the extras of DESIGN.md section 4. */
+export const PollingStatus = Type.Object({
+  reaktorDefinitionId: Type.String(),
+  state: Type.Union([Type.Literal('running'), Type.Literal('stopped')]),
+  interval: Type.String({ description: 'The registered interval string' }),
+  effectiveInterval: Type.String({ description: 'The interval actually used: at least the 3s minimum, e.g. "3s"' }),
+  lastRun: Timestamp,
+  nextRun: Timestamp,
+  updatedAt: Timestamp,
+  label: Type.Union([Type.String(), Type.Null()]),
+  description: Type.Union([Type.String(), Type.Null()]),
+  autoStart: Type.Boolean(),
+  lastError: Type.Union([Type.String(), Type.Null()]),
+  consecutiveFailures: Type.Integer({ minimum: 0 }),
+  owner: Type.Union([Type.String(), Type.Null()], { description: 'NODE_ID of the node running it' })
+})
+export type PollingStatusType = Static<typeof PollingStatus>
+
+export const PollingList = Type.Object({
+  pollingReaktors: Type.Array(PollingStatus)
+})
+export type PollingListType = Static<typeof PollingList>

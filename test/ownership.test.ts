@@ -1,0 +1,169 @@
+import t from 'tap'
+import { sql } from 'kysely'
+import { CLUSTER_LOCK_NAMESPACE, RunStoppedError } from '../src/scheduler/index.js'
+import { createTestDatabase, waitFor } from './helper.js'
+import { database, memoryLogger, probe, reaktorLocks, registry, row, scheduler, untilAborted } from './scheduler-helper.js'
+
+t.test('a running reaktor holds its session advisory lock on the dedicated connection; stop releases it', async (t) => {
+  const url = await createTestDatabase(t)
+  const { db } = database(t, url)
+  const p = probe('locked', () => false, { interval: '100ms' })
+  const s = scheduler(t, db, url, { reaktors: registry([p.registration]) })
+  await s.start()
+  t.same(await reaktorLocks(db, 'locked'), [], 'stopped: no lock')
+  for (let cycle = 1; cycle <= 3; cycle++) {
+    await s.startReaktor('locked')
+    await waitFor(async () => (await reaktorLocks(db, 'locked')).length === 1, { what: 'the lock' })
+    const [lock] = await reaktorLocks(db, 'locked')
+    t.equal(lock.granted, true, `cycle ${cycle}: granted`)
+    t.equal(lock.pid, s.lockConnectionPid, 'held by the scheduler\'s dedicated connection')
+    const pooled = await sql<{ pid: number }>`select pg_backend_pid() as pid`.execute(db)
+    t.not(lock.pid, pooled.rows[0].pid, 'not by a pooled connection')
+    // Many reconciles, repeated starts and notifications must never take the held lock again:
+    // session locks stack, and one unlock would then leave it held.
+    for (let i = 0; i < 5; i++) {
+      s.requestReconcile()
+      await s.startReaktor('locked')
+      await sql`select pg_notify('reaktor_polling', 'locked')`.execute(db)
+    }
+    const runs = p.runs.length
+    await waitFor(() => p.runs.length >= runs + 2, { what: 'more runs' })
+    t.equal(s.ownedReaktorIds().length, 1)
+    t.equal((await row(db, 'locked'))!.owner, 'node-a', 'the row names the owner')
+    await s.stopReaktor('locked')
+    await waitFor(async () => (await reaktorLocks(db, 'locked')).length === 0, { what: 'the lock to be released' })
+    t.pass(`cycle ${cycle}: one unlock released it (never double-taken)`)
+  }
+})
+
+t.test('ids whose hashtext collides share one key: both run on the holder, the key is released with the last', async (t) => {
+  const url = await createTestDatabase(t)
+  const { db } = database(t, url)
+  const { rows } = await sql<{ a: string, b: string }>`
+    select min(s) as a, max(s) as b
+    from (select 'r' || g as s from generate_series(1, 300000) as g) as x
+    group by hashtext(s) having count(*) > 1 limit 1
+  `.execute(db)
+  t.equal(rows.length, 1, 'found two colliding ids')
+  const { a, b } = rows[0]
+  const pa = probe(a, () => false, { interval: '100ms' })
+  const pb = probe(b, () => false, { interval: '100ms' })
+  const s = scheduler(t, db, url, { reaktors: registry([pa.registration, pb.registration]) })
+  await s.start()
+  await s.startReaktor(a)
+  await s.startReaktor(b)
+  await waitFor(() => pa.runs.length >= 2 && pb.runs.length >= 2, { what: 'both to run' })
+  t.same(s.ownedReaktorIds(), [a, b].sort())
+  t.equal((await reaktorLocks(db, a)).length, 1, 'one lock for both')
+  await s.stopReaktor(a)
+  await waitFor(() => s.ownedReaktorIds().length === 1)
+  const runs = pb.runs.length
+  await waitFor(() => pb.runs.length >= runs + 2, { what: `${b} to keep running` })
+  t.equal((await reaktorLocks(db, b)).length, 1, 'the shared key stays held while the other id runs')
+  await s.stopReaktor(b)
+  await waitFor(async () => (await reaktorLocks(db, b)).length === 0, { what: 'the shared key to be released' })
+  t.pass('released with the last id using it')
+})
+
+t.test('fencing: when the lock connection is killed every run aborts at once, then the node recovers', async (t) => {
+  const url = await createTestDatabase(t)
+  const { db } = database(t, url)
+  const log = memoryLogger()
+  const blocked = probe('blocked', async (_n, ctx) => await untilAborted(ctx.signal), { interval: '100ms', autoStart: true })
+  const ticking = probe('ticking', () => false, { interval: '100ms', autoStart: true })
+  const s = scheduler(t, db, url, { reaktors: registry([blocked.registration, ticking.registration]), log })
+  await s.start()
+  await waitFor(() => blocked.runs.length === 1 && ticking.runs.length >= 1, { what: 'runs' })
+  const oldPid = s.lockConnectionPid!
+  await sql`select pg_terminate_backend(${oldPid})`.execute(db)
+  await waitFor(() => blocked.runs[0].end !== undefined, { what: 'the in-flight run to be aborted' })
+  t.type(blocked.runs[0].aborted, RunStoppedError)
+  t.match(String(blocked.runs[0].aborted), /lock connection lost/)
+  t.ok(log.lines.some((l) => l.level === 'error' && /fencing/.test(l.msg ?? '')), 'the fencing is logged')
+  await waitFor(() => s.lockConnectionPid !== undefined && s.lockConnectionPid !== oldPid, { what: 'a new lock connection' })
+  await waitFor(async () => {
+    const locks = [...await reaktorLocks(db, 'blocked'), ...await reaktorLocks(db, 'ticking')]
+    return locks.length === 2 && locks.every((l) => l.pid === s.lockConnectionPid && l.granted)
+  }, { what: 'the locks taken again on the new connection' })
+  await waitFor(() => blocked.runs.length === 2, { what: 'the run to start again' })
+  const ticks = ticking.runs.length
+  await waitFor(() => ticking.runs.length >= ticks + 2, { what: 'the other reaktor to run again' })
+  t.equal(blocked.maxActive(), 1, 'the aborted and the new run never overlapped')
+})
+
+t.test('cold start vs joining a live cluster; takeover continues from the stored nextRun', async (t) => {
+  const url = await createTestDatabase(t)
+  const { db } = database(t, url)
+  const membership = async (): Promise<Array<{ mode: string }>> => (await sql<{ mode: string }>`
+    select mode from pg_locks where locktype = 'advisory' and classid = ${CLUSTER_LOCK_NAMESPACE}::bigint::oid and objid = 0 and objsubid = 2
+      and database = (select oid from pg_database where datname = current_database())
+  `.execute(db)).rows
+
+  const onA = probe('shared', () => false, { interval: '1500ms', autoStart: true })
+  const manualA = probe('manual', () => false, { interval: '100ms' })
+  const a = scheduler(t, db, url, { nodeId: 'node-a', reaktors: registry([onA.registration, manualA.registration]) })
+  await a.start()
+  t.equal(a.coldStart, true, 'the first node sees a cold start')
+  t.same(await membership(), [{ mode: 'ShareLock' }], 'it holds the membership lock shared')
+  await a.startReaktor('manual')
+  await waitFor(() => onA.runs.length === 1 && manualA.runs.length >= 1)
+  await waitFor(async () => (await row(db, 'shared'))?.last_run !== null, { what: 'the run result flushed' })
+  const before = await db.selectFrom('polling_reaktors').selectAll().orderBy('reaktor_id').execute()
+
+  // Node b: the same reaktors, but autoStart false for "manual" would stop it at a cold start.
+  const onB = probe('shared', () => false, { interval: '1500ms', autoStart: true })
+  const manualB = probe('manual', () => false, { interval: '100ms', autoStart: false })
+  const onlyB = probe('only-b', () => false, { interval: '100ms', autoStart: true })
+  const b = scheduler(t, db, url, { nodeId: 'node-b', reaktors: registry([onB.registration, manualB.registration, onlyB.registration]) })
+  await b.start()
+  t.equal(b.coldStart, false, 'a node joining a live cluster sees no cold start')
+  t.same((await membership()).map((m) => m.mode), ['ShareLock', 'ShareLock'], 'both nodes are members')
+  const after = await db.selectFrom('polling_reaktors').selectAll().where('reaktor_id', '!=', 'only-b').orderBy('reaktor_id').execute()
+  t.same(after.map((r) => [r.reaktor_id, r.state, r.state_version]), before.map((r) => [r.reaktor_id, r.state, r.state_version]), 'the joining node changed no state')
+  t.equal((await row(db, 'manual'))!.state, 'running', 'a running reaktor without autoStart keeps running')
+  await waitFor(() => onlyB.runs.length >= 1, { what: 'node b to run its own reaktor' })
+  t.same(a.ownedReaktorIds(), ['manual', 'shared'], 'a node only runs what its code registers')
+  t.same(b.ownedReaktorIds(), ['only-b'])
+
+  // Node a leaves: b takes over, continuing from the stored nextRun (no extra run at takeover).
+  const storedNext = (await row(db, 'shared'))!.next_run.getTime()
+  await a.stop()
+  await waitFor(() => b.ownedReaktorIds().includes('shared'), { what: 'node b to take over' })
+  await waitFor(() => onB.runs.length >= 1, { what: 'the first run on node b', timeoutMs: 15_000 })
+  t.ok(onB.runs[0].start >= storedNext - 10, `node b ran at the stored nextRun (${onB.runs[0].start - storedNext} ms after it), not at takeover`)
+  await waitFor(async () => (await row(db, 'shared'))?.owner === 'node-b', { what: 'the owner column' })
+  t.equal(onA.runs.length, 1)
+
+  await b.stop()
+  t.same(await membership(), [], 'no member left')
+  const c = scheduler(t, db, url, { nodeId: 'node-c', reaktors: registry([manualB.registration]) })
+  await c.start()
+  t.equal(c.coldStart, true, 'with every node gone, the next boot is a cold start')
+  t.equal((await row(db, 'manual'))!.state, 'stopped', 'and now the restart rules apply (running + autoStart false → stopped)')
+})
+
+t.test('after fencing, another node takes over and the fenced node\'s late flush does not undo the takeover', async (t) => {
+  const url = await createTestDatabase(t)
+  const { db } = database(t, url)
+  const onA = probe('x', () => false, { interval: '1h', autoStart: true })
+  const onB = probe('x', () => false, { interval: '1h', autoStart: true })
+  // a flushes late and reconnects late, so b wins the lock while a's result is still in memory.
+  const a = scheduler(t, db, url, { nodeId: 'node-a', reaktors: registry([onA.registration]), flushIntervalMs: 1500, reconnectMinMs: 5000 })
+  await a.start()
+  await waitFor(() => onA.runs.length === 1 && onA.runs[0].end !== undefined)
+  const b = scheduler(t, db, url, { nodeId: 'node-b', reaktors: registry([onB.registration]) })
+  await b.start()
+  t.equal(b.coldStart, false)
+  t.equal(a.flushStats.flushes, 0, 'a\'s result is not flushed yet')
+  await sql`select pg_terminate_backend(${a.lockConnectionPid!})`.execute(db)
+  await waitFor(() => b.ownedReaktorIds().includes('x'), { what: 'node b to take over' })
+  t.same(a.ownedReaktorIds(), [], 'the fenced node owns nothing')
+  await waitFor(() => onB.runs.length === 1, { what: 'the catch-up run on node b' })
+  await waitFor(() => a.flushStats.flushes >= 1, { what: 'node a\'s late flush' })
+  await waitFor(() => b.flushStats.flushes >= 1, { what: 'node b\'s flush' })
+  const stored = (await row(db, 'x'))!
+  t.equal(stored.owner, 'node-b', 'the owner stays the node that runs it')
+  t.equal(stored.last_run.getTime(), onB.runs[0].start, 'lastRun is node b\'s run')
+  t.ok(stored.next_run.getTime() >= onB.runs[0].end! + 3_600_000 - 5, 'nextRun is node b\'s')
+  t.equal(onB.runs.length, 1, 'exactly one catch-up run, no burst')
+})

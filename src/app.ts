@@ -110,7 +110,13 @@ export const app: FastifyPluginAsync<AppOptions> = async (fastify, opts) => {
 /** Builds a ready-to-listen service. The server and the tests both call this. */
 export async function buildApp (opts: AppOptions & { logger?: LoggerOption }): Promise<FastifyInstance> {
   const fastify = Fastify(serverOptions(opts.config, opts.logger ?? true)).withTypeProvider<TypeBoxTypeProvider>()
-  await fastify.register(fp(app), opts)
-  await fastify.ready()
+  try {
+    await fastify.register(fp(app), opts)
+    await fastify.ready()
+  } catch (err) {
+    // Release what the plugins opened so far (pool, connections) before reporting the failure.
+    await fastify.close().catch(() => {})
+    throw err
+  }
   return fastify as unknown as FastifyInstance
 }

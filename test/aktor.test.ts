@@ -237,5 +237,11 @@ t.test('the client going away aborts the aktor\'s signal', async (t) => {
   req.destroy()
   await waitFor(() => probe.aborted.includes('waits-for-client'), { what: 'the signal to abort' })
   t.equal(probe.contexts[0].signal.aborted, true)
+
+  // Over a real socket too, a failure is a 500 (not mistaken for a client that left).
+  const crash = await fetch(`${origin}/api/v1/aktor/crash`, { method: 'POST', headers: { 'x-service-token': token, 'content-type': 'application/json' }, body: '{}' })
+  t.equal(crash.status, 500)
+  const ok = await fetch(`${origin}/api/v1/aktor/echo`, { method: 'POST', headers: { 'x-service-token': token, 'content-type': 'application/json' }, body: '{"x":1}' })
+  t.same(await ok.json(), { input: { x: 1 }, greeting: 'hi' })
   t.equal(await healthy(app, token), 200, 'the service still answers afterwards')
 })

@@ -153,3 +153,39 @@ t.test('a browser session through the app UI', { skip: fs.existsSync(CHROMIUM) ?
   await tab.goto(appUrl)
   t.equal(new URL(tab.url()).pathname, '/login', 'reopening the app asks for a login again')
 })
+
+const EXAMPLE_APP = path.resolve('reaktor-apps', 'drain-demo')
+
+t.test('the example app shipped in reaktor-apps/ works under its policy', { skip: fs.existsSync(CHROMIUM) && fs.existsSync(path.join(EXAMPLE_APP, 'public', 'index.html')) ? false : 'chromium or the example app is missing' }, async (t) => {
+  const app = await build(t, { env: { REAKTOR_APPS_DIR: path.dirname(EXAMPLE_APP), ADMIN_USERNAME: USER.username, ADMIN_PASSWORD: USER.password } })
+  const example = app.apps.apps.find((a) => a.dir !== undefined && path.resolve(a.dir) === EXAMPLE_APP)
+  if (example === undefined) {
+    t.fail('the example app did not load')
+    return
+  }
+  const origin = await app.listen({ port: 0, host: '127.0.0.1' })
+  const browser = await chromium.launch({
+    executablePath: CHROMIUM,
+    args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-background-networking', '--disable-component-update', '--disable-sync', '--no-first-run']
+  })
+  t.teardown(async () => await browser.close())
+  const tab = await (await browser.newContext()).newPage()
+  const cspErrors: string[] = []
+  tab.on('console', (msg) => { if (msg.type() === 'error' && msg.text().includes('Content Security Policy')) cspErrors.push(msg.text()) })
+  const apiStatuses: number[] = []
+  tab.on('response', (r) => { if (new URL(r.url()).pathname.startsWith('/api/v1/')) apiStatuses.push(r.status()) })
+
+  await tab.goto(`${origin}/app-ui/${example.name}@${example.version}/`)
+  await tab.fill('input[name="username"]', USER.username)
+  await tab.fill('input[name="password"]', USER.password)
+  await Promise.all([
+    tab.waitForURL((url) => url.pathname.startsWith('/app-ui/'), { timeout: 20_000 }),
+    tab.click('[type="submit"]')
+  ])
+  t.equal(await tab.evaluate(() => typeof (window as any).getServiceAuthToken()), 'string', 'the helper has the session')
+  await waitFor(() => apiStatuses.length > 0, { what: 'the example UI to call the API' })
+  t.ok(apiStatuses.every((s) => s < 400), `its API calls succeed (${apiStatuses.join(', ')})`)
+  t.same(cspErrors, [], 'no policy violations in the example app')
+  fs.mkdirSync(path.join('test', 'artifacts'), { recursive: true })
+  await tab.screenshot({ path: path.join('test', 'artifacts', 'example-app.png'), fullPage: true })
+})

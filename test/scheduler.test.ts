@@ -1,7 +1,7 @@
 import t from 'tap'
 import { RunStoppedError, RunTimeoutError } from '../src/scheduler/index.js'
 import { createTestDatabase, waitFor } from './helper.js'
-import { database, memoryLogger, probe, registry, row, scheduler, untilAborted, work } from './scheduler-helper.js'
+import { database, memoryLogger, probe, reaktorLocks, registry, row, scheduler, untilAborted, work } from './scheduler-helper.js'
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/
 
@@ -252,4 +252,31 @@ t.test('a late flush never undoes a stop', async (t) => {
   t.equal(stored.next_run, null, 'the flushed nextRun did not come back')
   t.equal(stored.owner, null, 'nor the owner')
   t.equal(stored.last_run?.getTime(), p.runs[0].start, 'the run itself is recorded')
+})
+
+t.test('shutdown aborts in-flight runs, waits up to the grace period, flushes and releases everything', async (t) => {
+  const url = await createTestDatabase(t)
+  const { db } = database(t, url)
+  const log = memoryLogger()
+  const polite = probe('polite', async (_n, ctx) => await untilAborted(ctx.signal), { interval: '1h', autoStart: true })
+  // Ignores its signal: the shutdown must not wait for it longer than the grace period.
+  const stubborn = probe('stubborn', async () => { await work(5000); return false }, { interval: '1h', autoStart: true })
+  const done = probe('done', () => false, { interval: '1h', autoStart: true })
+  const s = scheduler(t, db, url, { reaktors: registry([polite.registration, stubborn.registration, done.registration]), shutdownGraceMs: 400, flushIntervalMs: 60_000, log })
+  await s.start()
+  await waitFor(() => polite.runs.length === 1 && stubborn.runs.length === 1 && done.runs[0]?.end !== undefined, { what: 'the runs' })
+  const started = Date.now()
+  await s.stop()
+  const took = Date.now() - started
+  t.ok(took >= 390 && took < 3000, `stop waited for the grace period, not for the stubborn run (${took} ms)`)
+  t.type(polite.runs[0].aborted, RunStoppedError, 'the in-flight run\'s signal was aborted')
+  t.ok(stubborn.runs[0].context.signal.aborted, 'also the stubborn one\'s')
+  t.ok(log.lines.some((l) => l.level === 'warn' && /grace period/.test(l.msg ?? '')), 'the overrun is logged')
+  t.equal((await row(db, 'done'))!.last_run?.getTime(), done.runs[0].start, 'the pending batch was flushed')
+  for (const id of ['polite', 'stubborn', 'done']) {
+    t.same(await reaktorLocks(db, id), [], `${id}: lock released`)
+    const stored = (await row(db, id))!
+    t.equal(stored.state, 'running', `${id}: a shutdown is not a stop`)
+    t.equal(stored.owner, null, `${id}: no owner any more`)
+  }
 })

@@ -4,6 +4,7 @@
  */
 import t from 'tap'
 import { spawn, type ChildProcess } from 'node:child_process'
+import fs from 'node:fs/promises'
 import path from 'node:path'
 import { tempDir, waitFor } from './helper.js'
 
@@ -46,11 +47,20 @@ t.test('a bad variable stops the start with exit 1 and one line naming it', asyn
 
 t.test('starts on the embedded database, survives kill -9, stops cleanly on SIGTERM', async (t) => {
   const dataDir = await tempDir(t, 'reaktor-server-')
+  // As root the embedded server runs as `postgres`, which must be able to enter DATA_DIR.
+  await fs.chmod(dataDir, 0o755)
   const first = startServer({ DATA_DIR: dataDir })
   t.teardown(() => { first.child.kill('SIGKILL') })
   const url = await listeningUrl(first)
   t.equal((await fetch(`${url}/readyz`)).status, 200)
-  t.match(first.output(), /initial-admin-password|admin/, 'says where the admin password is')
+  t.match(first.output(), /initial-admin-password/, 'says where the admin password is')
+  const password = (await fs.readFile(path.join(dataDir, 'initial-admin-password'), 'utf8')).trim()
+  t.equal(((await fs.stat(path.join(dataDir, 'initial-admin-password'))).mode & 0o777), 0o600)
+  const login = await fetch(`${url}/api/v1/auth/login`, {
+    method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ username: 'admin', password })
+  })
+  t.equal(login.status, 200, 'the printed admin password logs in')
+  t.equal((await fetch(`${url}/login`)).status, 200, 'serves the login page')
 
   // SIGKILL leaves the embedded PostgreSQL running without its owner.
   first.child.kill('SIGKILL')

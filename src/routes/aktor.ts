@@ -20,6 +20,13 @@ function clientError (err: unknown): { statusCode: number, message: string } | u
   return { statusCode, message: typeof message === 'string' ? message : '' }
 }
 
+class ClientClosed extends Error {
+  constructor () {
+    super('client closed the request')
+    this.name = 'ClientClosed'
+  }
+}
+
 function formatDuration (ms: number): string {
   return ms % 1000 === 0 ? `${ms / 1000}s` : `${ms}ms`
 }
@@ -47,32 +54,35 @@ const routes: FastifyPluginAsyncTypebox = async (fastify) => {
     }
   }
 
-  const run = async (registered: RegisteredReaktor, id: string, input: unknown, request: FastifyRequest, reply: FastifyReply): Promise<unknown> => {
-    const controller = new AbortController()
-    const log = request.log.child({ aktor: id })
-    // The client going away: the response closes before it was fully written.
+  /**
+   * Runs the aktor under `controller`: aborted at the timeout (reason: AktorTimeout) or when the
+   * client goes away (reason: ClientClosed). Either answers at once, even when the aktor ignores
+   * its signal; its late result or rejection is then dropped.
+   */
+  const run = async (registered: RegisteredReaktor, id: string, input: unknown, controller: AbortController, request: FastifyRequest, reply: FastifyReply): Promise<unknown> => {
+    const { signal } = controller
+    // The response closing before it was fully written means the client went away.
     const onClose = (): void => {
-      if (!reply.raw.writableFinished) controller.abort(new Error('client closed the connection'))
+      if (!reply.raw.writableFinished) controller.abort(new ClientClosed())
     }
     reply.raw.once('close', onClose)
-    let timer: NodeJS.Timeout | undefined
-    const timedOut = new Promise<never>((_resolve, reject) => {
-      timer = setTimeout(() => {
-        const err = new Errors.AktorTimeout(id, registered.registration.timeout ?? formatDuration(registered.timeoutMs))
-        controller.abort(err)
-        reject(err)
-      }, registered.timeoutMs)
+    const timer = setTimeout(() => {
+      controller.abort(new Errors.AktorTimeout(id, registered.registration.timeout ?? formatDuration(registered.timeoutMs)))
+    }, registered.timeoutMs)
+    let onAbort: (() => void) | undefined
+    const interrupted = new Promise<never>((_resolve, reject) => {
+      onAbort = () => reject(signal.reason)
+      signal.addEventListener('abort', onAbort, { once: true })
     })
     try {
       const aktor = registered.registration.createReaktor({ settings: registered.app.settings })
-      const context = { signal: controller.signal, log, settings: registered.app.settings, reaktorId: id, runId: request.id }
-      // An aktor that ignores its signal still gets its answer cut at the timeout; its late
-      // result or rejection is dropped.
+      const context = { signal, log: request.log.child({ aktor: id }), settings: registered.app.settings, reaktorId: id, runId: request.id }
       const result = Promise.resolve().then(async () => await aktor(input, context))
       result.catch(() => {})
-      return await Promise.race([result, timedOut])
+      return await Promise.race([result, interrupted])
     } finally {
       clearTimeout(timer)
+      if (onAbort !== undefined) signal.removeEventListener('abort', onAbort)
       reply.raw.off('close', onClose)
     }
   }
@@ -103,13 +113,15 @@ const routes: FastifyPluginAsyncTypebox = async (fastify) => {
       throw fastify.httpErrors.badRequest(ajv.errorsText(validate.errors, { dataVar: 'body' }))
     }
 
+    const controller = new AbortController()
     let output: unknown
     try {
-      output = await run(registered, id, input, request, reply)
+      output = await run(registered, id, input, controller, request, reply)
     } catch (err) {
-      if (err instanceof Errors.AktorTimeout) throw err
+      const reason: unknown = controller.signal.reason
+      if (reason instanceof Errors.AktorTimeout) throw reason
       // Nobody is listening any more: not a server error (nginx's 499 "client closed request").
-      if (reply.raw.destroyed || request.raw.destroyed) throw fastify.httpErrors.createError(499, 'client closed the request')
+      if (reason instanceof ClientClosed) throw fastify.httpErrors.createError(499, reason.message)
       const client = clientError(err)
       if (client !== undefined) throw fastify.httpErrors.createError(client.statusCode, client.message)
       // The error handler logs it and answers a generic 500: an aktor's internals never leak.

@@ -97,6 +97,8 @@ export class Scheduler {
   private readonly db: Kysely<Database>
   private readonly reaktors: ReadonlyMap<string, RegisteredPollingReaktor>
   private readonly log: SchedulerLogger
+  /** The logger runs get a child of (bound to reaktorId and runId, not to the scheduler). */
+  private readonly runLog: SchedulerLogger
   private readonly now: () => number
   private readonly minIntervalMs: number
   private readonly shutdownGraceMs: number
@@ -132,6 +134,7 @@ export class Scheduler {
     this.reaktors = opts.reaktors
     this.nodeId = opts.nodeId
     this.log = opts.log.child({ component: 'scheduler' })
+    this.runLog = opts.log
     this.now = opts.now ?? Date.now
     this.minIntervalMs = opts.minIntervalMs ?? MIN_POLLING_INTERVAL_MS
     this.shutdownGraceMs = opts.shutdownGraceMs ?? 10_000
@@ -422,7 +425,7 @@ export class Scheduler {
       version: row.version,
       consecutiveFailures: row.consecutiveFailures,
       nodeId: this.nodeId,
-      log: this.log,
+      log: this.runLog,
       now: this.now,
       mayRun: async () => await this.mayRun(id, runner),
       onRunEnd: (record) => this.batcher.record(record)

@@ -36,7 +36,6 @@ const appUi: FastifyPluginAsync<AppUiOptions> = async (fastify, opts) => {
   const prefix = fastify.prefix
   const prefixSegments = prefix.split('/').filter((s) => s !== '')
   const cache = new FileCache(opts.cacheBytes ?? fastify.config.appUiCacheBytes ?? DEFAULT_CACHE_BYTES, MAX_CACHED_FILE_BYTES)
-  fastify.decorate('appUiCache', cache)
 
   // The policy of each app is computed once, at start; the config file is only ever read here.
   const sites = new Map<LoadedApp, Site>()
@@ -131,13 +130,6 @@ const appUi: FastifyPluginAsync<AppUiOptions> = async (fastify, opts) => {
   // HEAD declared here rather than derived by Fastify: the handler then answers it without reading
   // the body (no stream opened for a large file), with the Content-Length of the chosen variant.
   fastify.route({ method: ['GET', 'HEAD'], url: '/*', handler })
-}
-
-declare module 'fastify' {
-  interface FastifyInstance {
-    /** The app-UI file cache (inside the app-ui scope only; tests and benchmarks read its counters). */
-    appUiCache?: FileCache
-  }
 }
 
 export default appUi

@@ -1,6 +1,7 @@
 import Fastify, { type FastifyBaseLogger, type FastifyInstance, type FastifyServerOptions } from 'fastify'
 import type { FastifyPluginAsync } from 'fastify'
 import fp from 'fastify-plugin'
+import type pino from 'pino'
 import sensible from '@fastify/sensible'
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox'
 import { randomUUID } from 'node:crypto'
@@ -62,6 +63,11 @@ export const REDACT = [
   '*.*.token'
 ]
 
+/** The pino options of the service (level, redaction, node name): the server and the tests use them. */
+export function loggerOptions (config: Config): pino.LoggerOptions {
+  return { level: config.logLevel, redact: { paths: REDACT, censor: '[redacted]' }, base: { node: config.nodeId } }
+}
+
 /**
  * The Fastify server options, shared by the server and the tests so that tests run what
  * production runs.
@@ -69,7 +75,7 @@ export const REDACT = [
 export function serverOptions (config: Config, logger: LoggerOption = true): FastifyServerOptions {
   const logging: Pick<FastifyServerOptions, 'logger' | 'loggerInstance'> = typeof logger === 'object' && 'child' in logger
     ? { loggerInstance: logger }
-    : { logger: logger === true ? { level: config.logLevel, redact: { paths: REDACT, censor: '[redacted]' }, base: { node: config.nodeId } } : logger }
+    : { logger: logger === true ? loggerOptions(config) : logger }
   return {
     ...logging,
     trustProxy: config.trustProxy,

@@ -1,14 +1,12 @@
 import closeWithGrace from 'close-with-grace'
 import pino from 'pino'
-import { buildApp, REDACT } from './app.js'
+import { buildApp, loggerOptions } from './app.js'
 import { ConfigError, loadConfig, type Config } from './config.js'
 import { startEmbeddedPostgres, type EmbeddedPostgres } from './db/embedded.js'
 
 function createLogger (config: Config): pino.Logger {
   return pino({
-    level: config.logLevel,
-    redact: { paths: REDACT, censor: '[redacted]' },
-    base: { node: config.nodeId },
+    ...loggerOptions(config),
     // Pretty output only for a person at a terminal; the format never changes behaviour.
     transport: process.stdout.isTTY ? { target: 'pino-pretty', options: { translateTime: 'SYS:HH:MM:ss.l', ignore: 'pid,hostname' } } : undefined
   })

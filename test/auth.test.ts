@@ -4,7 +4,7 @@ import path from 'node:path'
 import { Writable } from 'node:stream'
 import pino from 'pino'
 import t from 'tap'
-import { buildApp, REDACT } from '../src/app.js'
+import { buildApp, loggerOptions } from '../src/app.js'
 import { hashPassword, verifyPassword } from '../src/auth/password.js'
 import { SESSION_COOKIE } from '../src/auth/types.js'
 import { ADMIN, ADMIN_ENV, apiLogin, buildWithProbe, formLogin, loginToken, sessionCookie, whoami } from './auth-helper.js'
@@ -212,10 +212,10 @@ t.test('ADMIN_USERNAME/ADMIN_PASSWORD create that user; an existing password is 
 
 t.test('logs never contain passwords, tokens or cookies', async (t) => {
   const lines: string[] = []
-  // The redaction the server's logger uses (src/server.ts), at the most verbose level.
-  const logger = pino({ level: 'trace', redact: { paths: REDACT, censor: '[redacted]' } },
-    new Writable({ write (chunk, _enc, cb) { lines.push(String(chunk)); cb() } }))
+  // The server's own logger options (src/server.ts uses loggerOptions), at the most verbose level.
   const config = await testConfig(t, ADMIN_ENV)
+  const logger = pino({ ...loggerOptions(config), level: 'trace' },
+    new Writable({ write (chunk, _enc, cb) { lines.push(String(chunk)); cb() } }))
   const app = await buildApp({ config, databaseUrl: await createTestDatabase(t), logger })
   t.teardown(async () => await app.close())
 

@@ -47,8 +47,7 @@ t.test('a bad variable stops the start with exit 1 and one line naming it', asyn
 
 t.test('starts on the embedded database, survives kill -9, stops cleanly on SIGTERM', async (t) => {
   const dataDir = await tempDir(t, 'reaktor-server-')
-  // As root the embedded server runs as `postgres`, which must be able to enter DATA_DIR.
-  await fs.chmod(dataDir, 0o755)
+  // mkdtemp makes it 0700: as root, the service itself must let the `postgres` user through.
   const first = startServer({ DATA_DIR: dataDir })
   t.teardown(() => { first.child.kill('SIGKILL') })
   const url = await listeningUrl(first)

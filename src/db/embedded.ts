@@ -95,6 +95,12 @@ export async function startEmbeddedPostgres (options: EmbeddedOptions): Promise<
   // Not 0700: as root, the `postgres` user must be able to reach the cluster folder inside it.
   await fs.mkdir(dataDir, { recursive: true })
   const user = await postgresUser()
+  if (user !== undefined) {
+    // The `postgres` user must be able to pass through DATA_DIR to its cluster folder (a folder
+    // made by mktemp is 0700). Search permission only: it still cannot list or read DATA_DIR.
+    const { mode } = await fs.stat(dataDir)
+    if ((mode & 0o001) === 0) await fs.chmod(dataDir, (mode & 0o777) | 0o001)
+  }
   const bin = await binaries()
   const run = async (file: string, args: string[]): Promise<void> => {
     await execFileAsync(file, args, { ...user, env: { ...process.env, LC_MESSAGES: 'C' }, timeout: 120_000 })

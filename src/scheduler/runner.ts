@@ -55,6 +55,8 @@ export class ReaktorRunner {
   private inFlight: Promise<void> | undefined
   private aktor: PollingAktor | undefined
   private halted = false
+  /** Handover: no new run is scheduled, but the in-flight one finishes and is recorded. */
+  private finishing = false
   private started = false
   private failures: number
   /** Runs started by this runner (tests, metrics). */
@@ -97,8 +99,25 @@ export class ReaktorRunner {
     await this.inFlight
   }
 
+  /**
+   * Handover between runs: nothing more is scheduled, the in-flight run (if any) is NOT aborted;
+   * its result is recorded as usual. Resolves once no run is in flight, so the caller can flush
+   * that result and then release the lock: the next owner continues from it. A later halt()
+   * still aborts the run (stop, fencing, shutdown win over a handover).
+   */
+  async finish (): Promise<void> {
+    if (!this.halted && !this.finishing) {
+      this.finishing = true
+      if (this.timer !== undefined) clearTimeout(this.timer)
+      if (this.immediate !== undefined) clearImmediate(this.immediate)
+      this.timer = undefined
+      this.immediate = undefined
+    }
+    await this.inFlight
+  }
+
   private scheduleAt (at: number): void {
-    if (this.halted) return
+    if (this.halted || this.finishing) return
     const delay = at - this.opts.now()
     if (delay <= 0) {
       this.immediate = setImmediate(() => {
@@ -122,7 +141,7 @@ export class ReaktorRunner {
   }
 
   private async runOnce (): Promise<void> {
-    if (this.halted || !(await this.opts.mayRun()) || this.halted) return
+    if (this.halted || this.finishing || !(await this.opts.mayRun()) || this.halted || this.finishing) return
     const { reaktorId, reaktor, now } = this.opts
     const runId = randomUUID()
     const startedAt = now()

@@ -31,17 +31,38 @@ export interface SchedulerOptions {
   flushIntervalMs?: number
   /** A run starts without a fresh ping when the lock connection answered within this. Default 2 s. */
   lockCheckMaxAgeMs?: number
-  /** A lock-connection statement slower than this counts as a dead connection. Default 10 s. */
+  /**
+   * A lock-connection statement slower than this counts as a dead connection (network cut): the
+   * node fences itself. Must stay well below the server-side keepalive bound (see LockConnection),
+   * so the node has stopped its runs before PostgreSQL drops its session. Default 5 s.
+   */
   lockQueryTimeoutMs?: number
-  /** Reconnect backoff of the lock connection, doubled per failure. Default 250 ms … 30 s. */
+  /** Reconnect backoff of the lock connection, doubled per failure, ±20 % jitter. Default 250 ms … 5 s. */
   reconnectMinMs?: number
   reconnectMaxMs?: number
   /**
-   * Ownership policy hook (issue 5: even spreading). Asked before competing for a running reaktor
-   * this node does not own; default: always compete. A node that declines simply leaves the lock
-   * to another node; correctness never depends on this answer, only on the advisory lock.
+   * A running reaktor that no node has held for this long is taken by any node, even beyond its
+   * fair share (liveness when nodes register different apps). Default 3 s.
+   */
+  orphanGraceMs?: number
+  /**
+   * Ownership policy hook, asked before competing for a running reaktor this node does not own,
+   * on top of the built-in even spreading; default: always. A node that declines simply leaves the
+   * lock to another node; correctness never depends on this answer, only on the advisory lock.
    */
   wantsOwnership?: (reaktorId: string, scheduler: Scheduler) => boolean
+}
+
+/** The fair-share arithmetic of the last reconcile pass (for logs, metrics and tests). */
+export interface OwnershipShare {
+  /** Live nodes: sessions holding the cluster-membership lock. */
+  members: number
+  /** Running reaktors registered on this node. */
+  running: number
+  /** ceil(running / members): what this node takes at most (orphans aside). */
+  share: number
+  /** Reaktors this node owns now. */
+  owned: number
 }
 
 /** What status and list show (DESIGN.md section 4); timestamps as Dates, the route formats them. */
@@ -77,6 +98,12 @@ interface Owned {
   epoch: number
 }
 
+/** A reaktor let go of whose last run has not settled yet; its lock is kept until then. */
+interface Draining {
+  done: Promise<void>
+  runner: ReaktorRunner
+}
+
 type Phase = 'idle' | 'starting' | 'running' | 'stopping' | 'stopped'
 
 /**
@@ -88,6 +115,13 @@ type Phase = 'idle' | 'starting' | 'running' | 'stopping' | 'stopped'
  * node) compares the stored state with what this node owns: it competes for running reaktors it
  * does not own and releases owned ones that are stopped (or were restarted: a new `state_version`).
  * A released reaktor keeps its lock until its aborted run has settled, so runs never overlap.
+ *
+ * Even spreading: with k live nodes (holders of the cluster-membership lock) and n running
+ * reaktors, a node competes only while it owns fewer than ceil(n/k), and in a full pass hands the
+ * surplus over — between runs: the runner finishes its in-flight run without an abort, its result
+ * is flushed, then the lock is released and announced, so an under-share node takes it at once
+ * and continues from the stored next run. Reaktors no node has held for `orphanGraceMs` are taken
+ * by anyone (liveness before balance).
  *
  * Fencing: when the lock connection breaks, every owned run is aborted at once and nothing new
  * starts; only then does the node reconnect and compete again. Before each run the runner checks
@@ -106,6 +140,7 @@ export class Scheduler {
   private readonly lockCheckMaxAgeMs: number
   private readonly reconnectMinMs: number
   private readonly reconnectMaxMs: number
+  private readonly orphanGraceMs: number
   private readonly lock: LockConnection
   private readonly batcher: RunResultBatcher
 
@@ -114,7 +149,12 @@ export class Scheduler {
   /** Reaktors this node owns and times. */
   private readonly owned = new Map<string, Owned>()
   /** Released or fenced reaktors whose last run has not settled yet: not competed for meanwhile. */
-  private readonly draining = new Map<string, Promise<void>>()
+  private readonly draining = new Map<string, Draining>()
+  /** performance.now() since which a running reaktor has been seen held by nobody (full passes). */
+  private readonly unheldSince = new Map<string, number>()
+  /** Orphans taken beyond the fair share: not handed over again before this performance.now(). */
+  private readonly keepUntil = new Map<string, number>()
+  private lastShare: OwnershipShare = { members: 0, running: 0, share: 0, owned: 0 }
   /** Advisory keys this session holds → the owned ids using them (colliding ids share a key). */
   private readonly heldKeys = new Map<number, Set<string>>()
   /** Grows each time the lock connection is lost: locks taken under an older epoch are gone. */
@@ -141,20 +181,21 @@ export class Scheduler {
     this.reconcileIntervalMs = opts.reconcileIntervalMs ?? 1000
     this.lockCheckMaxAgeMs = opts.lockCheckMaxAgeMs ?? 2000
     this.reconnectMinMs = opts.reconnectMinMs ?? 250
-    this.reconnectMaxMs = opts.reconnectMaxMs ?? 30_000
+    this.reconnectMaxMs = opts.reconnectMaxMs ?? 5000
+    this.orphanGraceMs = opts.orphanGraceMs ?? 3000
     this.reconnectDelay = this.reconnectMinMs
     if (opts.wantsOwnership !== undefined) this.wantsOwnership = (id) => opts.wantsOwnership!(id, this)
     this.batcher = new RunResultBatcher({ db: this.db, intervalMs: opts.flushIntervalMs ?? 200, log: this.log })
     this.lock = new LockConnection({
       url: opts.databaseUrl,
       applicationName: `reaktor-scheduler ${opts.nodeId}`.slice(0, 63),
-      queryTimeoutMs: opts.lockQueryTimeoutMs ?? 10_000,
+      queryTimeoutMs: opts.lockQueryTimeoutMs ?? 5000,
       onLost: (err) => this.fence(err),
       onNotification: (id) => this.requestReconcile([id])
     })
   }
 
-  /** Default policy: compete for every running reaktor (issue 5 replaces this to spread load). */
+  /** Extra policy on top of even spreading; default: no further restriction. */
   private wantsOwnership: (reaktorId: string) => boolean = () => true
 
   effectiveIntervalMs (reaktor: RegisteredPollingReaktor): number {
@@ -169,6 +210,16 @@ export class Scheduler {
   /** Ids this node currently owns (and times). */
   ownedReaktorIds (): string[] {
     return [...this.owned.keys()].sort()
+  }
+
+  /** The fair share as of the last reconcile pass. */
+  get ownershipShare (): OwnershipShare {
+    return { ...this.lastShare, owned: this.owned.size }
+  }
+
+  /** Started and its lock connection is up: it can run reaktors (for /readyz). */
+  get connected (): boolean {
+    return this.phase === 'running' && this.lock.alive
   }
 
   /** Backend pid of the lock connection (pg_locks.pid), undefined while disconnected. */
@@ -223,9 +274,9 @@ export class Scheduler {
     this.phase = 'stopping'
     this.clearTimers()
     const ownedIds = [...this.owned.keys()]
-    const settled = [...this.owned.values()].map((own) => own.runner.halt('shutdown'))
+    const settled = [...this.owned.values(), ...this.draining.values()].map((own) => own.runner.halt('shutdown'))
     this.owned.clear()
-    const all = Promise.allSettled([...settled, ...this.draining.values(), this.worker])
+    const all = Promise.allSettled([...settled, ...[...this.draining.values()].map((d) => d.done), this.worker])
     let graceTimer: NodeJS.Timeout | undefined
     const inTime = await Promise.race([
       all.then(() => true),
@@ -237,6 +288,9 @@ export class Scheduler {
     await store.releaseOwner(this.db, this.nodeId, ownedIds).catch((err) => this.log.warn({ err }, 'could not clear owner at shutdown'))
     this.heldKeys.clear()
     await this.lock.close()
+    // The locks are gone with the session: tell the other nodes to take these over now, not at
+    // their next periodic pass (a rolling restart then costs no interval).
+    await store.announce(this.db, ownedIds).catch(() => {})
     this.phase = 'stopped'
     this.log.info({ nodeId: this.nodeId, released: ownedIds.length }, 'scheduler stopped')
   }
@@ -248,7 +302,7 @@ export class Scheduler {
   terminate (): void {
     this.phase = 'stopped'
     this.clearTimers()
-    for (const own of this.owned.values()) void own.runner.halt('terminated')
+    for (const own of [...this.owned.values(), ...this.draining.values()]) void own.runner.halt('terminated')
     this.owned.clear()
     this.heldKeys.clear()
     this.batcher.discard()
@@ -269,6 +323,8 @@ export class Scheduler {
     const changed = await store.writeStop(this.db, reaktorId, reaktor.registration.interval, new Date(this.now()))
     const own = this.owned.get(reaktorId)
     if (own !== undefined) this.release(own)
+    // A handover in progress waits for its run to end; a stop aborts that run at once.
+    void this.draining.get(reaktorId)?.runner.halt('stopped')
     this.requestReconcile([reaktorId])
     return changed
   }

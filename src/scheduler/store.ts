@@ -1,5 +1,6 @@
 import { sql, type Kysely } from 'kysely'
 import type { Database, PollingReaktorRow } from '../db/schema.js'
+import { CLUSTER_LOCK_NAMESPACE, REAKTOR_LOCK_NAMESPACE } from './keys.js'
 
 /**
  * The SQL of the scheduler: the persisted state record of every polling reaktor (spec 2.2).
@@ -55,11 +56,117 @@ export async function readSchedule (db: Kysely<Database>, ids: readonly string[]
   }))
 }
 
+/*
+ * pg_locks is cluster-wide: every lock query is limited to this database. A two-int4 advisory lock
+ * `(namespace, key)` shows as classid = namespace, objid = key as an unsigned 32-bit oid, objsubid 2.
+ */
+const THIS_DATABASE = sql`(select oid from pg_database where datname = current_database())`
+const reaktorKey = (column: string): ReturnType<typeof sql> => sql`(hashtext(${sql.ref(column)})::bigint & 4294967295)::oid`
+const reaktorLocks = sql`
+  select l.objid, l.pid from pg_locks as l
+  where l.locktype = 'advisory' and l.database = ${THIS_DATABASE} and l.granted
+    and l.classid = ${REAKTOR_LOCK_NAMESPACE}::bigint::oid and l.objsubid = 2
+`
+
+/**
+ * The state records, for status and list. `owner` is shown only while some session holds the
+ * reaktor's advisory lock: the column of a node that died (kill -9) is stale from the moment
+ * PostgreSQL ended its session, long before a reconcile pass clears or a new owner overwrites it.
+ */
 export async function readRows (db: Kysely<Database>, ids: readonly string[]): Promise<PollingReaktorRow[]> {
   if (ids.length === 0) return []
-  return await db.selectFrom('polling_reaktors').selectAll()
-    .where('reaktor_id', '=', sql<string>`any(${[...ids]}::text[])`)
-    .execute()
+  const { rows } = await sql<PollingReaktorRow>`
+    select p.reaktor_id, p.state, p.interval, p.last_run, p.next_run, p.updated_at, p.last_error,
+           p.consecutive_failures, p.state_version, p.last_run_id,
+           case when exists (select 1 from (${reaktorLocks}) as held where held.objid = ${reaktorKey('p.reaktor_id')})
+                then p.owner end as owner
+    from polling_reaktors as p
+    where p.reaktor_id = any(${[...ids]}::text[])
+  `.execute(db)
+  return rows
+}
+
+/** One row of the reconcile view: the schedule plus what the lock table says about it. */
+export interface ReconcileRow extends ScheduleRow {
+  owner: string | null
+  /** Some OTHER session (another node) holds this reaktor's key right now. */
+  heldElsewhere: boolean
+}
+
+export interface ReconcileView {
+  /** Of the ids asked for: those this node owns (any state), and running ones nobody else holds. */
+  rows: ReconcileRow[]
+  /** Running reaktors among the registered ids: the n of the fair share. */
+  running: number
+  /** Sessions holding the cluster-membership lock, i.e. live nodes: the k of the fair share. */
+  members: number
+}
+
+/**
+ * Everything one reconcile pass needs, in ONE statement. Running reaktors held by another node
+ * are counted but not returned: at steady state a pass reads about n/k rows, not all n.
+ */
+export async function readReconcileView (
+  db: Kysely<Database>,
+  opts: { ids: readonly string[], owned: readonly string[], registered: readonly string[], lockPid: number }
+): Promise<ReconcileView> {
+  const { rows } = await sql<{
+    members: number, running: number, reaktor_id: string | null, state: PollingState, state_version: string,
+    next_run: Date | null, consecutive_failures: number, owner: string | null, held_elsewhere: boolean
+  }>`
+    with others as (
+      select objid from (${reaktorLocks}) as l where l.pid <> ${opts.lockPid}
+    ), counts as (
+      select
+        (select count(distinct l.pid) from pg_locks as l
+         where l.locktype = 'advisory' and l.database = ${THIS_DATABASE} and l.granted
+           and l.classid = ${CLUSTER_LOCK_NAMESPACE}::bigint::oid and l.objid = 0 and l.objsubid = 2)::int as members,
+        (select count(*) from polling_reaktors
+         where state = 'running' and reaktor_id = any(${[...opts.registered]}::text[]))::int as running
+    )
+    select c.members, c.running, v.reaktor_id, v.state, v.state_version, v.next_run, v.consecutive_failures,
+           v.owner, v.held_elsewhere
+    from counts as c
+    left join (
+      select p.*, exists (select 1 from others as o where o.objid = ${reaktorKey('p.reaktor_id')}) as held_elsewhere
+      from polling_reaktors as p
+      where p.reaktor_id = any(${[...opts.ids]}::text[])
+    ) as v on v.reaktor_id = any(${[...opts.owned]}::text[]) or (v.state = 'running' and not v.held_elsewhere)
+  `.execute(db)
+  return {
+    members: rows[0]?.members ?? 0,
+    running: rows[0]?.running ?? 0,
+    rows: rows.filter((r) => r.reaktor_id !== null).map((r) => ({
+      reaktorId: r.reaktor_id!,
+      state: r.state,
+      version: String(r.state_version),
+      nextRun: r.next_run,
+      consecutiveFailures: r.consecutive_failures,
+      owner: r.owner,
+      heldElsewhere: r.held_elsewhere
+    }))
+  }
+}
+
+/**
+ * Clears the `owner` of reaktors whose lock nobody holds (their node died or was fenced and no
+ * node has taken them over yet). The lock table is checked in the statement itself: a node that
+ * has just taken the lock keeps its claim, and one taking it later overwrites the null.
+ */
+export async function clearStaleOwners (db: Kysely<Database>, ids: readonly string[]): Promise<number> {
+  if (ids.length === 0) return 0
+  const res = await sql`
+    update polling_reaktors as p set owner = null
+    where p.reaktor_id = any(${[...ids]}::text[]) and p.owner is not null
+      and not exists (select 1 from (${reaktorLocks}) as held where held.objid = ${reaktorKey('p.reaktor_id')})
+  `.execute(db)
+  return Number(res.numAffectedRows ?? 0)
+}
+
+/** Tells every node to reconcile these ids now (a released lock is taken over at once). */
+export async function announce (db: Kysely<Database>, ids: readonly string[]): Promise<void> {
+  if (ids.length === 0) return
+  await sql`select pg_notify(${NOTIFY_CHANNEL}, id) from unnest(${[...ids]}::text[]) as id`.execute(db)
 }
 
 /**

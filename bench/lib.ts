@@ -1,0 +1,180 @@
+/**
+ * Shared pieces of the benchmark: child processes driven over IPC, statistics, tables.
+ *
+ * Every process under test (service nodes, bare servers, graphile-worker, the load generator) is a
+ * child of bench/run.ts, so no two of them share an event loop.
+ */
+import { fork, type ChildProcess } from 'node:child_process'
+import path from 'node:path'
+import { performance } from 'node:perf_hooks'
+
+export const BENCH_DIR = import.meta.dirname
+export const ROOT = path.resolve(BENCH_DIR, '..')
+
+/** Wall-clock milliseconds with sub-millisecond resolution, comparable across processes. */
+export function wallNow (): number {
+  return performance.timeOrigin + performance.now()
+}
+
+export async function delay (ms: number): Promise<void> {
+  await new Promise((resolve) => setTimeout(resolve, ms))
+}
+
+/** A message between run.ts and a child. Requests carry `id`; the child's reply carries the same. */
+export interface Message {
+  type: string
+  id?: number
+  [key: string]: unknown
+}
+
+export interface ChildHandle {
+  proc: ChildProcess
+  name: string
+  /** The child's `ready` message. */
+  ready: Promise<Message>
+  /** Sends a request and resolves with the reply (bounded by `timeoutMs`). */
+  request: (msg: Message, timeoutMs?: number) => Promise<Message>
+  /** Every unsolicited message (`type` other than `ready`/`reply`). */
+  onEvent: (fn: (msg: Message) => void) => void
+  exited: Promise<number | null>
+  /** Asks the child to shut down cleanly (so a --cpu-prof profile is written), then kills it if it hangs. */
+  shutdown: (timeoutMs?: number) => Promise<void>
+}
+
+export interface ForkOptions {
+  env?: Record<string, string>
+  /** Extra node flags (e.g. --cpu-prof). */
+  execArgv?: string[]
+  /** Upper bound for the ready message. */
+  readyTimeoutMs?: number
+  /** Pipe the child's stdout here instead of inheriting it. */
+  stdout?: 'inherit' | 'ignore' | 'pipe'
+}
+
+/** Forks a TypeScript child (through tsx, like this process) that talks over IPC. */
+export function forkChild (name: string, script: string, args: string[], opts: ForkOptions = {}): ChildHandle {
+  const proc = fork(path.join(BENCH_DIR, script), args, {
+    cwd: ROOT,
+    execArgv: ['--import', 'tsx', ...(opts.execArgv ?? [])],
+    env: { ...process.env, ...opts.env },
+    stdio: ['ignore', opts.stdout ?? 'inherit', 'inherit', 'ipc']
+  })
+  const exited = new Promise<number | null>((resolve) => proc.once('exit', (code) => resolve(code)))
+  const pending = new Map<number, { resolve: (m: Message) => void, reject: (e: Error) => void }>()
+  const listeners: Array<(m: Message) => void> = []
+  let nextId = 1
+  let resolveReady!: (m: Message) => void
+  let rejectReady!: (e: Error) => void
+  const ready = new Promise<Message>((resolve, reject) => { resolveReady = resolve; rejectReady = reject })
+  ready.catch(() => {})
+  const readyTimer = setTimeout(() => rejectReady(new Error(`${name}: not ready within ${opts.readyTimeoutMs ?? 120_000} ms`)), opts.readyTimeoutMs ?? 120_000)
+  proc.on('message', (raw) => {
+    const msg = raw as Message
+    if (msg.type === 'ready') { clearTimeout(readyTimer); resolveReady(msg); return }
+    if (msg.type === 'reply' && msg.id !== undefined) {
+      pending.get(msg.id)?.resolve(msg)
+      pending.delete(msg.id)
+      return
+    }
+    if (msg.type === 'fatal') { clearTimeout(readyTimer); rejectReady(new Error(`${name}: ${String(msg.error)}`)); return }
+    for (const fn of listeners) fn(msg)
+  })
+  void exited.then((code) => {
+    clearTimeout(readyTimer)
+    rejectReady(new Error(`${name} exited (${code}) before it was ready`))
+    for (const p of pending.values()) p.reject(new Error(`${name} exited (${code})`))
+    pending.clear()
+  })
+  const request = async (msg: Message, timeoutMs = 60_000): Promise<Message> => {
+    const id = nextId++
+    return await new Promise<Message>((resolve, reject) => {
+      const timer = setTimeout(() => { pending.delete(id); reject(new Error(`${name}: no reply to ${msg.type} within ${timeoutMs} ms`)) }, timeoutMs)
+      pending.set(id, {
+        resolve: (m) => { clearTimeout(timer); resolve(m) },
+        reject: (e) => { clearTimeout(timer); reject(e) }
+      })
+      proc.send({ ...msg, id })
+    })
+  }
+  const shutdown = async (timeoutMs = 20_000): Promise<void> => {
+    if (proc.exitCode !== null || proc.signalCode !== null) return
+    if (proc.connected) proc.send({ type: 'shutdown' })
+    const timer = setTimeout(() => proc.kill('SIGKILL'), timeoutMs)
+    await exited
+    clearTimeout(timer)
+  }
+  return { proc, name, ready, request, onEvent: (fn) => listeners.push(fn), exited, shutdown }
+}
+
+/**
+ * The child side: `handlers[type]` answers requests; `shutdown` runs `close` then exits 0.
+ * Replies are `{type:'reply', id, ...result}`.
+ */
+export function serveParent (handlers: Record<string, (msg: Message) => unknown>, close: () => Promise<void>): void {
+  process.on('message', (raw) => {
+    const msg = raw as Message
+    if (msg.type === 'shutdown') {
+      void close().finally(() => process.exit(0))
+      return
+    }
+    const handler = handlers[msg.type]
+    void (async () => {
+      try {
+        const result = handler === undefined ? { error: `unknown request ${msg.type}` } : await handler(msg)
+        process.send?.({ ...(result as object), type: 'reply', id: msg.id })
+      } catch (err) {
+        process.send?.({ type: 'reply', id: msg.id, error: (err as Error).message })
+      }
+    })()
+  })
+  // The parent went away (bench interrupted): never linger.
+  process.on('disconnect', () => { void close().finally(() => process.exit(0)) })
+}
+
+/** Reports a start-up failure to the parent and exits. */
+export function fatal (err: unknown): never {
+  process.send?.({ type: 'fatal', error: (err as Error).stack ?? String(err) })
+  process.exit(1)
+}
+
+// ------------------------------------------------------------------ statistics
+
+export function percentile (values: readonly number[], p: number): number {
+  if (values.length === 0) return NaN
+  const sorted = [...values].sort((a, b) => a - b)
+  const rank = Math.min(sorted.length - 1, Math.max(0, Math.ceil((p / 100) * sorted.length) - 1))
+  return sorted[rank]
+}
+
+export function median (values: readonly number[]): number {
+  return percentile(values, 50)
+}
+
+export function mean (values: readonly number[]): number {
+  return values.length === 0 ? NaN : values.reduce((a, b) => a + b, 0) / values.length
+}
+
+export function round (value: number, digits = 1): number {
+  if (!Number.isFinite(value)) return value
+  const f = 10 ** digits
+  return Math.round(value * f) / f
+}
+
+// ------------------------------------------------------------------ output
+
+export type Row = Record<string, string | number | boolean | null>
+
+/** A plain aligned text table (what a terminal and a Markdown file both render readably). */
+export function formatTable (title: string, rows: readonly Row[]): string {
+  if (rows.length === 0) return `${title}\n  (no rows)\n`
+  const columns = [...new Set(rows.flatMap((r) => Object.keys(r)))]
+  const cell = (v: unknown): string => v === undefined || v === null ? '' : typeof v === 'number' ? v.toLocaleString('en-US', { maximumFractionDigits: 2 }) : String(v)
+  const widths = columns.map((c) => Math.max(c.length, ...rows.map((r) => cell(r[c]).length)))
+  const line = (values: string[]): string => `| ${values.map((v, i) => v.padEnd(widths[i])).join(' | ')} |`
+  return [
+    title,
+    line(columns),
+    `|${widths.map((w) => '-'.repeat(w + 2)).join('|')}|`,
+    ...rows.map((r) => line(columns.map((c) => cell(r[c]))))
+  ].join('\n') + '\n'
+}

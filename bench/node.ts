@@ -1,0 +1,130 @@
+/**
+ * A service node of the scheduler scenarios (4 to 7), in its own process: the whole service
+ * (buildApp) with generated polling reaktors. It measures its own runs (no per-run IPC in the
+ * throughput scenarios) and answers run.ts over IPC.
+ *
+ * behaviours:
+ * - `interval`: no-op aktor returning false; records every run's start for the gap statistics.
+ * - `drain`:    no-op aktor returning true (back to back); counts runs.
+ * - `probe`:    returns false; reports each run's start time to run.ts (start → first run).
+ * - `failover`: returns true after 5 ms; reports the first run of each take-over to run.ts.
+ */
+import { performance } from 'node:perf_hooks'
+import { setTimeout as sleep } from 'node:timers/promises'
+import { buildApp } from '../src/app.js'
+import { loadConfig } from '../src/config.js'
+import type { PollingReaktorRegistration } from '../src/sdk/types.js'
+import { ADMIN, reaktorId } from './fixture.js'
+import { fatal, percentile, serveParent, wallNow } from './lib.js'
+
+export interface NodeOptions {
+  databaseUrl: string
+  dataDir: string
+  nodeId: string
+  reaktors: number
+  interval: string
+  intervalMs: number
+  behaviour: 'interval' | 'drain' | 'probe' | 'failover'
+  autoStart: boolean
+  /** false: this node never competes for ownership (it only forwards API calls). */
+  compete: boolean
+  listen: boolean
+}
+
+const opts = JSON.parse(process.argv[2]) as NodeOptions
+const n = opts.reaktors
+
+const lastStart = new Float64Array(n)
+let measuring = false
+let runs = 0
+let gaps: number[] = []
+let everRan = 0
+
+function registration (i: number): PollingReaktorRegistration {
+  const id = reaktorId(i)
+  const base = { reaktorDefinitionId: id, interval: opts.interval, autoStart: opts.autoStart }
+  switch (opts.behaviour) {
+    case 'interval':
+      return {
+        ...base,
+        createReaktor: () => () => {
+          const t = performance.now()
+          const previous = lastStart[i]
+          if (previous === 0) everRan++
+          else if (measuring) gaps.push(t - previous - opts.intervalMs)
+          if (measuring) runs++
+          lastStart[i] = t
+          return false
+        }
+      }
+    case 'drain':
+      return {
+        ...base,
+        createReaktor: () => () => {
+          if (measuring) runs++
+          everRan = 1
+          return true
+        }
+      }
+    case 'probe':
+      return {
+        ...base,
+        createReaktor: () => () => {
+          process.send?.({ type: 'run', reaktorId: id, nodeId: opts.nodeId, at: wallNow() })
+          return false
+        }
+      }
+    case 'failover':
+      return {
+        ...base,
+        createReaktor: () => {
+          // Called once per take-over: its first run is what failover waits for.
+          let first = true
+          return async () => {
+            if (first) {
+              first = false
+              process.send?.({ type: 'run', reaktorId: id, nodeId: opts.nodeId, pid: process.pid, at: wallNow() })
+            }
+            await sleep(5)
+            return true
+          }
+        }
+      }
+  }
+}
+
+try {
+  const config = loadConfig({
+    LOG_LEVEL: 'warn',
+    DATA_DIR: opts.dataDir,
+    REAKTOR_APPS_DIR: `${opts.dataDir}/no-apps`,
+    NODE_ID: opts.nodeId,
+    ADMIN_USERNAME: ADMIN.username,
+    ADMIN_PASSWORD: ADMIN.password
+  })
+  const app = await buildApp({
+    config,
+    databaseUrl: opts.databaseUrl,
+    apps: [{ name: 'bench-node', version: '1.0.0', pollingReaktors: Array.from({ length: n }, (_, i) => registration(i)) }],
+    scheduler: opts.compete ? undefined : { wantsOwnership: () => false },
+    logger: true
+  })
+  const url = opts.listen ? await app.listen({ port: 0, host: '127.0.0.1' }) : undefined
+  serveParent({
+    stats: () => ({ everRan, owned: app.scheduler.ownedReaktorIds().length }),
+    begin: () => {
+      runs = 0
+      gaps = []
+      measuring = true
+      return { at: performance.now() }
+    },
+    report: () => {
+      measuring = false
+      const mem = process.memoryUsage()
+      return { runs, gapCount: gaps.length, gapP50: percentile(gaps, 50), gapP99: percentile(gaps, 99), gapMax: gaps.reduce((a, b) => Math.max(a, b), -Infinity), rss: mem.rss, heapUsed: mem.heapUsed, flush: app.scheduler.flushStats, at: performance.now() }
+    }
+  }, async () => { await app.close() })
+  process.send?.({ type: 'ready', url, pid: process.pid })
+} catch (err) {
+  fatal(err)
+}

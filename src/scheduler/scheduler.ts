@@ -380,11 +380,12 @@ export class Scheduler {
     this.worker = (async () => {
       try {
         while (this.phase === 'running' && (this.dirtyAll || this.dirty.size > 0)) {
-          const ids = this.dirtyAll ? [...this.reaktors.keys()] : [...this.dirty]
+          const full = this.dirtyAll
+          const ids = full ? [...this.reaktors.keys()] : [...this.dirty]
           this.dirtyAll = false
           this.dirty.clear()
           try {
-            await this.reconcile(ids)
+            await this.reconcile(ids, full)
           } catch (err) {
             // The database or the lock connection is gone; the tick (or the reconnect) retries.
             this.log.warn({ err }, 'ownership reconcile failed')
@@ -397,11 +398,18 @@ export class Scheduler {
     })()
   }
 
-  private async reconcile (ids: string[]): Promise<void> {
-    if (!this.lock.alive) return
+  /**
+   * One pass over `ids` (all registered ids in a full pass): release what was stopped, clear stale
+   * owners, hand the surplus over (full passes), take running reaktors nobody holds while under the
+   * fair share (and orphans regardless).
+   */
+  private async reconcile (ids: string[], full: boolean): Promise<void> {
+    const lockPid = this.lock.pid
+    if (!this.lock.alive || lockPid === undefined) return
     const epoch = this.epoch
-    const rows = await store.readSchedule(this.db, ids)
-    const byId = new Map(rows.map((r) => [r.reaktorId, r]))
+    const view = await store.readReconcileView(this.db, { ids, owned: [...this.owned.keys()], registered: [...this.reaktors.keys()], lockPid })
+    if (epoch !== this.epoch || this.phase !== 'running') return
+    const byId = new Map(view.rows.map((r) => [r.reaktorId, r]))
 
     for (const id of ids) {
       const own = this.owned.get(id)
@@ -411,10 +419,47 @@ export class Scheduler {
       if (row === undefined || row.state !== 'running' || row.version !== own.runner.version) this.release(own)
     }
 
-    const candidates = rows.filter((r) => r.state === 'running' && !this.owned.has(r.reaktorId) &&
-      !this.draining.has(r.reaktorId) && this.keys.has(r.reaktorId) && this.wantsOwnership(r.reaktorId))
+    // Running, and no other session holds the key: free to take (its node died, was fenced, or
+    // handed it over). The view never returns running reaktors another node holds.
+    const free = view.rows.filter((r) => r.state === 'running' && !r.heldElsewhere && !this.owned.has(r.reaktorId) && !this.draining.has(r.reaktorId))
+    const at = performance.now()
+    if (full) {
+      const seen = new Set(free.map((r) => r.reaktorId))
+      for (const id of this.unheldSince.keys()) if (!seen.has(id)) this.unheldSince.delete(id)
+      for (const id of seen) if (!this.unheldSince.has(id)) this.unheldSince.set(id, at)
+      for (const [id, until] of this.keepUntil) if (until <= at) this.keepUntil.delete(id)
+      // The owner column of a dead or fenced node: cleared (status shows nobody) until taken over.
+      const stale = free.filter((r) => r.owner !== null).map((r) => r.reaktorId)
+      if (stale.length > 0) await store.clearStaleOwners(this.db, stale)
+    }
+
+    const members = Math.max(1, view.members)
+    const share = Math.ceil(view.running / members)
+    if (share !== this.lastShare.share || members !== this.lastShare.members) {
+      this.log.debug({ nodeId: this.nodeId, members, running: view.running, share, owned: this.owned.size }, 'fair share changed')
+    }
+    this.lastShare = { members, running: view.running, share, owned: this.owned.size }
+    if (full && this.owned.size > share) this.handOverSurplus(this.owned.size - share)
+
+    const candidates = free.filter((r) => this.keys.has(r.reaktorId) && this.wantsOwnership(r.reaktorId))
     if (candidates.length === 0) return
-    const acquired = await this.acquire(candidates.map((r) => r.reaktorId), epoch)
+    const isOrphan = (id: string): boolean => at - (this.unheldSince.get(id) ?? at) >= this.orphanGraceMs
+    const orphans = candidates.filter((r) => isOrphan(r.reaktorId)).map((r) => r.reaktorId)
+    const acquired = orphans.length > 0 ? await this.acquire(orphans, epoch) : []
+    for (const id of acquired) this.keepUntil.set(id, at + 10 * this.orphanGraceMs)
+    // Under the share: take what is free, the due ones first, in an order of our own so that nodes
+    // competing at the same moment mostly try different keys; lost races are retried at once.
+    const others = shuffle(candidates.filter((r) => !isOrphan(r.reaktorId)))
+    const now = this.now()
+    others.sort((a, b) => Number((a.nextRun?.getTime() ?? 0) > now) - Number((b.nextRun?.getTime() ?? 0) > now))
+    let room = share - this.owned.size - acquired.length
+    for (let next = 0; room > 0 && next < others.length && epoch === this.epoch;) {
+      const batch = others.slice(next, next + room).map((r) => r.reaktorId)
+      next += batch.length
+      const got = await this.acquire(batch, epoch)
+      acquired.push(...got)
+      room -= got.length
+    }
     if (acquired.length === 0) return
 
     // Re-read under the lock: the state may have changed between the first read and the lock.
@@ -431,7 +476,49 @@ export class Scheduler {
       claims.push({ reaktorId: id, version: row.version })
     }
     await store.claimOwner(this.db, this.nodeId, claims)
-    if (claims.length > 0) this.log.info({ nodeId: this.nodeId, reaktorIds: claims.length <= 20 ? claims.map((c) => c.reaktorId) : undefined, count: claims.length }, 'took ownership of polling reaktors')
+    if (claims.length > 0) {
+      this.log.info({ nodeId: this.nodeId, reaktorIds: claims.length <= 20 ? claims.map((c) => c.reaktorId) : undefined, count: claims.length, owned: this.owned.size, share, members },
+        'took ownership of polling reaktors')
+    }
+  }
+
+  /**
+   * Gives up `surplus` owned reaktors, between runs: those idle right now first. Ids sharing their
+   * key with another owned id (hash collision) and orphans just taken are kept.
+   */
+  private handOverSurplus (surplus: number): void {
+    const at = performance.now()
+    const movable = [...this.owned.values()].filter((own) =>
+      (this.keepUntil.get(own.reaktorId) ?? 0) <= at && (this.heldKeys.get(own.key)?.size ?? 0) <= 1)
+    movable.sort((a, b) => Number(a.runner.running) - Number(b.runner.running))
+    for (const own of movable.slice(0, surplus)) this.handOver(own)
+  }
+
+  /**
+   * Handover: no new run; the in-flight run ends on its own (no abort) and its result is flushed;
+   * only then is the owner cleared, the lock released and the release announced, so the next
+   * owner (an under-share node, notified at once) continues from the stored next run.
+   */
+  private handOver (own: Owned): void {
+    const id = own.reaktorId
+    if (this.owned.get(id) !== own) return
+    this.owned.delete(id)
+    const current = (): boolean => own.epoch === this.epoch && this.phase === 'running'
+    const done: Promise<void> = own.runner.finish().then(async () => {
+      if (!current()) return
+      await this.batcher.flush().catch((err) => this.log.warn({ err, reaktorId: id }, 'handover: could not persist the last run result'))
+      await store.releaseOwner(this.db, this.nodeId, [id])
+      if (!current()) return
+      await this.unlockId(id)
+      await store.announce(this.db, [id])
+      this.log.info({ nodeId: this.nodeId, reaktorId: id }, 'polling reaktor handed over between runs (even spreading)')
+    }).catch((err) => {
+      this.log.warn({ err, reaktorId: id }, 'could not hand over polling reaktor')
+    }).finally(() => {
+      if (this.draining.get(id)?.done === done) this.draining.delete(id)
+      this.requestReconcile([id])
+    })
+    this.draining.set(id, { done, runner: own.runner })
   }
 
   /** Takes the locks of ids not owned yet; returns the ids whose key this session now holds. */
@@ -487,6 +574,7 @@ export class Scheduler {
       onRunEnd: (record) => this.batcher.record(record)
     })
     this.owned.set(id, { reaktorId: id, key: this.keys.get(id)!, runner, epoch })
+    this.unheldSince.delete(id)
     this.log.debug({ reaktorId: id, nextRun: row.nextRun, version: row.version }, 'polling reaktor owned by this node')
     // Continue from the stored next run: due or overdue means exactly one run now.
     runner.start(row.nextRun?.getTime() ?? null)
@@ -496,15 +584,15 @@ export class Scheduler {
   private release (own: Owned): void {
     if (this.owned.get(own.reaktorId) !== own) return
     this.owned.delete(own.reaktorId)
-    const done = own.runner.halt('stopped').then(async () => {
+    const done: Promise<void> = own.runner.halt('stopped').then(async () => {
       if (own.epoch === this.epoch && this.phase === 'running') await this.unlockId(own.reaktorId)
     }).catch((err) => {
       this.log.warn({ err, reaktorId: own.reaktorId }, 'could not release polling reaktor lock')
     }).finally(() => {
-      if (this.draining.get(own.reaktorId) === done) this.draining.delete(own.reaktorId)
+      if (this.draining.get(own.reaktorId)?.done === done) this.draining.delete(own.reaktorId)
       this.requestReconcile([own.reaktorId])
     })
-    this.draining.set(own.reaktorId, done)
+    this.draining.set(own.reaktorId, { done, runner: own.runner })
     this.log.debug({ reaktorId: own.reaktorId }, 'polling reaktor released by this node')
   }
 
@@ -524,12 +612,14 @@ export class Scheduler {
     this.heldKeys.clear()
     const fenced = [...this.owned.values()]
     this.owned.clear()
+    // Handovers in progress lost their lock too: their run is aborted like the others.
+    for (const draining of this.draining.values()) void draining.runner.halt('lock connection lost')
     for (const own of fenced) {
-      const done = own.runner.halt('lock connection lost').finally(() => {
-        if (this.draining.get(own.reaktorId) === done) this.draining.delete(own.reaktorId)
+      const done: Promise<void> = own.runner.halt('lock connection lost').finally(() => {
+        if (this.draining.get(own.reaktorId)?.done === done) this.draining.delete(own.reaktorId)
         this.requestReconcile([own.reaktorId])
       })
-      this.draining.set(own.reaktorId, done)
+      this.draining.set(own.reaktorId, { done, runner: own.runner })
     }
     if (this.phase !== 'running' && this.phase !== 'starting') return
     this.log.error({ err, nodeId: this.nodeId, aborted: fenced.map((o) => o.reaktorId) }, 'scheduler lock connection lost: all runs aborted (fencing); reconnecting')
@@ -538,7 +628,8 @@ export class Scheduler {
 
   private scheduleReconnect (): void {
     if (this.reconnectTimer !== undefined || this.phase !== 'running') return
-    const delay = this.reconnectDelay
+    // ±20 % jitter: after a database restart the nodes do not all knock at the same instant.
+    const delay = Math.round(this.reconnectDelay * (0.8 + 0.4 * Math.random()))
     this.reconnectTimer = setTimeout(() => {
       this.reconnectTimer = undefined
       void this.reconnect()
@@ -552,7 +643,7 @@ export class Scheduler {
       // A reconnect is never a cold start: the restart rules belong to boot only.
       await this.lock.holdSharedMembership()
       this.reconnectDelay = this.reconnectMinMs
-      this.log.info({ nodeId: this.nodeId }, 'scheduler lock connection re-established')
+      this.log.info({ nodeId: this.nodeId, pid: this.lock.pid }, 'scheduler lock connection re-established; competing for ownership again')
       if (this.phase !== 'running') { await this.lock.close(); return }
       this.requestReconcile()
     } catch (err) {
@@ -583,4 +674,14 @@ export class Scheduler {
     this.tickTimer = undefined
     this.reconnectTimer = undefined
   }
+}
+
+/** Fisher–Yates, on a copy. */
+function shuffle<T> (items: readonly T[]): T[] {
+  const out = [...items]
+  for (let i = out.length - 1; i > 0; i--) {
+    const j = Math.floor(Math.random() * (i + 1))
+    ;[out[i], out[j]] = [out[j], out[i]]
+  }
+  return out
 }

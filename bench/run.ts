@@ -1,0 +1,516 @@
+/**
+ * `npm run bench [-- --quick] [-- --only=1,2,4] [-- --profile]`
+ *
+ * Every scenario of issue 6, measured side by side in one run against one embedded PostgreSQL.
+ * Each process under test runs in its own child process, and so does the load generator. Prints
+ * one table per scenario and writes everything to bench/results/latest.json.
+ *
+ * --profile: the service's HTTP server runs with --cpu-prof (profiles in bench/results/profiles).
+ */
+import { spawn } from 'node:child_process'
+import { randomBytes } from 'node:crypto'
+import fs from 'node:fs/promises'
+import os from 'node:os'
+import path from 'node:path'
+import pg from 'pg'
+import { startEmbeddedPostgres, type EmbeddedPostgres } from '../src/db/embedded.js'
+import { ADMIN, BENCH_APP, ECHO_BODY, JS_BYTES, reaktorId, writeBenchApp } from './fixture.js'
+import type { LoadOptions, LoadResult } from './load.js'
+import type { NodeOptions } from './node.js'
+import { BENCH_DIR, delay, forkChild, formatTable, mean, median, percentile, ROOT, round, wallNow, type ChildHandle, type Message, type Row } from './lib.js'
+
+const args = process.argv.slice(2)
+const quick = args.includes('--quick')
+const profile = args.includes('--profile')
+const only = args.find((a) => a.startsWith('--only='))?.slice('--only='.length).split(',').map(Number)
+const runs = (n: number): boolean => only === undefined || only.includes(n)
+
+/** Every duration and count of the run; quick mode keeps the whole run under 2 minutes. */
+const P = quick
+  ? { httpSeconds: 2, warmupSeconds: 1, rounds: 1, connections: 32, s4Reaktors: 10_000, s4WindowMs: 6000, s5WindowMs: 2000, s6Samples: 5, s7Kills: 2, s9Fresh: 1, s9Warm: 1 }
+  : { httpSeconds: 10, warmupSeconds: 2, rounds: 2, connections: 32, s4Reaktors: 10_000, s4WindowMs: 30_000, s5WindowMs: 10_000, s6Samples: 20, s7Kills: 10, s9Fresh: 2, s9Warm: 3 }
+const INTERVAL_MS = 3000
+const RESULTS_DIR = path.join(BENCH_DIR, 'results')
+
+const results: Record<string, unknown> = {}
+const output: string[] = []
+const cleanups: Array<() => Promise<unknown>> = []
+
+function print (title: string, rows: Row[]): void {
+  const text = formatTable(title, rows)
+  output.push(text)
+  process.stdout.write(`\n${text}`)
+}
+
+function note (text: string): void {
+  process.stderr.write(`  … ${text}\n`)
+}
+
+function pass (ok: boolean): string {
+  return ok ? 'yes' : 'NO'
+}
+
+// ------------------------------------------------------------------ database
+
+let embedded: EmbeddedPostgres
+let adminUrl: string
+
+async function createDatabase (name: string): Promise<string> {
+  const client = new pg.Client({ connectionString: adminUrl })
+  await client.connect()
+  try {
+    await client.query(`drop database if exists ${name} with (force)`)
+    await client.query(`create database ${name}`)
+  } finally {
+    await client.end()
+  }
+  const url = new URL(adminUrl)
+  url.pathname = `/${name}`
+  return url.toString()
+}
+
+// ------------------------------------------------------------------ load generation
+
+let loader: ChildHandle
+
+async function load (options: LoadOptions): Promise<LoadResult> {
+  const reply = await loader.request({ type: 'load', options }, (options.duration + 30) * 1000)
+  if (typeof reply.error === 'string') throw new Error(`load generator: ${reply.error}`)
+  return reply as unknown as LoadResult
+}
+
+interface Pair {
+  scenario: string
+  target: number
+  ours: Omit<LoadOptions, 'connections' | 'duration'>
+  bare: Omit<LoadOptions, 'connections' | 'duration'>
+  bareLabel: string
+}
+
+/** Ours and the baseline, alternately, `rounds` times each after a warm-up; the mean of the rounds. */
+async function comparePair (pair: Pair): Promise<Row[]> {
+  const common = { connections: P.connections }
+  await load({ ...pair.ours, ...common, duration: P.warmupSeconds })
+  await load({ ...pair.bare, ...common, duration: P.warmupSeconds })
+  const ours: LoadResult[] = []
+  const bare: LoadResult[] = []
+  for (let r = 0; r < P.rounds; r++) {
+    ours.push(await load({ ...pair.ours, ...common, duration: P.httpSeconds }))
+    bare.push(await load({ ...pair.bare, ...common, duration: P.httpSeconds }))
+  }
+  const summary = (list: LoadResult[]): LoadResult => ({
+    requestsPerSecond: mean(list.map((l) => l.requestsPerSecond)),
+    latencyP50: mean(list.map((l) => l.latencyP50)),
+    latencyP99: mean(list.map((l) => l.latencyP99)),
+    throughputMBps: mean(list.map((l) => l.throughputMBps)),
+    total: list.reduce((a, l) => a + l.total, 0),
+    non2xx: list.reduce((a, l) => a + l.non2xx, 0),
+    errors: list.reduce((a, l) => a + l.errors, 0),
+    timeouts: list.reduce((a, l) => a + l.timeouts, 0)
+  })
+  const o = summary(ours)
+  const b = summary(bare)
+  const ratio = o.requestsPerSecond / b.requestsPerSecond
+  const row = (label: string, l: LoadResult, isOurs: boolean): Row => ({
+    scenario: pair.scenario,
+    server: label,
+    'req/s': Math.round(l.requestsPerSecond),
+    'p50 ms': round(l.latencyP50, 2),
+    'p99 ms': round(l.latencyP99, 2),
+    'MB/s': round(l.throughputMBps, 1),
+    'non-2xx': l.non2xx + l.errors,
+    ratio: isOurs ? `${round(ratio, 2)}x` : '1x',
+    target: isOurs ? `≥ ${pair.target}x` : '',
+    met: isOurs ? pass(ratio >= pair.target && l.non2xx + l.errors === 0) : ''
+  })
+  return [row('reaktor-service', o, true), row(pair.bareLabel, b, false)]
+}
+
+async function httpScenarios (tmp: string): Promise<void> {
+  const publicDir = await writeBenchApp(path.join(tmp, 'bench-app'))
+  const databaseUrl = await createDatabase('bench_http')
+  const dataDir = path.join(tmp, 'http-data')
+  const execArgv = profile ? ['--cpu-prof', `--cpu-prof-dir=${path.join(RESULTS_DIR, 'profiles')}`] : []
+  const service = forkChild('service', 'servers.ts', ['service', JSON.stringify({ publicDir, databaseUrl, dataDir })], { execArgv })
+  const bare = forkChild('bare', 'servers.ts', ['bare', JSON.stringify({ publicDir })])
+  cleanups.push(async () => await service.shutdown(), async () => await bare.shutdown())
+  const ours = String((await service.ready).url)
+  const base = String((await bare.ready).url)
+
+  const login = await fetch(`${ours}/api/v1/auth/login`, {
+    method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(ADMIN)
+  })
+  if (login.status !== 200) throw new Error(`bench login failed: ${login.status} ${await login.text()}`)
+  const { token } = await login.json() as { token: string }
+  const cookie = { cookie: `reaktor_session=${token}` }
+  const auth = { 'x-service-token': token }
+  const app = `/app-ui/${BENCH_APP.name}@${BENCH_APP.version}/`
+  const statusPath = `/api/v1/polling/${reaktorId(7)}/status`
+
+  // The baseline answers exactly what the service answers.
+  const js = await fetch(`${ours}${app}app.js`, { headers: cookie })
+  const jsBody = await js.arrayBuffer()
+  if (js.status !== 200 || jsBody.byteLength !== JS_BYTES) throw new Error(`app.js: ${js.status}, ${jsBody.byteLength} bytes`)
+  const html = await (await fetch(`${ours}${app}`, { headers: cookie })).text()
+  if (!html.includes('getServiceAuthToken')) throw new Error('the HTML page has no token helper')
+  const status = await (await fetch(`${ours}${statusPath}`, { headers: auth })).json()
+  const list = await (await fetch(`${ours}/api/v1/polling`, { headers: auth })).json() as { pollingReaktors: unknown[] }
+  if (list.pollingReaktors.length !== 50) throw new Error(`expected 50 reaktors, got ${list.pollingReaktors.length}`)
+  await bare.request({ type: 'setJson', status, list })
+
+  const pairs: Array<Pair & { n: number }> = [
+    { n: 1, scenario: '1 app-UI JS 27 KB', target: 5, ours: { url: `${ours}${app}app.js`, headers: cookie }, bare: { url: `${base}/static/app.js` }, bareLabel: '@fastify/static' },
+    { n: 2, scenario: '2 app-UI HTML + helper', target: 4, ours: { url: `${ours}${app}`, headers: cookie }, bare: { url: `${base}/static/index.html` }, bareLabel: '@fastify/static' },
+    { n: 3, scenario: '3 GET status', target: 0.5, ours: { url: `${ours}${statusPath}`, headers: auth }, bare: { url: `${base}/status` }, bareLabel: 'bare Fastify' },
+    { n: 3, scenario: '3 GET list (50)', target: 0.5, ours: { url: `${ours}/api/v1/polling`, headers: auth }, bare: { url: `${base}/list` }, bareLabel: 'bare Fastify' },
+    {
+      n: 8,
+      scenario: '8 POST aktor echo',
+      target: 0.5,
+      ours: { url: `${ours}/api/v1/aktor/echo`, method: 'POST', headers: { ...auth, 'content-type': 'application/json' }, body: ECHO_BODY },
+      bare: { url: `${base}/echo`, method: 'POST', headers: { 'content-type': 'application/json' }, body: ECHO_BODY },
+      bareLabel: 'bare Fastify'
+    }
+  ]
+  const rows: Row[] = []
+  for (const pair of pairs.filter((p) => runs(p.n))) {
+    note(`HTTP ${pair.scenario}`)
+    rows.push(...await comparePair(pair))
+  }
+  print(`Scenarios 1, 2, 3, 8: HTTP, ${P.connections} connections, ${P.httpSeconds} s × ${P.rounds} round(s) each, mean of rounds`, rows)
+  results.http = rows
+  await Promise.all([service.shutdown(), bare.shutdown()])
+}
+
+// ------------------------------------------------------------------ scheduler scenarios
+
+function nodeOptions (databaseUrl: string, tmp: string, over: Partial<NodeOptions>): NodeOptions {
+  return {
+    databaseUrl,
+    dataDir: path.join(tmp, `node-data-${randomBytes(3).toString('hex')}`),
+    nodeId: 'bench-node',
+    reaktors: 1,
+    interval: '3s',
+    intervalMs: INTERVAL_MS,
+    behaviour: 'interval',
+    autoStart: true,
+    compete: true,
+    listen: false,
+    ...over
+  }
+}
+
+function startNode (name: string, opts: NodeOptions): ChildHandle {
+  const child = forkChild(name, 'node.ts', [JSON.stringify(opts)])
+  cleanups.push(async () => await child.shutdown())
+  return child
+}
+
+/** Polls `check` until it is true (bounded). */
+async function until (what: string, timeoutMs: number, check: () => Promise<boolean>): Promise<void> {
+  const deadline = Date.now() + timeoutMs
+  while (!(await check())) {
+    if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`)
+    await delay(100)
+  }
+}
+
+interface Throughput { runs: number, windowMs: number, gapP50: number, gapP99: number, gapMax: number, rss: number, startMs: number }
+
+/** Starts a node (ours or graphile-worker), waits for every reaktor's first run and a steady state, then measures a window. */
+async function measureRuns (child: ChildHandle, reaktors: number, windowMs: number, settleMs: number): Promise<Throughput> {
+  const t0 = Date.now()
+  await child.ready
+  await until(`all ${reaktors} reaktors to run once`, 120_000, async () => Number((await child.request({ type: 'stats' })).everRan) >= reaktors)
+  const startMs = Date.now() - t0
+  await delay(settleMs)
+  const begin = await child.request({ type: 'begin' })
+  await delay(windowMs)
+  const report = await child.request({ type: 'report' })
+  await child.shutdown()
+  return {
+    runs: Number(report.runs),
+    windowMs: Number(report.at) - Number(begin.at),
+    gapP50: Number(report.gapP50),
+    gapP99: Number(report.gapP99),
+    gapMax: Number(report.gapMax),
+    rss: Number(report.rss),
+    startMs
+  }
+}
+
+async function scenario4and5 (tmp: string): Promise<{ s4?: Throughput, s5?: Throughput }> {
+  const out: { s4?: Throughput, s5?: Throughput } = {}
+  if (runs(4)) {
+    note(`scenario 4: ${P.s4Reaktors} reaktors at 3s (window ${P.s4WindowMs / 1000} s)`)
+    const url = await createDatabase('bench_s4')
+    const node = startNode('s4-node', nodeOptions(url, tmp, { reaktors: P.s4Reaktors, behaviour: 'interval' }))
+    const r = await measureRuns(node, P.s4Reaktors, P.s4WindowMs, 2 * INTERVAL_MS)
+    out.s4 = r
+    const expected = P.s4Reaktors * r.windowMs / INTERVAL_MS
+    const share = r.runs / expected
+    print('Scenario 4: 10,000 polling reaktors at 3s, no-op aktor, one node', [{
+      reaktors: P.s4Reaktors,
+      'window s': round(r.windowMs / 1000, 1),
+      'expected runs': Math.round(expected),
+      runs: r.runs,
+      'share': `${round(share * 100, 1)} %`,
+      'gap−interval p50 ms': round(r.gapP50, 1),
+      'gap−interval p99 ms': round(r.gapP99, 1),
+      'max ms': round(r.gapMax, 1),
+      'RSS MB': round(r.rss / 2 ** 20, 0),
+      'all ran once after s': round(r.startMs / 1000, 1),
+      met: pass(share >= 0.95 && r.gapP99 <= 100)
+    }])
+    results.s4 = { ...r, expected, share }
+  }
+  if (runs(5)) {
+    note('scenario 5: one reaktor returning true')
+    const url = await createDatabase('bench_s5')
+    const node = startNode('s5-node', nodeOptions(url, tmp, { reaktors: 1, behaviour: 'drain' }))
+    const r = await measureRuns(node, 1, P.s5WindowMs, 1000)
+    out.s5 = r
+    const perSecond = r.runs / (r.windowMs / 1000)
+    print('Scenario 5: one reaktor returning true, back to back (no-op aktor)', [{
+      'window s': round(r.windowMs / 1000, 1), runs: r.runs, 'runs/s': Math.round(perSecond), target: '≥ 5,000', 'RSS MB': round(r.rss / 2 ** 20, 0), met: pass(perSecond >= 5000)
+    }])
+    results.s5 = { ...r, perSecond }
+  }
+  return out
+}
+
+async function apiToken (url: string): Promise<string> {
+  const res = await fetch(`${url}/api/v1/auth/login`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(ADMIN) })
+  if (res.status !== 200) throw new Error(`login failed: ${res.status}`)
+  return (await res.json() as { token: string }).token
+}
+
+async function post (url: string, token: string): Promise<void> {
+  const res = await fetch(url, { method: 'POST', headers: { 'x-service-token': token } })
+  if (res.status !== 200) throw new Error(`${url}: ${res.status} ${await res.text()}`)
+  await res.arrayBuffer()
+}
+
+/** Resolves with the next `run` event of `reaktor` from any of `nodes`, or rejects after `timeoutMs`. */
+function nextRun (nodes: ChildHandle[], reaktor: string, timeoutMs: number, exclude?: ChildHandle): Promise<Message & { at: number, handle: ChildHandle }> {
+  return new Promise((resolve, reject) => {
+    let done = false
+    const timer = setTimeout(() => { done = true; reject(new Error(`no run of ${reaktor} within ${timeoutMs} ms`)) }, timeoutMs)
+    for (const node of nodes) {
+      if (node === exclude) continue
+      node.onEvent((msg) => {
+        if (done || msg.type !== 'run' || msg.reaktorId !== reaktor) return
+        done = true
+        clearTimeout(timer)
+        resolve({ ...msg, at: Number(msg.at), handle: node })
+      })
+    }
+  })
+}
+
+async function scenario6 (tmp: string): Promise<void> {
+  note('scenario 6: start → first run')
+  const url = await createDatabase('bench_s6')
+  const k = P.s6Samples
+  const common = { reaktors: 2 * k, behaviour: 'probe' as const, autoStart: false, interval: '1h', intervalMs: 3_600_000, listen: true }
+  const a = startNode('s6-a', nodeOptions(url, tmp, { ...common, nodeId: 'bench-a' }))
+  const b = startNode('s6-b', nodeOptions(url, tmp, { ...common, nodeId: 'bench-b', compete: false }))
+  const [ra, rb] = await Promise.all([a.ready, b.ready])
+  const token = await apiToken(String(ra.url))
+  const measure = async (via: string, i: number): Promise<number> => {
+    const id = reaktorId(i)
+    const run = nextRun([a, b], id, 10_000)
+    const t0 = wallNow()
+    await post(`${via}/api/v1/polling/${id}/start`, token)
+    const msg = await run
+    if (msg.handle !== a) throw new Error('the run happened on the node that does not compete')
+    await post(`${via}/api/v1/polling/${id}/stop`, token)
+    return msg.at - t0
+  }
+  const same: number[] = []
+  const cross: number[] = []
+  for (let i = 0; i < k; i++) {
+    same.push(await measure(String(ra.url), i))
+    cross.push(await measure(String(rb.url), k + i))
+  }
+  await Promise.all([a.shutdown(), b.shutdown()])
+  const rows: Row[] = [
+    { path: 'same node (start sent to the owner)', samples: k, 'p50 ms': round(median(same), 1), 'p90 ms': round(percentile(same, 90), 1), 'max ms': round(Math.max(...same), 1), target: '≤ 10 ms', met: pass(median(same) <= 10) },
+    { path: 'cross node (start sent to another node)', samples: k, 'p50 ms': round(median(cross), 1), 'p90 ms': round(percentile(cross, 90), 1), 'max ms': round(Math.max(...cross), 1), target: '≤ 100 ms', met: pass(median(cross) <= 100) }
+  ]
+  print('Scenario 6: start → first run (HTTP start request sent → aktor called), 2 nodes, one database', rows)
+  results.s6 = { same, cross }
+}
+
+async function scenario7 (tmp: string): Promise<void> {
+  note(`scenario 7: failover, ${P.s7Kills} kills`)
+  const url = await createDatabase('bench_s7')
+  const opts = (i: number): NodeOptions => nodeOptions(url, tmp, { nodeId: `bench-f${i}`, reaktors: 1, behaviour: 'failover', autoStart: true })
+  let spawned = 0
+  const nodes: ChildHandle[] = []
+  const add = (): ChildHandle => {
+    const node = startNode(`s7-node-${spawned}`, opts(spawned++))
+    nodes.push(node)
+    return node
+  }
+  const id = reaktorId(0)
+  const firstRun = nextRun([add()], id, 60_000)
+  await nodes[0].ready
+  let owner = (await firstRun).handle
+  // The other two join a live cluster.
+  await Promise.all([add().ready, add().ready])
+  const failovers: number[] = []
+  for (let kill = 0; kill < P.s7Kills; kill++) {
+    const survivors = nodes.filter((n) => n !== owner)
+    const next = nextRun(survivors, id, 30_000)
+    const t0 = wallNow()
+    owner.proc.kill('SIGKILL')
+    const msg = await next
+    failovers.push(msg.at - t0)
+    await owner.exited
+    nodes.splice(nodes.indexOf(owner), 1)
+    owner = msg.handle
+    // Back to three live nodes before the next kill.
+    await add().ready
+  }
+  await Promise.all(nodes.map(async (n) => await n.shutdown()))
+  print('Scenario 7: failover after kill -9 of the owner (kill → first run on another node), 3 nodes', [{
+    kills: failovers.length,
+    'median ms': Math.round(median(failovers)),
+    'min ms': Math.round(Math.min(...failovers)),
+    'max ms': Math.round(Math.max(...failovers)),
+    target: '≤ 2,000 ms',
+    met: pass(median(failovers) <= 2000)
+  }])
+  results.s7 = { failovers }
+}
+
+// ------------------------------------------------------------------ start-up
+
+/** Starts `node src/server.ts` on DATA_DIR and resolves with the times of its log milestones. */
+async function serverStart (dataDir: string): Promise<{ pgMs: number, listeningMs: number }> {
+  const t0 = Date.now()
+  const child = spawn(process.execPath, ['--import', 'tsx', 'src/server.ts'], {
+    cwd: ROOT,
+    env: { ...process.env, DATABASE_URL: '', DATA_DIR: dataDir, PORT: '0', HOST: '127.0.0.1', LOG_LEVEL: 'info', NODE_ID: 'bench-startup' },
+    stdio: ['ignore', 'pipe', 'pipe']
+  })
+  let out = ''
+  let pgMs = NaN
+  const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)))
+  const listening = await new Promise<number>((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error(`server did not listen within 120 s: ${out}`)), 120_000)
+    const onData = (d: Buffer): void => {
+      out += d.toString()
+      if (Number.isNaN(pgMs) && out.includes('embedded PostgreSQL started')) pgMs = Date.now() - t0
+      if (/Server listening at/.test(out)) { clearTimeout(timer); resolve(Date.now() - t0) }
+    }
+    child.stdout.on('data', onData)
+    child.stderr.on('data', onData)
+    void exited.then((code) => { clearTimeout(timer); reject(new Error(`server exited (${code}) before listening: ${out}`)) })
+  })
+  child.kill('SIGTERM')
+  const timer = setTimeout(() => child.kill('SIGKILL'), 30_000)
+  await exited
+  clearTimeout(timer)
+  return { pgMs, listeningMs: listening }
+}
+
+async function scenario9 (tmp: string): Promise<void> {
+  note('scenario 9: start-up time')
+  const fresh: Array<{ pgMs: number, listeningMs: number }> = []
+  const warm: Array<{ pgMs: number, listeningMs: number }> = []
+  let dir = ''
+  for (let i = 0; i < P.s9Fresh; i++) {
+    dir = path.join(tmp, `startup-${i}`)
+    await fs.mkdir(dir, { recursive: true, mode: 0o755 })
+    await fs.chmod(dir, 0o755)
+    fresh.push(await serverStart(dir))
+  }
+  for (let i = 0; i < P.s9Warm; i++) warm.push(await serverStart(dir))
+  const row = (label: string, list: typeof fresh): Row => ({
+    start: label,
+    samples: list.length,
+    'embedded PostgreSQL ready ms (median)': Math.round(median(list.map((l) => l.pgMs))),
+    'listening ms (median)': Math.round(median(list.map((l) => l.listeningMs))),
+    'listening ms (max)': Math.round(Math.max(...list.map((l) => l.listeningMs)))
+  })
+  print('Scenario 9: start-up of `node --import tsx src/server.ts` (process spawn → "Server listening"), embedded PostgreSQL, shipped example apps', [row('first run (fresh DATA_DIR: initdb, admin password)', fresh), row('warm (same DATA_DIR again)', warm)])
+  results.s9 = { fresh, warm }
+}
+
+// ------------------------------------------------------------------ graphile-worker
+
+async function scenario10 (ours: { s4?: Throughput, s5?: Throughput }): Promise<void> {
+  const concurrency = 10
+  const pollInterval = 100
+  const rows: Row[] = []
+  if (ours.s4 !== undefined) {
+    note('scenario 10: graphile-worker, 10,000 self-rescheduling jobs at 3s')
+    const url = await createDatabase('bench_gw4')
+    const child = forkChild('graphile-4', 'graphile.ts', [JSON.stringify({ databaseUrl: url, reaktors: P.s4Reaktors, intervalMs: INTERVAL_MS, behaviour: 'interval', concurrency, pollInterval })])
+    cleanups.push(async () => await child.shutdown())
+    const g = await measureRuns(child, P.s4Reaktors, P.s4WindowMs, 2 * INTERVAL_MS).catch((err: Error) => { note(`graphile-worker scenario 4: ${err.message}`); return undefined })
+    const o = ours.s4
+    const share = (r: Throughput): number => r.runs / (P.s4Reaktors * r.windowMs / INTERVAL_MS)
+    rows.push({ scenario: '4: share of expected runs', 'reaktor-service': `${round(share(o) * 100, 1)} %`, 'graphile-worker': g === undefined ? 'failed' : `${round(share(g) * 100, 1)} %`, 'ours / theirs': g === undefined ? '' : `${round(share(o) / share(g), 2)}x` })
+    rows.push({ scenario: '4: gap−interval p99 ms', 'reaktor-service': round(o.gapP99, 1), 'graphile-worker': g === undefined ? '' : round(g.gapP99, 1), 'ours / theirs': g === undefined ? '' : `${round(g.gapP99 / o.gapP99, 1)}x lower` })
+    rows.push({ scenario: '4: RSS MB', 'reaktor-service': round(o.rss / 2 ** 20, 0), 'graphile-worker': g === undefined ? '' : round(g.rss / 2 ** 20, 0), 'ours / theirs': '' })
+    results.s10_4 = g
+  }
+  if (ours.s5 !== undefined) {
+    note('scenario 10: graphile-worker, one job re-adding itself')
+    const url = await createDatabase('bench_gw5')
+    const child = forkChild('graphile-5', 'graphile.ts', [JSON.stringify({ databaseUrl: url, reaktors: 1, intervalMs: 0, behaviour: 'drain', concurrency, pollInterval })])
+    cleanups.push(async () => await child.shutdown())
+    const g = await measureRuns(child, 1, P.s5WindowMs, 1000)
+    const o = ours.s5
+    const perSecond = (r: Throughput): number => r.runs / (r.windowMs / 1000)
+    rows.push({ scenario: '5: runs/s back to back', 'reaktor-service': Math.round(perSecond(o)), 'graphile-worker': Math.round(perSecond(g)), 'ours / theirs': `${round(perSecond(o) / perSecond(g), 1)}x` })
+    results.s10_5 = g
+  }
+  print(`Scenario 10: the same on graphile-worker 0.16 (self-rescheduling job per reaktor; concurrency ${concurrency}, pollInterval ${pollInterval} ms; same PostgreSQL, own database)`, rows)
+}
+
+// ------------------------------------------------------------------ main
+
+async function main (): Promise<void> {
+  const started = Date.now()
+  const tmp = await fs.mkdtemp(path.join(os.tmpdir(), 'reaktor-bench-'))
+  // As root, the embedded server runs as `postgres`, which must be able to enter the folder.
+  await fs.chmod(tmp, 0o755)
+  cleanups.push(async () => await fs.rm(tmp, { recursive: true, force: true }))
+  const machine = { cpus: os.cpus().length, model: os.cpus()[0]?.model, memoryGB: round(os.totalmem() / 2 ** 30, 1), node: process.version, platform: `${os.platform()} ${os.release()}` }
+  process.stdout.write(`reaktor-service benchmark (${quick ? 'quick' : 'full'}) on ${machine.cpus} × ${machine.model}, ${machine.memoryGB} GB, Node ${machine.node}\n`)
+
+  embedded = await startEmbeddedPostgres({ dataDir: path.join(tmp, 'pg'), log: { info: () => {}, warn: () => {} } })
+  adminUrl = embedded.adminUrl
+  cleanups.push(async () => await embedded.stop())
+  loader = forkChild('load', 'load.ts', [])
+  cleanups.push(async () => await loader.shutdown())
+  await loader.ready
+
+  if ([1, 2, 3, 8].some(runs)) await httpScenarios(tmp)
+  const ours = await scenario4and5(tmp)
+  if (runs(6)) await scenario6(tmp)
+  if (runs(7)) await scenario7(tmp)
+  if (runs(9)) await scenario9(tmp)
+  if (runs(10)) await scenario10(ours)
+
+  const elapsed = round((Date.now() - started) / 1000, 0)
+  process.stdout.write(`\ntotal ${elapsed} s\n`)
+  await fs.mkdir(RESULTS_DIR, { recursive: true })
+  await fs.writeFile(path.join(RESULTS_DIR, 'latest.json'), JSON.stringify({ mode: quick ? 'quick' : 'full', at: new Date().toISOString(), elapsedSeconds: elapsed, machine, params: P, results, tables: output }, null, 2) + '\n')
+}
+
+let code = 0
+try {
+  await main()
+} catch (err) {
+  process.stderr.write(`bench failed: ${(err as Error).stack ?? String(err)}\n`)
+  code = 1
+} finally {
+  // Children first (newest first), the database last.
+  for (const cleanup of cleanups.reverse()) await cleanup().catch(() => {})
+}
+process.exit(code)

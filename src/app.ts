@@ -14,11 +14,14 @@ import appsPlugin from './plugins/apps.js'
 import authPlugin from './plugins/auth.js'
 import schedulerPlugin, { type SchedulerPluginOptions } from './plugins/scheduler.js'
 import appUiPlugin from './plugins/app-ui.js'
+import metricsPlugin from './plugins/metrics.js'
+import openapiPlugin from './plugins/openapi.js'
 import healthRoutes from './routes/health.js'
 import loginRoutes from './routes/login.js'
 import authRoutes from './routes/auth.js'
 import pollingRoutes from './routes/polling.js'
 import aktorRoutes from './routes/aktor.js'
+import openapiRoutes from './routes/openapi.js'
 
 export type { Config } from './config.js'
 export { loadConfig } from './config.js'
@@ -93,6 +96,8 @@ export const app: FastifyPluginAsync<AppOptions> = async (fastify, opts) => {
   await fastify.register(configPlugin, { config: opts.config })
   await fastify.register(sensible)
   await fastify.register(errorHandler)
+  await fastify.register(metricsPlugin)
+  await fastify.register(openapiPlugin)
   await fastify.register(dbPlugin, { databaseUrl: opts.databaseUrl })
   await fastify.register(appsPlugin, { apps: opts.apps ?? [], loadFromDir: opts.loadAppsFromDir ?? true })
   await fastify.register(authPlugin)
@@ -107,6 +112,7 @@ export const app: FastifyPluginAsync<AppOptions> = async (fastify, opts) => {
       secured.addHook('onRequest', secured.authenticate)
       await secured.register(pollingRoutes)
       await secured.register(aktorRoutes)
+      await secured.register(openapiRoutes)
     })
   }, { prefix: '/api/v1' })
   // Encapsulated on purpose: its CSP hook must never touch the API routes.

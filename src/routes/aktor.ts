@@ -90,6 +90,8 @@ const routes: FastifyPluginAsyncTypebox = async (fastify) => {
   fastify.post('/aktor/:aktorName', {
     bodyLimit: fastify.config.aktorBodyLimit,
     schema: {
+      tags: ['aktor'],
+      summary: 'Call a standard reaktor with a JSON input',
       params: AktorParams,
       response: {
         200: AktorOutput,

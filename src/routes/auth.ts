@@ -12,6 +12,8 @@ const routes: FastifyPluginAsyncTypebox = async (fastify) => {
   fastify.post('/auth/login', {
     preHandler: fastify.limitLoginAttempts,
     schema: {
+      tags: ['auth'],
+      summary: 'Exchange a username and password for a session token',
       body: LoginBody,
       response: { 200: LoginResult, 400: ErrorBody, 401: ErrorBody, 429: ErrorBody }
     }
@@ -30,7 +32,7 @@ const routes: FastifyPluginAsyncTypebox = async (fastify) => {
 
   fastify.post('/auth/logout', {
     onRequest: fastify.authenticate,
-    schema: { response: { 200: LogoutResult, 401: ErrorBody } }
+    schema: { tags: ['auth'], summary: 'Revoke the presented token and clear the session cookie', response: { 200: LogoutResult, 401: ErrorBody } }
   }, async (request, reply) => {
     // authenticate() accepted the header, so it is a single string.
     await fastify.sessions.revoke(request.headers[TOKEN_HEADER] as string)

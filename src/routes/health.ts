@@ -20,6 +20,11 @@ const routes: FastifyPluginAsyncTypebox = async (fastify) => {
     } catch {
       return await reply.code(503).send({ statusCode: 503, error: 'Service Unavailable', message: 'database unreachable' })
     }
+    // The pool answers again before the scheduler's lock connection has reconnected (backoff):
+    // until then this node cannot run reaktors.
+    if (!fastify.scheduler.connected) {
+      return await reply.code(503).send({ statusCode: 503, error: 'Service Unavailable', message: 'scheduler not connected to the database' })
+    }
     return { status: 'ready' as const }
   })
 }

@@ -1,4 +1,4 @@
-export { Scheduler, UnknownReaktorError, type SchedulerOptions, type PollingReaktorStatus } from './scheduler.js'
+export { Scheduler, UnknownReaktorError, type SchedulerOptions, type PollingReaktorStatus, type OwnershipShare } from './scheduler.js'
 export { REAKTOR_LOCK_NAMESPACE, CLUSTER_LOCK_NAMESPACE } from './lock-connection.js'
 export { NOTIFY_CHANNEL, type PollingState } from './store.js'
 export { RunTimeoutError, RunStoppedError } from './runner.js'

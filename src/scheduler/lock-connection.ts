@@ -64,6 +64,14 @@ export class LockConnection {
     this.alive = true
     const { rows } = await this.query<{ pid: number }>('select pg_backend_pid() as pid')
     this.pid = rows[0].pid
+    // The server side of the lease. After a network cut PostgreSQL keeps this session (and its
+    // locks) until TCP tells it the peer is gone; these bound that to >= 10 s idle + 3 x 5 s probes
+    // (25 s of silence; unacknowledged NOTIFY data likewise). The node, pinging every second, has
+    // fenced itself long before: its statements time out after queryTimeoutMs (5 s by default).
+    // A fenced node thus never runs while another node can already hold its locks. (Ignored on
+    // Unix sockets; through a pooler these apply to the pooler's server connection.)
+    await this.query(`select set_config('tcp_keepalives_idle', '10', false), set_config('tcp_keepalives_interval', '5', false),
+      set_config('tcp_keepalives_count', '3', false), set_config('tcp_user_timeout', '25000', false)`)
     await this.query(`listen ${NOTIFY_CHANNEL}`)
   }
 

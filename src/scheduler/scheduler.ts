@@ -439,7 +439,11 @@ export class Scheduler {
       this.log.debug({ nodeId: this.nodeId, members, running: view.running, share, owned: this.owned.size }, 'fair share changed')
     }
     this.lastShare = { members, running: view.running, share, owned: this.owned.size }
-    if (full && this.owned.size > share) this.handOverSurplus(this.owned.size - share)
+    // Hand over only when another node has room for it (fewer locks than the share): with nodes
+    // that register different apps, a node holding few locks may not run ours at all.
+    if (full && this.owned.size > share && view.leastLoaded !== null && view.leastLoaded < share) {
+      this.handOverSurplus(Math.min(this.owned.size - share, share - view.leastLoaded))
+    }
 
     const candidates = free.filter((r) => this.keys.has(r.reaktorId) && this.wantsOwnership(r.reaktorId))
     if (candidates.length === 0) return

@@ -100,6 +100,8 @@ export interface ReconcileView {
   running: number
   /** Sessions holding the cluster-membership lock, i.e. live nodes: the k of the fair share. */
   members: number
+  /** Fewest reaktor locks any OTHER live node holds (null: no other node): is anyone under share? */
+  leastLoaded: number | null
 }
 
 /**
@@ -111,20 +113,28 @@ export async function readReconcileView (
   opts: { ids: readonly string[], owned: readonly string[], registered: readonly string[], lockPid: number }
 ): Promise<ReconcileView> {
   const { rows } = await sql<{
-    members: number, running: number, reaktor_id: string | null, state: PollingState, state_version: string,
+    members: number, least_loaded: number | null, running: number, reaktor_id: string | null, state: PollingState, state_version: string,
     next_run: Date | null, consecutive_failures: number, owner: string | null, held_elsewhere: boolean
   }>`
-    with others as (
-      select objid from (${reaktorLocks}) as l where l.pid <> ${opts.lockPid}
+    with held as (
+      ${reaktorLocks}
+    ), others as (
+      select objid from held where pid <> ${opts.lockPid}
+    ), nodes as (
+      select distinct l.pid from pg_locks as l
+      where l.locktype = 'advisory' and l.database = ${THIS_DATABASE} and l.granted
+        and l.classid = ${CLUSTER_LOCK_NAMESPACE}::bigint::oid and l.objid = 0 and l.objsubid = 2
     ), counts as (
       select
-        (select count(distinct l.pid) from pg_locks as l
-         where l.locktype = 'advisory' and l.database = ${THIS_DATABASE} and l.granted
-           and l.classid = ${CLUSTER_LOCK_NAMESPACE}::bigint::oid and l.objid = 0 and l.objsubid = 2)::int as members,
+        (select count(*) from nodes)::int as members,
+        (select min(x.locks) from (
+           select n.pid, count(h.pid) as locks from nodes as n left join held as h on h.pid = n.pid
+           where n.pid <> ${opts.lockPid} group by n.pid
+         ) as x)::int as least_loaded,
         (select count(*) from polling_reaktors
          where state = 'running' and reaktor_id = any(${[...opts.registered]}::text[]))::int as running
     )
-    select c.members, c.running, v.reaktor_id, v.state, v.state_version, v.next_run, v.consecutive_failures,
+    select c.members, c.least_loaded, c.running, v.reaktor_id, v.state, v.state_version, v.next_run, v.consecutive_failures,
            v.owner, v.held_elsewhere
     from counts as c
     left join (
@@ -135,6 +145,7 @@ export async function readReconcileView (
   `.execute(db)
   return {
     members: rows[0]?.members ?? 0,
+    leastLoaded: rows[0]?.least_loaded ?? null,
     running: rows[0]?.running ?? 0,
     rows: rows.filter((r) => r.reaktor_id !== null).map((r) => ({
       reaktorId: r.reaktor_id!,

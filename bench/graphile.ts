@@ -25,6 +25,23 @@ let measuring = false
 let runs = 0
 let gaps: number[] = []
 let everRan = 0
+let lastAtBegin = new Float64Array(0)
+let beganAt = 0
+
+/**
+ * Runs in the window, counted in fractions of an interval: plus the part of an interval each
+ * reaktor has waited since its last run at the end, minus the same at the start. A plain count
+ * jumps by a whole burst when the window edge falls inside one (all reaktors start together, so
+ * their runs come in bursts); this does not, and a reaktor that stopped running still counts 0.
+ */
+function cycles (endAt: number, intervalMs: number): number {
+  let sum = runs
+  if (intervalMs <= 0) return sum
+  for (let i = 0; i < lastStart.length; i++) {
+    sum += Math.min(1, (endAt - lastStart[i]) / intervalMs) - Math.min(1, (beganAt - lastAtBegin[i]) / intervalMs)
+  }
+  return sum
+}
 const quiet = new Logger(() => () => {})
 
 const tick: Task = async (payload, helpers) => {
@@ -66,10 +83,13 @@ try {
       runs = 0
       gaps = []
       measuring = true
-      return { at: performance.now() }
+      lastAtBegin = Float64Array.from(lastStart)
+      beganAt = performance.now()
+      return { at: beganAt }
     },
     report: () => {
       measuring = false
+      const endAt = performance.now()
       const mem = process.memoryUsage()
       return {
         runs,
@@ -79,7 +99,8 @@ try {
         gapMax: gaps.reduce((a, b) => Math.max(a, b), -Infinity),
         rss: mem.rss,
         heapUsed: mem.heapUsed,
-        at: performance.now()
+        cycles: cycles(endAt, opts.intervalMs),
+        at: endAt
       }
     }
   }, async () => { await runner?.stop() })

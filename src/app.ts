@@ -1,10 +1,11 @@
-import Fastify, { type FastifyBaseLogger, type FastifyInstance, type FastifyServerOptions } from 'fastify'
+import Fastify, { type FastifyBaseLogger, type FastifyError, type FastifyInstance, type FastifyReply, type FastifyRequest, type FastifyServerOptions } from 'fastify'
 import type { FastifyPluginAsync } from 'fastify'
 import fp from 'fastify-plugin'
 import type pino from 'pino'
 import sensible from '@fastify/sensible'
 import type { TypeBoxTypeProvider } from '@fastify/type-provider-typebox'
 import { randomUUID } from 'node:crypto'
+import { STATUS_CODES } from 'node:http'
 import type { Config } from './config.js'
 import type { AppDefinition } from './apps/types.js'
 import configPlugin from './plugins/config.js'
@@ -66,6 +67,10 @@ export const REDACT = [
   '*.*.token'
 ]
 
+function trustHops (hops: number): (address: string, hop: number) => boolean {
+  return (_address, hop) => hop < hops
+}
+
 /** The pino options of the service (level, redaction, node name): the server and the tests use them. */
 export function loggerOptions (config: Config): pino.LoggerOptions {
   return { level: config.logLevel, redact: { paths: REDACT, censor: '[redacted]' }, base: { node: config.nodeId } }
@@ -81,13 +86,21 @@ export function serverOptions (config: Config, logger: LoggerOption = true): Fas
     : { logger: logger === true ? loggerOptions(config) : logger }
   return {
     ...logging,
-    trustProxy: config.trustProxy,
+    // A hop count trusts that many proxies nearest to us (Fastify's types take it as a function).
+    trustProxy: typeof config.trustProxy === 'number' ? trustHops(config.trustProxy) : config.trustProxy,
     genReqId: () => randomUUID(),
-    // Aktor bodies have their own, configurable limit; everything else is small.
-    bodyLimit: Math.max(config.aktorBodyLimit, 64 * 1024),
+    // Small for everything; the aktor route sets its own, configurable limit (AKTOR_BODY_LIMIT).
+    bodyLimit: 64 * 1024,
     return503OnClosing: true,
     forceCloseConnections: 'idle',
-    routerOptions: { ignoreTrailingSlash: false }
+    // Reaktor ids may be 200 characters, more once percent-encoded (the default is 100).
+    routerOptions: { ignoreTrailingSlash: false, maxParamLength: 1024 },
+    // Errors the router raises before any route (bad percent-encoding, over-long parameters) get
+    // the same body as every other error.
+    frameworkErrors: (error: FastifyError, _request: FastifyRequest, reply: FastifyReply) => {
+      const statusCode = typeof (error as { statusCode?: number }).statusCode === 'number' ? (error as { statusCode: number }).statusCode : 400
+      void reply.code(statusCode).send({ statusCode, error: STATUS_CODES[statusCode] ?? 'Bad Request', message: error.message })
+    }
   }
 }
 

@@ -15,8 +15,11 @@ export interface Config {
   adminPassword: string | undefined
   nodeId: string
   logLevel: string
-  /** Trust `X-Forwarded-*` headers from a reverse proxy (rate-limit address, `Secure` cookies). */
-  trustProxy: boolean
+  /**
+   * Which reverse proxies' `X-Forwarded-*` headers to believe (client address for rate limits,
+   * `Secure` cookies): false, true (any), a hop count, or proxy addresses/CIDRs. Passed to Fastify.
+   */
+  trustProxy: boolean | number | string[]
   /** Largest accepted aktor request body, in bytes. */
   aktorBodyLimit: number
   /** How long shutdown waits for in-flight runs and requests. */
@@ -69,12 +72,14 @@ function duration (env: Env, name: string, fallback: string): number {
   return ms
 }
 
-function boolean (env: Env, name: string): boolean {
-  const raw = read(env, name)
-  if (raw === undefined) return false
-  if (['1', 'true', 'yes'].includes(raw.toLowerCase())) return true
-  if (['0', 'false', 'no'].includes(raw.toLowerCase())) return false
-  throw new ConfigError(name, `${JSON.stringify(raw)} is not allowed; expected true or false`)
+function trustProxy (env: Env): boolean | number | string[] {
+  const raw = read(env, 'TRUST_PROXY')
+  if (raw === undefined || ['false', 'no'].includes(raw.toLowerCase())) return false
+  if (['true', 'yes'].includes(raw.toLowerCase())) return true
+  if (/^\d+$/.test(raw) && Number(raw) <= 100) return Number(raw)
+  const entries = raw.split(',').map((e) => e.trim())
+  if (entries.every((e) => /^[0-9a-fA-F.:]+(\/\d{1,3})?$/.test(e) || ['loopback', 'linklocal', 'uniquelocal'].includes(e))) return entries
+  throw new ConfigError('TRUST_PROXY', `${JSON.stringify(raw)} is not allowed; expected true, false, a hop count (1), or proxy addresses/CIDRs separated by commas (10.0.0.1,10.1.0.0/16, loopback)`)
 }
 
 function databaseUrl (env: Env): string | undefined {
@@ -119,7 +124,7 @@ export function loadConfig (env: Env = process.env): Config {
     adminPassword,
     nodeId: read(env, 'NODE_ID') ?? `${hostname()}:${process.pid}`,
     logLevel,
-    trustProxy: boolean(env, 'TRUST_PROXY'),
+    trustProxy: trustProxy(env),
     aktorBodyLimit: integer(env, 'AKTOR_BODY_LIMIT', 1024 * 1024, 1, 1024 * 1024 * 1024),
     shutdownGraceMs: duration(env, 'SHUTDOWN_GRACE', '10s'),
     loginRateLimit: integer(env, 'LOGIN_RATE_LIMIT', 10, 1, 100_000),

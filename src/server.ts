@@ -1,4 +1,5 @@
 import closeWithGrace from 'close-with-grace'
+import type { FastifyInstance } from 'fastify'
 import pino from 'pino'
 import { buildApp, loggerOptions } from './app.js'
 import { ConfigError, loadConfig, type Config } from './config.js'
@@ -26,30 +27,40 @@ async function main (): Promise<void> {
   const log = createLogger(config)
 
   let embedded: EmbeddedPostgres | undefined
-  let databaseUrl = config.databaseUrl
-  if (databaseUrl === undefined) {
-    embedded = await startEmbeddedPostgres({ dataDir: config.dataDir, log: log.child({ component: 'embedded-postgres' }) })
-    databaseUrl = embedded.url
-    log.info({ dataDir: config.dataDir }, 'embedded PostgreSQL started')
+  let app: FastifyInstance | undefined
+  const shutdown = async (): Promise<void> => {
+    await app?.close()
+    await embedded?.stop()
   }
 
-  let app
-  try {
+  const startUp = (async () => {
+    let databaseUrl = config.databaseUrl
+    if (databaseUrl === undefined) {
+      embedded = await startEmbeddedPostgres({ dataDir: config.dataDir, log: log.child({ component: 'embedded-postgres' }) })
+      databaseUrl = embedded.url
+      log.info({ dataDir: config.dataDir }, 'embedded PostgreSQL started')
+    }
     app = await buildApp({ config, databaseUrl, logger: log })
-  } catch (err) {
-    await embedded?.stop().catch(() => {})
-    throw err
-  }
+    await app.listen({ port: config.port, host: config.host })
+  })()
 
-  closeWithGrace({ delay: config.shutdownGraceMs + 5000, logger: log }, async ({ signal, err }) => {
+  // Installed before anything starts, so a signal during start-up also stops what has started.
+  const grace = closeWithGrace({ delay: config.shutdownGraceMs + 5000, logger: log }, async ({ signal, err }) => {
     if (err !== undefined) log.error({ err }, 'shutting down after an error')
     else log.info({ signal }, 'shutting down')
-    await app.close()
-    await embedded?.stop()
+    await startUp.catch(() => {})
+    await shutdown()
     log.info('stopped')
   })
 
-  await app.listen({ port: config.port, host: config.host })
+  try {
+    await startUp
+  } catch (err) {
+    // Nothing may outlive a failed start: close the app (pool, locks) and the embedded database.
+    grace.uninstall()
+    await shutdown().catch(() => {})
+    throw err
+  }
 }
 
 main().catch((err: Error) => {

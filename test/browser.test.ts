@@ -8,11 +8,11 @@ import http from 'node:http'
 import type { AddressInfo } from 'node:net'
 import path from 'node:path'
 import t from 'tap'
-import { chromium, type Browser } from 'playwright-core'
+import { browserSkip, launchChromium } from './browser-helper.js'
 import { build, waitFor } from './helper.js'
 import { writeApp } from './app-ui-helper.js'
 
-const CHROMIUM = '/usr/bin/chromium'
+const skip = browserSkip()
 const USER = { username: 'browser-admin', password: 'a long enough password' }
 
 /** A tiny script server on its own port (another origin); counts what it was asked for. */
@@ -68,7 +68,7 @@ window.addEventListener('DOMContentLoaded', function () {
 });
 `
 
-t.test('a browser session through the app UI', { skip: fs.existsSync(CHROMIUM) ? false : `${CHROMIUM} is not installed` }, async (t) => {
+t.test('a browser session through the app UI', { skip }, async (t) => {
   const allowed = await scriptServer(t, 'window.allowedScriptRan = true;')
   const blocked = await scriptServer(t, 'window.blockedScriptRan = true;')
   const def = await writeApp(t, 'browser-demo', '1.0.0', {
@@ -81,11 +81,7 @@ t.test('a browser session through the app UI', { skip: fs.existsSync(CHROMIUM) ?
   const origin = await app.listen({ port: 0, host: '127.0.0.1' })
   const appUrl = `${origin}/app-ui/browser-demo@1.0.0/?view=main`
 
-  const browser: Browser = await chromium.launch({
-    executablePath: CHROMIUM,
-    args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-background-networking', '--disable-component-update', '--disable-sync', '--no-first-run']
-  })
-  t.teardown(async () => await browser.close())
+  const browser = await launchChromium(t)
   const context = await browser.newContext()
   const tab = await context.newPage()
   const consoleErrors: string[] = []
@@ -156,7 +152,7 @@ t.test('a browser session through the app UI', { skip: fs.existsSync(CHROMIUM) ?
 
 const EXAMPLE_APP = path.resolve('reaktor-apps', 'drain-demo')
 
-t.test('the example app shipped in reaktor-apps/ works under its policy', { skip: fs.existsSync(CHROMIUM) && fs.existsSync(path.join(EXAMPLE_APP, 'public', 'index.html')) ? false : 'chromium or the example app is missing' }, async (t) => {
+t.test('the example app shipped in reaktor-apps/ works under its policy', { skip }, async (t) => {
   const app = await build(t, { env: { REAKTOR_APPS_DIR: path.dirname(EXAMPLE_APP), ADMIN_USERNAME: USER.username, ADMIN_PASSWORD: USER.password } })
   const example = app.apps.apps.find((a) => a.dir !== undefined && path.resolve(a.dir) === EXAMPLE_APP)
   if (example === undefined) {
@@ -164,11 +160,7 @@ t.test('the example app shipped in reaktor-apps/ works under its policy', { skip
     return
   }
   const origin = await app.listen({ port: 0, host: '127.0.0.1' })
-  const browser = await chromium.launch({
-    executablePath: CHROMIUM,
-    args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-background-networking', '--disable-component-update', '--disable-sync', '--no-first-run']
-  })
-  t.teardown(async () => await browser.close())
+  const browser = await launchChromium(t)
   const tab = await (await browser.newContext()).newPage()
   const cspErrors: string[] = []
   tab.on('console', (msg) => { if (msg.type() === 'error' && msg.text().includes('Content Security Policy')) cspErrors.push(msg.text()) })

@@ -28,6 +28,14 @@ t.test('valid values are read', async (t) => {
   t.equal(c.adminUsername, 'root')
 })
 
+t.test('TRUST_PROXY: off, any proxy, a hop count, or proxy addresses', async (t) => {
+  t.equal(loadConfig({}).trustProxy, false)
+  t.equal(loadConfig({ TRUST_PROXY: 'false' }).trustProxy, false)
+  t.equal(loadConfig({ TRUST_PROXY: 'true' }).trustProxy, true)
+  t.equal(loadConfig({ TRUST_PROXY: '1' }).trustProxy, 1)
+  t.same(loadConfig({ TRUST_PROXY: '10.0.0.1, 10.1.0.0/16,loopback' }).trustProxy, ['10.0.0.1', '10.1.0.0/16', 'loopback'])
+})
+
 const bad: Array<[Record<string, string>, string, RegExp]> = [
   [{ PORT: 'abc' }, 'PORT', /integer from 0 to 65535/],
   [{ PORT: '70000' }, 'PORT', /integer/],
@@ -38,7 +46,7 @@ const bad: Array<[Record<string, string>, string, RegExp]> = [
   [{ LOG_LEVEL: 'loud' }, 'LOG_LEVEL', /one of fatal, error/],
   [{ ADMIN_USERNAME: 'root' }, 'ADMIN_PASSWORD', /set together/],
   [{ ADMIN_USERNAME: 'root', ADMIN_PASSWORD: 'short' }, 'ADMIN_PASSWORD', /at least 8/],
-  [{ TRUST_PROXY: 'maybe' }, 'TRUST_PROXY', /true or false/],
+  [{ TRUST_PROXY: 'maybe' }, 'TRUST_PROXY', /hop count/],
   [{ AKTOR_BODY_LIMIT: '1MB' }, 'AKTOR_BODY_LIMIT', /integer/]
 ]
 for (const [env, variable, detail] of bad) {

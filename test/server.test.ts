@@ -5,6 +5,7 @@
 import t from 'tap'
 import { spawn, type ChildProcess } from 'node:child_process'
 import fs from 'node:fs/promises'
+import net from 'node:net'
 import path from 'node:path'
 import { tempDir, waitFor } from './helper.js'
 
@@ -75,12 +76,32 @@ t.test('starts on the embedded database, survives kill -9, stops cleanly on SIGT
   t.equal(await second.exited, 0, 'SIGTERM exits 0')
   t.match(second.output(), /"msg":"stopped"/)
 
+  // A stale lock file naming a live process that is not our server (PID reuse after a reboot):
+  // the start must neither stop that process nor give up.
+  await fs.writeFile(path.join(dataDir, 'postgres', 'postmaster.pid'), `${process.pid}\n${path.join(dataDir, 'postgres')}\n`)
+
   // And the database it stopped starts again with the data kept.
   const third = startServer({ DATA_DIR: dataDir })
   t.teardown(() => { third.child.kill('SIGKILL') })
   const url3 = await listeningUrl(third)
   t.equal((await fetch(`${url3}/readyz`)).status, 200)
   t.notMatch(third.output(), /initialising embedded PostgreSQL/, 'the cluster is reused, not re-created')
+  t.match(third.output(), /removing stale PostgreSQL lock file/)
   third.child.kill('SIGTERM')
   t.equal(await third.exited, 0)
+})
+
+t.test('a start that fails after the database is up leaves nothing running', async (t) => {
+  const dataDir = await tempDir(t, 'reaktor-server-')
+  const blocker = net.createServer()
+  await new Promise<void>((resolve) => blocker.listen(0, '127.0.0.1', resolve))
+  t.teardown(() => blocker.close())
+  const port = (blocker.address() as net.AddressInfo).port
+  const server = startServer({ DATA_DIR: dataDir, PORT: String(port) })
+  t.teardown(() => { server.child.kill('SIGKILL') })
+  t.equal(await server.exited, 1)
+  t.match(server.output(), /failed to start: listen EADDRINUSE/)
+  t.match(server.output(), /embedded PostgreSQL started/, 'the database had started')
+  // pg_ctl stop removes the lock file once the server is down.
+  await t.rejects(fs.access(path.join(dataDir, 'postgres', 'postmaster.pid')), 'and was stopped again')
 })

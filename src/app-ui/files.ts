@@ -182,6 +182,11 @@ export class FileCache {
     return this.entries.size
   }
 
+  /** The entry if it is in memory now, without loading it or changing its LRU position. */
+  peek (key: string): CachedFile | undefined {
+    return this.entries.get(key)
+  }
+
   async get (key: string, load: () => Promise<CachedFile>): Promise<CachedFile> {
     const hit = this.entries.get(key)
     if (hit !== undefined) {

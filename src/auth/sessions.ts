@@ -1,6 +1,7 @@
 import { createHash, randomBytes } from 'node:crypto'
 import { sql, type Kysely } from 'kysely'
 import type { Database } from '../db/schema.js'
+import { SESSION_REVOKED_CHANNEL, type SessionCache } from './session-cache.js'
 import type { AuthSession, SessionService } from './types.js'
 
 type Db = Kysely<Database>
@@ -46,12 +47,19 @@ export async function findLiveSession (db: Db, digest: Buffer): Promise<AuthSess
   return row === undefined ? null : { userId: row.user_id, username: row.username, expiresAt: row.expires_at }
 }
 
+/**
+ * Revokes a session and announces it to every node's session cache. The NOTIFY is part of the
+ * same statement, so it is delivered exactly when the revocation commits, never before.
+ */
 export async function revokeSession (db: Db, digest: Buffer): Promise<void> {
-  await db.updateTable('sessions')
-    .set({ revoked_at: sql<Date>`now()` })
-    .where('token_hash', '=', digest)
-    .where('revoked_at', 'is', null)
-    .execute()
+  await sql`
+    with revoked as (
+      update sessions set revoked_at = now()
+      where token_hash = ${digest} and revoked_at is null
+      returning token_hash
+    )
+    select pg_notify(${SESSION_REVOKED_CHANNEL}, encode(token_hash, 'hex')) from revoked
+  `.execute(db)
 }
 
 /** Removes sessions that can never be used again (uses the expires_at index). */
@@ -59,8 +67,11 @@ export async function deleteExpiredSessions (db: Db): Promise<void> {
   await db.deleteFrom('sessions').where('expires_at', '<=', sql<Date>`now()`).execute()
 }
 
-/** The SessionService of src/auth/types.ts on top of the sessions table. */
-export function createSessionService (db: Db, ttlMs: number): SessionService {
+/**
+ * The SessionService of src/auth/types.ts on top of the sessions table. With a cache, a token
+ * verified once is not looked up again while the cache can vouch for it (see session-cache.ts).
+ */
+export function createSessionService (db: Db, ttlMs: number, cache?: SessionCache): SessionService {
   return {
     async create (userId) {
       // Housekeeping rides on logins: rare enough to be cheap, frequent enough to keep the table small.
@@ -72,11 +83,20 @@ export function createSessionService (db: Db, ttlMs: number): SessionService {
     async verify (token) {
       // Anything that is not one of our tokens is rejected without a query.
       if (typeof token !== 'string' || !TOKEN_FORMAT.test(token)) return null
-      return await findLiveSession(db, tokenDigest(token))
+      const cached = cache?.get(token)
+      if (cached !== undefined) return cached
+      const generation = cache?.generation ?? 0
+      const digest = tokenDigest(token)
+      const session = await findLiveSession(db, digest)
+      if (session !== null) cache?.set(token, digest.toString('hex'), session, generation)
+      return session
     },
     async revoke (token) {
       if (typeof token !== 'string' || !TOKEN_FORMAT.test(token)) return
-      await revokeSession(db, tokenDigest(token))
+      const digest = tokenDigest(token)
+      await revokeSession(db, digest)
+      // This node at once; the others when the notification reaches them.
+      cache?.revoke(digest.toString('hex'))
     }
   }
 }

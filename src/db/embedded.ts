@@ -23,6 +23,8 @@ export interface EmbeddedOptions {
   /** The service's DATA_DIR: the cluster lives in `dataDir/postgres`. */
   dataDir: string
   database?: string
+  /** Port on 127.0.0.1; default: a free one. A restart on the same port keeps clients' URLs valid. */
+  port?: number
   log: { info: (obj: object, msg: string) => void, warn: (obj: object, msg: string) => void }
 }
 
@@ -112,8 +114,10 @@ export async function startEmbeddedPostgres (options: EmbeddedOptions): Promise<
     await fs.rm(clusterDir, { recursive: true, force: true })
     await fs.mkdir(clusterDir, { recursive: true, mode: 0o700 })
     if (user !== undefined) await fs.chown(clusterDir, user.uid, user.gid)
-    const pwfile = path.join(os.tmpdir(), `reaktor-pg-${randomBytes(6).toString('hex')}`)
-    await fs.writeFile(pwfile, password + '\n', { mode: 0o644 })
+    // Readable by initdb only: 0600, owned by the user initdb runs as, inside DATA_DIR.
+    const pwfile = path.join(dataDir, `.initdb-pw-${randomBytes(6).toString('hex')}`)
+    await fs.writeFile(pwfile, password + '\n', { mode: 0o600 })
+    if (user !== undefined) await fs.chown(pwfile, user.uid, user.gid)
     try {
       log.info({ clusterDir }, 'initialising embedded PostgreSQL (first run)')
       await run(bin.initdb, [`--pgdata=${clusterDir}`, '--auth=scram-sha-256', '--username=postgres',
@@ -126,7 +130,7 @@ export async function startEmbeddedPostgres (options: EmbeddedOptions): Promise<
   await recoverFromPreviousRun(clusterDir, ownerFile, log, async (args) => await run(bin.pg_ctl, args))
   await fs.writeFile(ownerFile, String(process.pid))
 
-  const port = await freePort()
+  const port = options.port ?? await freePort()
   const logFile = path.join(clusterDir, 'server.log')
   await run(bin.pg_ctl, ['start', '-D', clusterDir, '-w', '-t', '60', '-l', logFile, '-o',
     `-p ${port} -c listen_addresses=127.0.0.1 -c unix_socket_directories=''`]).catch(async (err) => {
@@ -169,7 +173,9 @@ async function recoverFromPreviousRun (
   const pidFile = path.join(clusterDir, 'postmaster.pid')
   const postmasterPid = Number((await fs.readFile(pidFile, 'utf8').catch(() => '')).split('\n')[0])
   if (!Number.isInteger(postmasterPid) || postmasterPid <= 0) return
-  const running = isAlive(postmasterPid) && (await commandLine(postmasterPid)).includes('postgres')
+  // Ours only if that process is a postgres serving this very cluster folder (after a reboot the
+  // PID in a stale lock file may belong to anything, even another PostgreSQL).
+  const running = isAlive(postmasterPid) && (await commandLine(postmasterPid)).includes(`postgres -D ${clusterDir} `)
   if (!running) {
     log.warn({ pidFile }, 'removing stale PostgreSQL lock file left by a previous run')
     await fs.rm(pidFile, { force: true })

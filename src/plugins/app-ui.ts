@@ -21,6 +21,20 @@ interface Site {
   csp: string
 }
 
+/**
+ * A request target already answered with a file from memory: the next request for the exact same
+ * raw URL skips parsing and resolving (files never change while the service runs) and sends
+ * headers computed once. The session is still checked on every request.
+ */
+interface HotPath {
+  realPath: string
+  /** All response headers per variant (CSP, caching, type, validator, length, encoding). */
+  headers: { identity: Record<string, string>, br?: Record<string, string>, gzip?: Record<string, string> }
+}
+
+/** Bounds the hot-path index (query strings make the variety of raw URLs unbounded). */
+const MAX_HOT_PATHS = 10_000
+
 /** HTML is revalidated on every navigation (so the login check runs); assets are immutable per version. */
 const HTML_CACHE_CONTROL = 'private, no-cache'
 const ASSET_CACHE_CONTROL = 'private, max-age=3600'
@@ -72,8 +86,46 @@ const appUi: FastifyPluginAsync<AppUiOptions> = async (fastify, opts) => {
   const loginRedirect = (reply: FastifyReply, target: string): FastifyReply =>
     reply.header('cache-control', 'no-store').redirect(`/login?redirect=${encodeURIComponent(target)}`, 302)
 
+  const hotPaths = new Map<string, HotPath>()
+
+  const hotHeaders = (site: Site, html: boolean, file: CachedFile, encoding: 'br' | 'gzip' | undefined): Record<string, string> => {
+    const variant = encoding === undefined ? file.identity : file[encoding] ?? file.identity
+    const headers: Record<string, string> = {
+      'content-security-policy': site.csp,
+      'cache-control': html ? HTML_CACHE_CONTROL : ASSET_CACHE_CONTROL,
+      'content-type': file.contentType,
+      etag: variant.etag
+    }
+    if (file.br !== undefined || file.gzip !== undefined) headers.vary = 'Accept-Encoding'
+    if (encoding !== undefined && variant !== file.identity) headers['content-encoding'] = encoding
+    headers['content-length'] = String(variant.body.length)
+    return headers
+  }
+
+  /** The hot path: undefined when the slow path must answer (unknown URL, no session, evicted file). */
+  const sendHot = async (request: FastifyRequest, reply: FastifyReply, hot: HotPath): Promise<FastifyReply | undefined> => {
+    const file = cache.peek(hot.realPath)
+    if (file === undefined) return undefined
+    const session = await fastify.sessions.verify(request.cookies?.[SESSION_COOKIE])
+    if (session === null) return undefined
+    const acceptEncoding = request.headers['accept-encoding']
+    const encoding = acceptEncoding === undefined ? undefined : chooseEncoding(acceptEncoding, file)
+    const variant = encoding === undefined ? file.identity : file[encoding] ?? file.identity
+    const headers = encoding === undefined ? hot.headers.identity : hot.headers[encoding] ?? hot.headers.identity
+    if (etagMatches(request.headers['if-none-match'], variant.etag)) {
+      return await reply.headers(headers).removeHeader('content-length').removeHeader('content-encoding').code(304).send()
+    }
+    return await reply.headers(headers).send(request.method === 'HEAD' ? '' : variant.body)
+  }
+
   const handler = async (request: FastifyRequest, reply: FastifyReply): Promise<FastifyReply> => {
-    const target = parseAppUiUrl(request.raw.url ?? '/', prefixSegments)
+    const rawUrl = request.raw.url ?? '/'
+    const hot = hotPaths.get(rawUrl)
+    if (hot !== undefined) {
+      const sent = await sendHot(request, reply, hot)
+      if (sent !== undefined) return sent
+    }
+    const target = parseAppUiUrl(rawUrl, prefixSegments)
     if (target.kind === 'bad') throw fastify.httpErrors.badRequest('Malformed URL')
     if (target.kind === 'none') return notFound(reply)
     const app = fastify.apps.findApp(target.name, target.version)
@@ -109,6 +161,17 @@ const appUi: FastifyPluginAsync<AppUiOptions> = async (fastify, opts) => {
       const load = async (): Promise<CachedFile> => await prepareFile(resolved.realPath, await fsp.readFile(resolved.realPath))
       // An HTML page too large for the cache is still prepared (the helper must be in it), per request.
       const file = cache.accepts(resolved.size) ? await cache.get(resolved.realPath, load) : await load()
+      if (cache.peek(resolved.realPath) === file && !hotPaths.has(rawUrl)) {
+        if (hotPaths.size >= MAX_HOT_PATHS) hotPaths.clear()
+        hotPaths.set(rawUrl, {
+          realPath: resolved.realPath,
+          headers: {
+            identity: hotHeaders(site, html, file, undefined),
+            br: file.br === undefined ? undefined : hotHeaders(site, html, file, 'br'),
+            gzip: file.gzip === undefined ? undefined : hotHeaders(site, html, file, 'gzip')
+          }
+        })
+      }
       const encoding = chooseEncoding(request.headers['accept-encoding'], file)
       const variant = encoding === undefined ? file.identity : file[encoding] ?? file.identity
       void reply.header('content-type', file.contentType).header('etag', variant.etag)

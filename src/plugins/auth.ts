@@ -4,6 +4,7 @@ import rateLimit from '@fastify/rate-limit'
 import type { FastifyReply, FastifyRequest } from 'fastify'
 import { bootstrapAdmin } from '../auth/bootstrap.js'
 import { dummyPasswordHash } from '../auth/password.js'
+import { SessionCache } from '../auth/session-cache.js'
 import { createSessionService } from '../auth/sessions.js'
 import { SESSION_COOKIE, TOKEN_HEADER, type AuthSession, type SessionService } from '../auth/types.js'
 import { verifyCredentials } from '../auth/users.js'
@@ -12,6 +13,8 @@ import { Errors } from '../errors.js'
 declare module 'fastify' {
   interface FastifyInstance {
     sessions: SessionService
+    /** Verified tokens in memory (hits/misses for tests and metrics). */
+    sessionCache: SessionCache
     /** onRequest hook: 401 unless X-Service-Token names a live session; sets request.auth. */
     authenticate: (request: FastifyRequest, reply: FastifyReply) => Promise<void>
     /** The user these credentials belong to, or null (same time whether or not the user exists). */
@@ -40,8 +43,14 @@ export default fp(async (fastify) => {
   // Not global: only the login routes are limited, through limitLoginAttempts below.
   await fastify.register(rateLimit, { global: false })
 
-  const sessions = createSessionService(db, config.sessionTtlMs)
+  // Token checks are answered from memory while a logout on any node still takes effect within
+  // 1 s (LISTEN/NOTIFY on a dedicated connection; see src/auth/session-cache.ts).
+  const cache = new SessionCache({ url: fastify.databaseUrl, applicationName: `reaktor-sessions ${config.nodeId}`.slice(0, 63), log: fastify.log })
+  await cache.start()
+  fastify.addHook('onClose', async () => { await cache.stop() })
+  const sessions = createSessionService(db, config.sessionTtlMs, cache)
   fastify.decorate('sessions', sessions)
+  fastify.decorate('sessionCache', cache)
   fastify.decorateRequest('auth', null)
 
   fastify.decorate('authenticate', async (request: FastifyRequest) => {

@@ -1,4 +1,5 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
+import type { FastifyReply } from 'fastify'
 import { Errors } from '../errors.js'
 import type { PollingReaktorStatus } from '../scheduler/index.js'
 import { ErrorBody } from '../schemas/common.js'
@@ -26,8 +27,45 @@ function toBody (s: PollingReaktorStatus): PollingStatusType {
   }
 }
 
+/** One read shared by the requests that join it, and the JSON of its answer, serialized once. */
+interface SharedRead<T> { value: Promise<T>, json?: string }
+
+/**
+ * Coalesces concurrent identical reads: requests that arrive in the same turn of the event loop
+ * share ONE database read, started (setImmediate) after all of them have arrived. A request never
+ * joins a read that began before it arrived, so it still sees every write acknowledged before it
+ * was sent (a start answered 200, then a status, shows `running`), on this node or any other.
+ */
+function coalesce<T> (read: (key: string) => Promise<T>): (key: string) => SharedRead<T> {
+  const gathering = new Map<string, SharedRead<T>>()
+  return (key) => {
+    let shared = gathering.get(key)
+    if (shared === undefined) {
+      const created: SharedRead<T> = {
+        value: new Promise<void>((resolve) => setImmediate(resolve)).then(async () => {
+          // From now on, newcomers start a new read.
+          gathering.delete(key)
+          return await read(key)
+        })
+      }
+      shared = created
+      gathering.set(key, shared)
+    }
+    return shared
+  }
+}
+
 /** Spec 4.1–4.4: start, stop, status and list of polling reaktors. Thin: the scheduler does the work. */
 const routes: FastifyPluginAsyncTypebox = async (fastify) => {
+  const readStatus = coalesce(async (id) => toBody(await fastify.scheduler.status(id)))
+  const readList = coalesce(async () => ({ pollingReaktors: (await fastify.scheduler.list()).map(toBody) }))
+  /** Answers a shared read; its JSON (the route's response schema) is serialized by the first request only. */
+  const sendShared = async <T>(reply: FastifyReply, shared: SharedRead<T>): Promise<FastifyReply> => {
+    const value = await shared.value
+    shared.json ??= String(reply.serialize(value))
+    return await reply.type('application/json; charset=utf-8').send(shared.json)
+  }
+
   const ensureRegistered = (reaktorId: string): void => {
     if (!fastify.apps.pollingReaktors.has(reaktorId)) throw new Errors.ReaktorNotFound(reaktorId)
   }
@@ -68,10 +106,10 @@ const routes: FastifyPluginAsyncTypebox = async (fastify) => {
       params: ReaktorIdParams,
       response: { 200: PollingStatus, 401: ErrorBody, 404: ErrorBody }
     }
-  }, async (request) => {
+  }, async (request, reply) => {
     const { reaktorId } = request.params
     ensureRegistered(reaktorId)
-    return toBody(await fastify.scheduler.status(reaktorId))
+    return await sendShared(reply, readStatus(reaktorId))
   })
 
   fastify.get('/polling', {
@@ -80,8 +118,8 @@ const routes: FastifyPluginAsyncTypebox = async (fastify) => {
       summary: 'Every registered polling reaktor with its status, sorted by id',
       response: { 200: PollingList, 401: ErrorBody }
     }
-  }, async () => {
-    return { pollingReaktors: (await fastify.scheduler.list()).map(toBody) }
+  }, async (_request, reply) => {
+    return await sendShared(reply, readList(''))
   })
 }
 export default routes

@@ -1,0 +1,217 @@
+import { performance } from 'node:perf_hooks'
+import pg from 'pg'
+import type { AuthSession } from './types.js'
+
+/** NOTIFY channel of revoked sessions; the payload is the hex SHA-256 digest of the token ('*': all). */
+export const SESSION_REVOKED_CHANNEL = 'reaktor_session_revoked'
+
+export interface SessionCacheOptions {
+  url: string
+  applicationName: string
+  log: { warn: (obj: object, msg: string) => void }
+  /**
+   * A cached session is used only while the listening connection proved, this recently, that it
+   * has delivered every revocation committed before (default 500 ms; must stay well under the 1 s
+   * a logout may take to reach every node).
+   */
+  maxStalenessMs?: number
+  /** How often that proof (a round trip on the listening connection) is renewed. Default 150 ms. */
+  confirmIntervalMs?: number
+  maxEntries?: number
+}
+
+interface Entry { session: AuthSession, digest: string }
+
+/**
+ * Verified session tokens, kept in memory so that a request does not cost a database round trip,
+ * and dropped on every node within a second of a logout anywhere.
+ *
+ * How the second holds: a logout commits its revocation together with a NOTIFY on
+ * SESSION_REVOKED_CHANNEL. Every node LISTENs on a dedicated connection and keeps pinging it.
+ * PostgreSQL delivers pending notifications before it answers the next statement, so once a ping
+ * that was SENT after the logout committed has been answered, the notification has been handled
+ * and the entry is gone. A cached entry is served only while the last answered ping was sent at
+ * most `maxStalenessMs` ago; a silent, slow or broken connection therefore makes every check go
+ * to the database again (fail safe), and a reconnect starts from an empty cache because
+ * notifications may have been missed meanwhile.
+ *
+ * A lookup that raced with a revocation (read the row before the logout committed, answered after
+ * its notification) must not put the session back: `generation` grows with every revocation and a
+ * result is cached only if no revocation arrived while it was being read.
+ */
+export class SessionCache {
+  private readonly entries = new Map<string, Entry>()
+  private readonly byDigest = new Map<string, string>()
+  private client: pg.Client | undefined
+  private timer: NodeJS.Timeout | undefined
+  private closed = false
+  private pinging = false
+  private reconnectDelay = 100
+  /** performance.now() when the last answered ping was sent; -Infinity while unconfirmed. */
+  private confirmedAt = -Infinity
+  private readonly maxStalenessMs: number
+  private readonly confirmIntervalMs: number
+  private readonly maxEntries: number
+  /** Grows with every revocation seen and every lost connection. */
+  generation = 0
+  hits = 0
+  misses = 0
+
+  constructor (private readonly opts: SessionCacheOptions) {
+    this.maxStalenessMs = opts.maxStalenessMs ?? 500
+    this.confirmIntervalMs = opts.confirmIntervalMs ?? 150
+    this.maxEntries = opts.maxEntries ?? 10_000
+  }
+
+  get size (): number {
+    return this.entries.size
+  }
+
+  /** Whether cached entries may be answered right now. */
+  get trusted (): boolean {
+    return this.client !== undefined && performance.now() - this.confirmedAt <= this.maxStalenessMs
+  }
+
+  /** Connects and LISTENs. A failure is not fatal: the cache stays unused until a reconnect works. */
+  async start (): Promise<void> {
+    await this.connect().catch((err: unknown) => {
+      this.opts.log.warn({ err }, 'session cache: could not listen for revocations; every token check goes to the database until it can')
+      this.scheduleReconnect()
+    })
+    await this.confirm()
+    this.arm()
+  }
+
+  async stop (): Promise<void> {
+    this.closed = true
+    if (this.timer !== undefined) clearTimeout(this.timer)
+    this.timer = undefined
+    this.drop()
+    const client = this.client
+    this.client = undefined
+    await client?.end().catch(() => {})
+  }
+
+  /** The cached session of a token, if the cache may be trusted right now and it has not expired. */
+  get (token: string): AuthSession | undefined {
+    const entry = this.entries.get(token)
+    if (entry === undefined) {
+      this.misses++
+      return undefined
+    }
+    if (!this.trusted || entry.session.expiresAt.getTime() <= Date.now()) {
+      this.misses++
+      return undefined
+    }
+    this.hits++
+    return entry.session
+  }
+
+  /** Caches a live session read from the database, unless a revocation arrived since `generation`. */
+  set (token: string, digest: string, session: AuthSession, generation: number): void {
+    if (generation !== this.generation || this.client === undefined || this.closed) return
+    if (this.entries.size >= this.maxEntries) {
+      // Map order is insertion order: drop the oldest.
+      const oldest = this.entries.keys().next().value as string
+      this.delete(oldest)
+    }
+    this.entries.set(token, { session, digest })
+    this.byDigest.set(digest, token)
+  }
+
+  /** Forgets a revoked session (the local logout; other nodes learn it through the NOTIFY). */
+  revoke (digest: string): void {
+    this.generation++
+    if (digest === '*') {
+      this.entries.clear()
+      this.byDigest.clear()
+      return
+    }
+    const token = this.byDigest.get(digest)
+    if (token !== undefined) this.delete(token)
+  }
+
+  private delete (token: string): void {
+    const entry = this.entries.get(token)
+    if (entry === undefined) return
+    this.entries.delete(token)
+    this.byDigest.delete(entry.digest)
+  }
+
+  /** Untrusted from now on: empty, and results read before now are not cached. */
+  private drop (): void {
+    this.confirmedAt = -Infinity
+    this.generation++
+    this.entries.clear()
+    this.byDigest.clear()
+  }
+
+  private async connect (): Promise<void> {
+    const client = new pg.Client({ connectionString: this.opts.url, application_name: this.opts.applicationName, keepAlive: true, connectionTimeoutMillis: 5000 })
+    const lost = (): void => {
+      if (this.client !== client) return
+      this.client = undefined
+      this.drop()
+      client.end().catch(() => {})
+      if (!this.closed) {
+        this.opts.log.warn({}, 'session cache: revocation listener lost; token checks go to the database until it is back')
+        this.scheduleReconnect()
+      }
+    }
+    client.on('error', lost)
+    client.on('end', lost)
+    client.on('notification', (msg) => {
+      if (msg.channel === SESSION_REVOKED_CHANNEL && msg.payload !== undefined) this.revoke(msg.payload)
+    })
+    try {
+      await client.connect()
+      await client.query(`listen ${SESSION_REVOKED_CHANNEL}`)
+    } catch (err) {
+      client.removeAllListeners('end')
+      await client.end().catch(() => {})
+      throw err
+    }
+    if (this.closed) {
+      await client.end().catch(() => {})
+      return
+    }
+    this.drop()
+    this.client = client
+    this.reconnectDelay = 100
+  }
+
+  private scheduleReconnect (): void {
+    if (this.closed) return
+    const delay = this.reconnectDelay
+    this.reconnectDelay = Math.min(this.reconnectDelay * 2, 10_000)
+    setTimeout(() => {
+      if (this.closed || this.client !== undefined) return
+      this.connect().catch(() => this.scheduleReconnect())
+    }, delay).unref()
+  }
+
+  /** The confirmation loop: one round trip per interval on the listening connection. */
+  private arm (): void {
+    if (this.closed) return
+    this.timer = setTimeout(() => {
+      void this.confirm().finally(() => this.arm())
+    }, this.confirmIntervalMs)
+    this.timer.unref()
+  }
+
+  private async confirm (): Promise<void> {
+    const client = this.client
+    if (client === undefined || this.pinging) return
+    this.pinging = true
+    const sentAt = performance.now()
+    try {
+      await client.query({ text: 'select 1', query_timeout: this.maxStalenessMs } as pg.QueryConfig)
+      // Notifications travel before the answer: every revocation committed before sentAt is applied.
+      if (this.client === client) this.confirmedAt = Math.max(this.confirmedAt, sentAt)
+    } catch {
+      // A slow or broken connection: entries age out of trust; 'error'/'end' handle a broken one.
+    } finally {
+      this.pinging = false
+    }
+  }
+}

@@ -12,6 +12,5 @@ export const Errors = {
   ReaktorNotFound: createError('REAKTOR_NOT_FOUND', 'Polling reaktor "%s" is not registered', 404),
   AktorNotFound: createError('REAKTOR_AKTOR_NOT_FOUND', 'Aktor "%s" is not registered', 404),
   AktorTimeout: createError('REAKTOR_AKTOR_TIMEOUT', 'Aktor "%s" did not answer within %s', 504),
-  NotFound: createError('REAKTOR_NOT_FOUND_ROUTE', 'Route %s %s not found', 404),
-  Unavailable: createError('REAKTOR_UNAVAILABLE', '%s', 503)
+  NotFound: createError('REAKTOR_NOT_FOUND_ROUTE', 'Route %s %s not found', 404)
 } as const

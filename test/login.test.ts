@@ -154,7 +154,10 @@ t.test('login CSRF: a cross-site POST /login is refused with 403', async (t) => 
   for (const headers of refused) {
     const res = await formLogin(app, ADMIN, headers)
     t.equal(res.statusCode, 403, JSON.stringify(headers))
-    t.same(res.json(), { statusCode: 403, error: 'Forbidden', message: 'Cross-site login request rejected' })
+    // The form again, saying why (a person sees the refusal, not a JSON body).
+    t.match(res.headers['content-type'], /^text\/html/)
+    t.match(res.body, /role="alert">Cross-site login request rejected</)
+    t.match(res.body, /<form method="post" action="\/login"/)
     t.equal(res.headers['set-cookie'], undefined)
   }
   t.equal((await app.db.selectFrom('sessions').select('id').execute()).length, 0, 'no session was created')
@@ -186,8 +189,8 @@ t.test('login attempts are rate limited per client address (429), spoofed X-Forw
   }
   const limited = await formLogin(app, { username: 'guess9', password: 'x' }, { 'x-forwarded-for': '203.0.113.99' })
   t.equal(limited.statusCode, 429)
-  t.same(Object.keys(limited.json()).sort(), ['error', 'message', 'statusCode'])
-  t.match(limited.json(), { statusCode: 429, error: 'Too Many Requests', message: /Too many login attempts/ })
+  t.match(limited.headers['content-type'], /^text\/html/, 'the form, for the person at it')
+  t.match(limited.body, /role="alert">Too many login attempts; retry in \d+ seconds</)
   t.ok(Number(limited.headers['retry-after']) > 0, 'Retry-After says when to come back')
   // Even the right password does not get through now, on either login route.
   t.equal((await formLogin(app, ADMIN)).statusCode, 429)
@@ -229,4 +232,31 @@ t.test('POST /login with a missing field is a 400 error body, not a crash', asyn
   })
   t.equal(res.statusCode, 400)
   t.same(Object.keys(res.json()).sort(), ['error', 'message', 'statusCode'])
+})
+
+t.test('GET / lists the app UIs to a signed-in browser and sends others to the login page', async (t) => {
+  const app = await build(t, {
+    env: ADMIN_ENV,
+    apps: [
+      { name: 'with-ui', version: '2.0.0', publicDir: '/nonexistent/public' },
+      { name: '@acme/no-ui', version: '1.0.0' }
+    ]
+  })
+  const anonymous = await app.inject({ method: 'GET', url: '/' })
+  t.equal(anonymous.statusCode, 302)
+  t.equal(anonymous.headers.location, '/login?redirect=%2F')
+  const cookie = sessionCookie(await formLogin(app, ADMIN))!.value
+  const home = await app.inject({ method: 'GET', url: '/', cookies: { [SESSION_COOKIE]: cookie } })
+  t.equal(home.statusCode, 200)
+  t.match(home.headers['content-security-policy'], /default-src 'none'/)
+  t.match(home.body, /Signed in as <strong>alice<\/strong>/)
+  t.match(home.body, /<a href="\/app-ui\/with-ui@2\.0\.0\/">with-ui<\/a> 2\.0\.0/)
+  t.notMatch(home.body, /no-ui/, 'only apps with a UI')
+})
+
+t.test('GET /login with a repeated redirect parameter still serves the form (redirect /)', async (t) => {
+  const app = await build(t, { env: ADMIN_ENV })
+  const res = await app.inject({ method: 'GET', url: '/login?redirect=/a&redirect=/b' })
+  t.equal(res.statusCode, 200)
+  t.match(res.body, /name="redirect" value="\/"/)
 })

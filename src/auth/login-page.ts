@@ -16,6 +16,7 @@ input:focus,button:focus{outline:3px solid #2f6fde;outline-offset:1px}
 button{margin-top:1.25rem;width:100%;padding:.625rem;font:inherit;font-weight:600;color:#fff;background:#2456b8;border:0;border-radius:4px;cursor:pointer}
 button:hover{background:#1b4597}
 .error{margin:0 0 1rem;padding:.5rem .75rem;color:#8a1020;background:#fdecee;border:1px solid #e3a0a8;border-radius:4px}
+ul{padding-left:1.25rem}li{margin:.25rem 0}a{color:#2456b8}
 `
 
 const STYLE_HASH = `'sha256-${createHash('sha256').update(STYLE).digest('base64')}'`
@@ -77,6 +78,32 @@ export function renderLoginPage ({ redirect, username = '', error }: LoginPageOp
       <input type="password" id="password" name="password" autocomplete="current-password" required${username === '' ? '' : ' autofocus'}>
       <button type="submit">Sign in</button>
     </form>
+  </main>
+</body>
+</html>
+`
+}
+
+export interface HomePageApp { name: string, version: string, url: string, reaktors: number }
+
+/** `GET /`: who is signed in and the app UIs to open. Same stylesheet and policy as the login page. */
+export function renderHomePage (username: string, apps: HomePageApp[]): string {
+  const list = apps.length === 0
+    ? '<p>No app has a UI yet. Apps live in <code>REAKTOR_APPS_DIR</code>.</p>'
+    : `<ul>${apps.map((a) => `\n      <li><a href="${escapeHtml(a.url)}">${escapeHtml(a.name)}</a> ${escapeHtml(a.version)}</li>`).join('')}\n    </ul>`
+  return `<!doctype html>
+<html lang="en">
+<head>
+  <meta charset="utf-8">
+  <meta name="viewport" content="width=device-width, initial-scale=1">
+  <title>Reaktor service</title>
+  <style>${STYLE}</style>
+</head>
+<body>
+  <main>
+    <h1>Reaktor apps</h1>
+    <p>Signed in as <strong>${escapeHtml(username)}</strong>.</p>
+    ${list}
   </main>
 </body>
 </html>

@@ -102,28 +102,32 @@ const appUi: FastifyPluginAsync<AppUiOptions> = async (fastify, opts) => {
     return headers
   }
 
-  /** The hot path: undefined when the slow path must answer (unknown URL, no session, evicted file). */
-  const sendHot = async (request: FastifyRequest, reply: FastifyReply, hot: HotPath): Promise<FastifyReply | undefined> => {
+  /**
+   * The hot path; false when the slow path must answer (no session, evicted file). A boolean, not
+   * the reply: a Reply is a thenable, so an async function returning it resolves to undefined.
+   */
+  const sendHot = async (request: FastifyRequest, reply: FastifyReply, hot: HotPath): Promise<boolean> => {
     const file = cache.peek(hot.realPath)
-    if (file === undefined) return undefined
+    if (file === undefined) return false
     const session = await fastify.sessions.verify(request.cookies?.[SESSION_COOKIE])
-    if (session === null) return undefined
+    if (session === null) return false
     const acceptEncoding = request.headers['accept-encoding']
     const encoding = acceptEncoding === undefined ? undefined : chooseEncoding(acceptEncoding, file)
     const variant = encoding === undefined ? file.identity : file[encoding] ?? file.identity
     const headers = encoding === undefined ? hot.headers.identity : hot.headers[encoding] ?? hot.headers.identity
     if (etagMatches(request.headers['if-none-match'], variant.etag)) {
-      return await reply.headers(headers).removeHeader('content-length').removeHeader('content-encoding').code(304).send()
+      reply.headers(headers).removeHeader('content-length').removeHeader('content-encoding').code(304).send()
+    } else {
+      reply.headers(headers).send(request.method === 'HEAD' ? '' : variant.body)
     }
-    return await reply.headers(headers).send(request.method === 'HEAD' ? '' : variant.body)
+    return true
   }
 
   const handler = async (request: FastifyRequest, reply: FastifyReply): Promise<FastifyReply> => {
     const rawUrl = request.raw.url ?? '/'
     const hot = hotPaths.get(rawUrl)
     if (hot !== undefined) {
-      const sent = await sendHot(request, reply, hot)
-      if (sent !== undefined) return sent
+      if (await sendHot(request, reply, hot)) return reply
     }
     const target = parseAppUiUrl(rawUrl, prefixSegments)
     if (target.kind === 'bad') throw fastify.httpErrors.badRequest('Malformed URL')

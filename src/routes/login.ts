@@ -1,8 +1,10 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import formbody from '@fastify/formbody'
-import type { FastifyReply, FastifyRequest } from 'fastify'
+import helmet from '@fastify/helmet'
+import type { FastifyError, FastifyReply, FastifyRequest } from 'fastify'
 import { Type } from 'typebox'
-import { LOGIN_PAGE_HEADERS, renderLoginPage, type LoginPageOptions } from '../auth/login-page.js'
+import { LOGIN_PAGE_HEADERS, renderHomePage, renderLoginPage, type LoginPageOptions } from '../auth/login-page.js'
+import { SESSION_COOKIE } from '../auth/types.js'
 import { safeRedirect } from '../auth/redirect.js'
 import { Errors } from '../errors.js'
 import { HtmlPage, LoginFormBody, LoginPageQuery } from '../schemas/auth.js'
@@ -52,12 +54,33 @@ async function rejectCrossSite (request: FastifyRequest): Promise<void> {
 const routes: FastifyPluginAsyncTypebox = async (fastify) => {
   // Only here: the API never parses urlencoded bodies.
   await fastify.register(formbody)
+  // The usual browser protections for these HTML pages (HSTS on https, COOP/CORP, no framing);
+  // the pages set their own, stricter Content-Security-Policy.
+  await fastify.register(helmet, { contentSecurityPolicy: false, frameguard: { action: 'deny' }, referrerPolicy: { policy: 'same-origin' } })
 
   fastify.get('/login', {
     schema: { querystring: LoginPageQuery, response: { 200: HtmlPage, 400: ErrorBody } }
   }, async (request, reply) => sendPage(reply, 200, { redirect: safeRedirect(request.query.redirect) }))
 
+  fastify.get('/', {
+    schema: { response: { 200: HtmlPage, 302: Type.Null({ description: 'Not signed in: to the login page' }) } }
+  }, async (request, reply) => {
+    const session = await fastify.sessions.verify(request.cookies[SESSION_COOKIE])
+    if (session === null) return reply.redirect('/login?redirect=%2F', 302)
+    const apps = fastify.apps.apps.filter((a) => a.publicDir !== undefined).map((a) => ({
+      name: a.name, version: a.version, url: `/app-ui/${a.name}@${a.version}/`, reaktors: a.pollingReaktors.length
+    }))
+    return reply.code(200).headers({ ...LOGIN_PAGE_HEADERS, 'cache-control': 'private, no-store' }).send(renderHomePage(session.username, apps))
+  })
+
   fastify.post('/login', {
+    // A person at the form sees the refusals (cross-site, too many attempts) on the form itself.
+    errorHandler: (err: FastifyError, request, reply) => {
+      if (err.statusCode === 403 || err.statusCode === 429) {
+        return sendPage(reply, err.statusCode, { redirect: safeRedirect((request.body as { redirect?: unknown } | undefined)?.redirect), error: err.message })
+      }
+      throw err
+    },
     onRequest: rejectCrossSite,
     preHandler: fastify.limitLoginAttempts,
     schema: {
@@ -66,8 +89,8 @@ const routes: FastifyPluginAsyncTypebox = async (fastify) => {
         303: Type.Null({ description: 'Logged in: redirect to the validated target, with the session cookie' }),
         400: ErrorBody,
         401: HtmlPage,
-        403: ErrorBody,
-        429: ErrorBody
+        403: HtmlPage,
+        429: HtmlPage
       }
     }
   }, async (request, reply) => {

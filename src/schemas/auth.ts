@@ -26,7 +26,10 @@ export const LoginFormBody = Type.Object({
 export type LoginFormBodyType = Static<typeof LoginFormBody>
 
 /** `GET /login?redirect=…` */
-export const LoginPageQuery = Type.Object({ redirect: Type.Optional(Type.String()) })
+export const LoginPageQuery = Type.Object({
+  // A repeated parameter is not an error for a person following a link: it falls back to `/`.
+  redirect: Type.Optional(Type.Union([Type.String(), Type.Array(Type.String())]))
+})
 
 /** The login page, for the response schemas of the HTML routes. */
 export const HtmlPage = { content: { 'text/html': { schema: Type.String() } } }

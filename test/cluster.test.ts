@@ -160,7 +160,10 @@ t.test('a cluster of real processes: spread, control, failover, fencing, rolling
         return runs.every((r) => r.ended_at !== null) ? runs : undefined
       }, { timeoutMs: 5000, intervalMs: 50, what: 'the fenced runs to end' })
       for (const r of fenced) {
-        t.equal(r.outcome, 'run aborted: lock connection lost', `${r.reaktor_id}: aborted ${ms(r.ended_at) - terminatedAt} ms after the termination`)
+        // A run may also have ended by itself in the instant before the node heard of the loss.
+        const endedIn = ms(r.ended_at) - terminatedAt
+        t.ok(r.outcome === 'run aborted: lock connection lost' || (r.outcome === 'ok' && endedIn <= 50),
+          `${r.reaktor_id}: ${String(r.outcome)} ${endedIn} ms after the termination`)
       }
       const resumed = await waitFor(async () => {
         const runs = await cluster.ledger('started_at > $1 and reaktor_id = any($2)', [new Date(terminatedAt), victimsBusy])

@@ -11,7 +11,7 @@ export default fp(async (fastify) => {
   fastify.setErrorHandler((err: FastifyError, request, reply) => {
     let statusCode = typeof err.statusCode === 'number' && err.statusCode >= 400 && err.statusCode < 600 ? err.statusCode : 500
     if (err.validation !== undefined) statusCode = 400
-    const error = STATUS_CODES[statusCode] ?? 'Error'
+    const error = STATUS_CODES[statusCode] ?? (statusCode === 499 ? 'Client Closed Request' : 'Error')
     if (statusCode >= 500) {
       request.log.error({ err }, 'request failed')
       // Only the service's own error codes (REAKTOR_*) carry messages written to be shown.

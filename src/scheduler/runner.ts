@@ -144,7 +144,7 @@ export class ReaktorRunner {
     if (this.halted || this.finishing || !(await this.opts.mayRun()) || this.halted || this.finishing) return
     const { reaktorId, reaktor, now } = this.opts
     const runId = randomUUID()
-    const startedAt = now()
+    let startedAt = now()
     const controller = new AbortController()
     this.controller = controller
     this.runs++
@@ -154,7 +154,10 @@ export class ReaktorRunner {
     let error: unknown
     try {
       this.aktor ??= reaktor.registration.createReaktor()
-      result = await this.aktor(undefined, { signal: controller.signal, log, settings: reaktor.app.settings, reaktorId, runId })
+      const context = { signal: controller.signal, log, settings: reaktor.app.settings, reaktorId, runId }
+      // lastRun is the moment the aktor is called (what the aktor itself would see as its start).
+      startedAt = now()
+      result = await this.aktor(undefined, context)
     } catch (err) {
       error = err
     } finally {

@@ -3,7 +3,8 @@
  * otherwise an embedded server in a temporary folder), migrates a template database that every
  * test file clones, then runs tap and passes its exit code on.
  */
-import { spawn } from 'node:child_process'
+import { spawn, spawnSync } from 'node:child_process'
+import { existsSync, readFileSync } from 'node:fs'
 import { randomBytes } from 'node:crypto'
 import fs from 'node:fs/promises'
 import os from 'node:os'
@@ -32,6 +33,13 @@ await admin.query(`create database ${template}`)
 const { db } = createDatabase(databaseUrlFor(adminUrl, template), { max: 1 })
 await migrateToLatest(db)
 await db.destroy()
+
+// tap compiles its plugin set (package.json "tap".plugin: tsx instead of its ts-node plugin) on
+// first use; on a fresh install it would run this first suite with the defaults. Build it now.
+const builtTap = path.resolve('node_modules/@tapjs/test/test-built/dist/esm/index.js')
+if (!existsSync(builtTap) || readFileSync(builtTap, 'utf8').includes('@tapjs/typescript')) {
+  spawnSync(path.resolve('node_modules/.bin/tap'), ['build'], { stdio: 'inherit' })
+}
 
 const tap = spawn(path.resolve('node_modules/.bin/tap'), process.argv.slice(2), {
   stdio: 'inherit',

@@ -240,6 +240,11 @@ t.test('registration problems name the app, the reaktor and the problem', async 
       /^app x@1\.0\.0: polling reaktor "p": autoStart must be true or false/],
     [`export const pollingReaktors = [{ reaktorDefinitionId: 'p', interval: '5s', timeout: '0s', createReaktor: () => () => false }]`,
       /^app x@1\.0\.0: reaktor "p": timeout "0s" must be greater than zero/],
+    // Above 2^31-1 ms a timer fires after 1 ms: every run would time out (every call 504) at once.
+    [`export const pollingReaktors = [{ reaktorDefinitionId: 'p', interval: '5s', timeout: '30d', createReaktor: () => () => false }]`,
+      /^app x@1\.0\.0: reaktor "p": timeout "30d" is too long; at most 2147483647 ms/],
+    [`export const reaktors = [{ reaktorDefinitionId: 'r', timeout: '25d', createReaktor: () => () => 1 }]`,
+      /^app x@1\.0\.0: reaktor "r": timeout "25d" is too long/],
     [`export const reaktors = [{ createReaktor: () => () => 1 }]`, /^app x@1\.0\.0: reaktors\[0\] has no reaktorDefinitionId/],
     [`export const pollingReaktors = [null]`, /^app x@1\.0\.0: pollingReaktors\[0\] is not a registration object/]
   ]

@@ -27,6 +27,11 @@ t.test('the OpenAPI document describes /api/v1 and needs the token', async (t) =
     '/api/v1/polling/{reaktorId}/stop'
   ], 'the API and nothing else (no login page, no app UI, no metrics)')
   t.ok(doc.paths['/api/v1/polling/{reaktorId}/status'].get.responses['404'], 'error responses are documented')
+  for (const [path, method] of [['/api/v1/polling', 'get'], ['/api/v1/polling/{reaktorId}/status', 'get'],
+    ['/api/v1/polling/{reaktorId}/start', 'post'], ['/api/v1/polling/{reaktorId}/stop', 'post']]) {
+    const responses = doc.paths[path][method].responses
+    t.ok(responses['400'] !== undefined && responses['500'] !== undefined, `${method.toUpperCase()} ${path} documents 400 and 500`)
+  }
   t.same(doc.components.securitySchemes.serviceToken, { type: 'apiKey', in: 'header', name: 'X-Service-Token' })
 })
 
@@ -43,4 +48,19 @@ t.test('GET /metrics serves Prometheus text with process, HTTP and polling metri
   await waitFor(async () => /reaktor_polling_owned\{node="test-node"\} 1\n/.test((await app.inject({ method: 'GET', url: '/metrics' })).body),
     { what: 'the owned gauge to show the started reaktor' })
   t.pass('owned gauge shows the running reaktor')
+})
+
+t.test('finished polling runs are counted by outcome and timed in /metrics', async (t) => {
+  const app = await build(t, { env: ADMIN_ENV, apps })
+  const token = await loginToken(app)
+  const metric = async (pattern: RegExp): Promise<string | undefined> =>
+    pattern.exec((await app.inject({ method: 'GET', url: '/metrics' })).body)?.[1]
+  const runs = /reaktor_polling_runs_total\{[^}]*reaktor="ops-poller",outcome="no_work"[^}]*\} (\d+)\n/
+  const durations = /reaktor_polling_run_duration_seconds_count\{[^}]*reaktor="ops-poller"[^}]*\} (\d+)\n/
+  t.equal(await metric(runs), undefined, 'nothing counted before a run')
+  await app.inject({ method: 'POST', url: '/api/v1/polling/ops-poller/start', headers: { 'x-service-token': token } })
+  // The first run is due at once and returns false ("no work").
+  t.equal(await waitFor(async () => await metric(runs), { what: 'the run to be counted' }), '1')
+  t.equal(await metric(durations), '1', 'and its duration observed')
+  t.match((await app.inject({ method: 'GET', url: '/metrics' })).body, /reaktor_polling_cluster_members\{node="test-node"\} 1\n/, 'the cluster size as this node sees it')
 })

@@ -1,6 +1,7 @@
 import t from 'tap'
 import { sql } from 'kysely'
-import { CLUSTER_LOCK_NAMESPACE, RunStoppedError } from '../src/scheduler/index.js'
+import { CLUSTER_LOCK_NAMESPACE, RunStoppedError, type Scheduler } from '../src/scheduler/index.js'
+import { writeStop } from '../src/scheduler/store.js'
 import { createTestDatabase, waitFor } from './helper.js'
 import { database, memoryLogger, probe, reaktorLocks, registry, row, scheduler, untilAborted } from './scheduler-helper.js'
 
@@ -166,4 +167,72 @@ t.test('after fencing, another node takes over and the fenced node\'s late flush
   t.equal(stored.last_run.getTime(), onB.runs[0].start, 'lastRun is node b\'s run')
   t.ok(stored.next_run.getTime() >= onB.runs[0].end! + 3_600_000 - 5, 'nextRun is node b\'s')
   t.equal(onB.runs.length, 1, 'exactly one catch-up run, no burst')
+})
+
+t.test('a stop acknowledged while a reconcile pass is taking the reaktor over: no run starts after it', async (t) => {
+  const url = await createTestDatabase(t)
+  const { db } = database(t, url)
+  const racy = probe('racy', () => false, { interval: '100ms' })
+  const elsewhere = probe('elsewhere', () => false, { interval: '100ms' })
+  const witness = probe('witness', () => false, { interval: '100ms' })
+  const acknowledged: string[] = []
+  const s: Scheduler = scheduler(t, db, url, {
+    reaktors: registry([racy.registration, elsewhere.registration, witness.registration]),
+    // The race, widened on purpose: the stop commits and is answered in the middle of a pass.
+    reconcileHook: async (step, ids) => {
+      // Through this node, after the claim and before the runner would start.
+      if (step === 'claimed' && ids.includes('racy') && !acknowledged.includes('racy')) {
+        t.equal(await s.stopReaktor('racy'), true)
+        acknowledged.push('racy')
+      }
+      // Through another node (a plain write), after the lock and before the claim.
+      if (step === 'locked' && ids.includes('elsewhere') && !acknowledged.includes('elsewhere')) {
+        t.equal((await writeStop(db, 'elsewhere', '100ms', new Date())).changed, true)
+        acknowledged.push('elsewhere')
+      }
+    }
+  })
+  await s.start()
+  await s.startReaktor('racy')
+  await s.startReaktor('elsewhere')
+  await waitFor(() => acknowledged.length === 2, { what: 'both stops acknowledged mid-pass' })
+  await waitFor(async () => (await reaktorLocks(db, 'racy')).length === 0 && (await reaktorLocks(db, 'elsewhere')).length === 0, { what: 'the locks given back' })
+  // Time for a run to start if one had been scheduled: the witness runs a few times meanwhile.
+  await s.startReaktor('witness')
+  await waitFor(() => witness.runs.length >= 3, { what: 'three witness runs' })
+  t.equal(racy.runs.length, 0, 'no run from the pass that read the row before the stop (this node)')
+  t.equal(elsewhere.runs.length, 0, 'nor from a claim that raced a stop written by another node')
+  t.same(s.ownedReaktorIds(), ['witness'])
+  t.equal((await row(db, 'racy'))!.state, 'stopped')
+})
+
+t.test('a node booting while every live node is momentarily disconnected (database restart) sees no false cold start', async (t) => {
+  const url = await createTestDatabase(t)
+  const { db } = database(t, url)
+  const manualA = probe('manual', () => false, { interval: '100ms' })
+  // a reconnects 1.2 to 1.8 s after losing its connection: b boots in that window.
+  const a = scheduler(t, db, url, { nodeId: 'node-a', reaktors: registry([manualA.registration]), reconnectMinMs: 1500 })
+  await a.start()
+  await a.startReaktor('manual')
+  await waitFor(async () => (await row(db, 'manual'))?.owner === 'node-a', { what: 'node a to own it' })
+  await sql`select pg_terminate_backend(${a.lockConnectionPid!})`.execute(db)
+  await waitFor(() => !a.connected, { what: 'node a disconnected' })
+
+  const manualB = probe('manual', () => false, { interval: '100ms', autoStart: false })
+  const b = scheduler(t, db, url, { nodeId: 'node-b', reaktors: registry([manualB.registration]), coldStartSettleMs: 6000 })
+  const started = Date.now()
+  await b.start()
+  t.equal(b.coldStart, false, 'node a came back while node b waited: it joined a live cluster')
+  t.ok(Date.now() - started < 4000, `and waited only until then (${Date.now() - started} ms)`)
+  t.equal((await row(db, 'manual'))!.state, 'running', 'no restart rule applied: the operator\'s start stands')
+
+  // A real crash of the whole cluster: the wait is bounded, then the restart rules apply.
+  a.terminate()
+  b.terminate()
+  const c = scheduler(t, db, url, { nodeId: 'node-c', reaktors: registry([manualB.registration]), coldStartSettleMs: 500 })
+  const booted = Date.now()
+  await c.start()
+  t.equal(c.coldStart, true, 'nobody came back: a cold start')
+  t.ok(Date.now() - booted >= 450, `after the settle wait (${Date.now() - booted} ms)`)
+  t.equal((await row(db, 'manual'))!.state, 'stopped', 'running + autoStart false → stopped')
 })

@@ -1,5 +1,9 @@
+import { randomUUID } from 'node:crypto'
 import t from 'tap'
 import { RunStoppedError, RunTimeoutError } from '../src/scheduler/index.js'
+import { RunResultBatcher } from '../src/scheduler/batcher.js'
+import { describe as describeError } from '../src/scheduler/runner.js'
+import type { RunRecord } from '../src/scheduler/store.js'
 import { createTestDatabase, waitFor } from './helper.js'
 import { database, memoryLogger, probe, reaktorLocks, registry, row, scheduler, untilAborted, work } from './scheduler-helper.js'
 
@@ -279,4 +283,77 @@ t.test('shutdown aborts in-flight runs, waits up to the grace period, flushes an
     t.equal(stored.state, 'running', `${id}: a shutdown is not a stop`)
     t.equal(stored.owner, null, `${id}: no owner any more`)
   }
+})
+
+t.test('an error text with a NUL character is stored without it and does not hold back other results', async (t) => {
+  const url = await createTestDatabase(t)
+  const { db } = database(t, url)
+  // PostgreSQL text cannot hold U+0000: unsanitized, this row failed the whole batch, forever.
+  const nul = probe('nul', () => { throw new Error('bad \u0000byte') }, { interval: '1h', autoStart: true })
+  const fine = probe('fine', () => false, { interval: '1h', autoStart: true })
+  const s = scheduler(t, db, url, { reaktors: registry([nul.registration, fine.registration]), flushIntervalMs: 100 })
+  await s.start()
+  await waitFor(async () => (await row(db, 'nul'))?.last_error !== null && (await row(db, 'fine'))?.last_run !== null, { what: 'both results persisted' })
+  t.equal((await row(db, 'nul'))!.last_error, 'Error: bad byte', 'stored, without the NUL')
+  t.equal((await row(db, 'fine'))!.last_run.getTime(), fine.runs[0].start)
+  t.equal(describeError(new Error('x'.repeat(5000))).length, 2001, 'and capped at 2000 characters (plus an ellipsis)')
+})
+
+t.test('a run result PostgreSQL refuses is isolated, retried a few times and dropped; the others persist', async (t) => {
+  const url = await createTestDatabase(t)
+  const { db } = database(t, url)
+  await db.insertInto('polling_reaktors').values(['a', 'b', 'poison', 'c'].map((id) => ({ reaktor_id: id, state: 'running' as const, interval: '1s', updated_at: new Date(), state_version: 1 }))).execute()
+  const log = memoryLogger()
+  const batcher = new RunResultBatcher({ db, intervalMs: 20, log })
+  t.teardown(() => batcher.discard())
+  const result = (reaktorId: string, version = '1'): RunRecord => ({
+    reaktorId, runId: randomUUID(), lastRun: new Date(), nextRun: new Date(Date.now() + 60_000), lastError: null, consecutiveFailures: 0, version, owner: 'node-a'
+  })
+  // Any value PostgreSQL rejects makes the statement fail (here: 22P02, not a bigint).
+  batcher.record(result('a'))
+  batcher.record(result('poison', 'not-a-number'))
+  batcher.record(result('b'))
+  await batcher.flush()
+  t.ok((await row(db, 'a'))!.last_run, 'a persisted despite the refused row in its batch')
+  t.ok((await row(db, 'b'))!.last_run, 'b too')
+  await waitFor(() => batcher.rowsDropped === 1 && batcher.size === 0, { what: 'the refused row to be dropped' })
+  t.ok(log.lines.some((l) => l.level === 'error' && (l.obj as { reaktorId?: string }).reaktorId === 'poison' && /dropped/.test(l.msg ?? '')), 'the drop is logged with the reaktor id')
+  t.equal((await row(db, 'poison'))!.last_run, null)
+  batcher.record(result('c'))
+  await batcher.flush()
+  t.ok((await row(db, 'c'))!.last_run, 'later results persist as usual')
+})
+
+t.test('an aktor throwing a value that cannot be stringified fails the run; the reaktor keeps running', async (t) => {
+  const url = await createTestDatabase(t)
+  const { db } = database(t, url)
+  const unhandled: unknown[] = []
+  const onUnhandled = (reason: unknown): void => { unhandled.push(reason) }
+  process.on('unhandledRejection', onUnhandled)
+  t.teardown(() => { process.off('unhandledRejection', onUnhandled) })
+  const bare = probe('bare', () => { throw Object.create(null) }, { interval: '100ms', autoStart: true })
+  const hostile = probe('hostile', () => { throw { toString () { throw new Error('no') } } }, { interval: '100ms', autoStart: true })
+  const nameless = probe('nameless', () => { throw new Proxy({}, { getPrototypeOf () { throw new Error('trap') } }) }, { interval: '100ms', autoStart: true })
+  const s = scheduler(t, db, url, { reaktors: registry([bare.registration, hostile.registration, nameless.registration]) })
+  await s.start()
+  for (const p of [bare, hostile, nameless]) {
+    const id = p.registration.reaktorDefinitionId
+    await waitFor(async () => p.runs.length >= 3 && (await row(db, id))?.consecutive_failures >= 2, { what: `${id} to fail and run again` })
+    t.match((await row(db, id))!.last_error, /^non-error thrown: \[object /, `${id}: recorded as a failure`)
+  }
+  t.same(unhandled, [], 'no unhandled rejection')
+})
+
+t.test('a run that ignores its signal past the timeout is logged at the timeout, not only when it settles', async (t) => {
+  const url = await createTestDatabase(t)
+  const log = memoryLogger()
+  const { db } = database(t, url)
+  const deaf = probe('deaf', async () => { await work(1000); return false }, { interval: '1h', timeout: '100ms', autoStart: true })
+  const s = scheduler(t, db, url, { reaktors: registry([deaf.registration]), log })
+  await s.start()
+  const warning = await waitFor(() => log.lines.find((l) => /timed out/.test(l.msg ?? '')), { what: 'the timeout warning' })
+  t.equal(deaf.runs[0].end, undefined, 'logged while the run is still in flight')
+  t.match(warning, { level: 'warn', obj: { reaktorId: 'deaf', runId: deaf.runs[0].runId, timeoutMs: 100 } })
+  await waitFor(async () => (await row(db, 'deaf'))?.last_error, { what: 'the failure recorded' })
+  t.match((await row(db, 'deaf'))!.last_error, /timed out after 100 ms/)
 })

@@ -6,6 +6,11 @@ export const MIN_POLLING_INTERVAL_MS = 3000
 export const DEFAULT_POLLING_TIMEOUT = '5m'
 export const DEFAULT_AKTOR_TIMEOUT = '30s'
 export const MAX_REAKTOR_ID_LENGTH = 200
+/**
+ * The longest timeout a timer can hold: Node's setTimeout treats anything above 2^31-1 ms (about
+ * 24.8 days) as 1 ms, so such a timeout would abort every run (and answer every aktor call 504) at once.
+ */
+export const MAX_TIMEOUT_MS = 2 ** 31 - 1
 
 export class RegistrationError extends Error {
   constructor (message: string) {
@@ -30,6 +35,9 @@ function duration (app: LoadedApp, id: string, field: string, value: string): nu
   // A zero interval is legal (it runs at the 3 s minimum); a zero timeout would fail every run.
   if (field === 'timeout' && ms === 0) {
     throw new RegistrationError(`${appLabel(app)}: reaktor "${id}": timeout ${JSON.stringify(value)} must be greater than zero`)
+  }
+  if (field === 'timeout' && ms > MAX_TIMEOUT_MS) {
+    throw new RegistrationError(`${appLabel(app)}: reaktor "${id}": timeout ${JSON.stringify(value)} is too long; at most ${MAX_TIMEOUT_MS} ms (about 24 days, e.g. 24d)`)
   }
   return ms
 }

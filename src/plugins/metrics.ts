@@ -55,12 +55,26 @@ export default fp(async (fastify) => {
 
   fastify.decorate('metrics', { registry, pollingRuns, pollingRunSeconds })
 
-  fastify.addHook('onResponse', async (request, reply) => {
-    httpSeconds.observe({
-      method: request.method,
-      route: request.routeOptions.url ?? 'unmatched',
-      status_code: String(reply.statusCode)
-    }, reply.elapsedTime / 1000)
+  // On every response: the labelled child of each (method, route, status) is looked up once and
+  // kept, so a request neither builds a label object nor hashes it (prom-client's observe(labels)
+  // sorts and joins the label values on every call). A callback hook: no promise per request.
+  const children = new Map<string, Map<number, { observe: (seconds: number) => void }>>()
+  fastify.addHook('onResponse', (request, reply, done) => {
+    const route = request.routeOptions.url ?? 'unmatched'
+    const key = request.method + ' ' + route
+    let byStatus = children.get(key)
+    if (byStatus === undefined) {
+      byStatus = new Map()
+      children.set(key, byStatus)
+    }
+    const status = reply.statusCode
+    let child = byStatus.get(status)
+    if (child === undefined) {
+      child = httpSeconds.labels({ method: request.method, route, status_code: String(status) })
+      byStatus.set(status, child)
+    }
+    child.observe(reply.elapsedTime / 1000)
+    done()
   })
 
   fastify.get('/metrics', { schema: { hide: true } }, async (_request, reply) => {

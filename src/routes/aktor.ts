@@ -2,7 +2,9 @@ import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import { Ajv, type ValidateFunction } from 'ajv'
 import addFormatsModule from 'ajv-formats'
 import type { FastifyReply, FastifyRequest } from 'fastify'
+import { performance } from 'node:perf_hooks'
 import type { RegisteredReaktor } from '../apps/types.js'
+import type { AktorContext } from '../sdk/types.js'
 import { Errors } from '../errors.js'
 import { AktorOutput, AktorParams } from '../schemas/aktor.js'
 import { ErrorBody } from '../schemas/common.js'
@@ -24,6 +26,32 @@ class ClientClosed extends Error {
   constructor () {
     super('client closed the request')
     this.name = 'ClientClosed'
+  }
+}
+
+function isThenable (value: unknown): value is PromiseLike<unknown> {
+  return (typeof value === 'object' || typeof value === 'function') && value !== null && typeof (value as { then?: unknown }).then === 'function'
+}
+
+/** The state of one aktor call: settled or not, why it was interrupted, and its signal if asked for. */
+class AktorCall {
+  settled = false
+  /** Why the call was cut short (AktorTimeout or ClientClosed); undefined while it was not. */
+  reason: Error | undefined
+  private controller: AbortController | undefined
+
+  /** The aktor's signal, created on first use (aborted already if the call was interrupted). */
+  signal (): AbortSignal {
+    if (this.controller === undefined) {
+      this.controller = new AbortController()
+      if (this.reason !== undefined) this.controller.abort(this.reason)
+    }
+    return this.controller.signal
+  }
+
+  interrupt (reason: Error): void {
+    this.reason = reason
+    this.controller?.abort(reason)
   }
 }
 
@@ -55,36 +83,59 @@ const routes: FastifyPluginAsyncTypebox = async (fastify) => {
   }
 
   /**
-   * Runs the aktor under `controller`: aborted at the timeout (reason: AktorTimeout) or when the
-   * client goes away (reason: ClientClosed). Either answers at once, even when the aktor ignores
+   * Calls the aktor. Its answer is the value (a synchronous aktor) or a promise settled by the
+   * aktor or by an interruption, whichever comes first: the timeout (reason: AktorTimeout) or the
+   * client going away (reason: ClientClosed). Either answers at once, even when the aktor ignores
    * its signal; its late result or rejection is then dropped.
+   *
+   * Per call, only what the call uses is made (this route is on the hot path of every aktor call):
+   * - `context.signal` and `context.log` are getters. The AbortController and the child logger are
+   *   created on first use; a signal asked for after an interruption is already aborted with its
+   *   reason, one asked for after the answer never aborts, exactly as an eager one would behave.
+   * - An aktor that answers synchronously (not a promise) needs no timer and no close listener:
+   *   neither could fire before its answer. Otherwise ONE promise, one timer and one listener,
+   *   released as soon as the call settles (no Promise.race, no abort listener of our own).
    */
-  const run = async (registered: RegisteredReaktor, id: string, input: unknown, controller: AbortController, request: FastifyRequest, reply: FastifyReply): Promise<unknown> => {
-    const { signal } = controller
-    // The response closing before it was fully written means the client went away.
-    const onClose = (): void => {
-      if (!reply.raw.writableFinished) controller.abort(new ClientClosed())
+  const run = (registered: RegisteredReaktor, id: string, input: unknown, call: AktorCall, request: FastifyRequest, reply: FastifyReply): unknown => {
+    const startedAt = performance.now()
+    let log: AktorContext['log'] | undefined
+    const context: AktorContext = {
+      get signal () { return call.signal() },
+      get log () { return (log ??= request.log.child({ aktor: id })) },
+      settings: registered.app.settings,
+      reaktorId: id,
+      runId: request.id
     }
-    reply.raw.once('close', onClose)
-    const timer = setTimeout(() => {
-      controller.abort(new Errors.AktorTimeout(id, registered.registration.timeout ?? formatDuration(registered.timeoutMs)))
-    }, registered.timeoutMs)
-    let onAbort: (() => void) | undefined
-    const interrupted = new Promise<never>((_resolve, reject) => {
-      onAbort = () => reject(signal.reason)
-      signal.addEventListener('abort', onAbort, { once: true })
+    // A throw (of createReaktor too) is the aktor failing, as a rejection is.
+    const answer: unknown = registered.registration.createReaktor({ settings: registered.app.settings })(input, context)
+    if (!isThenable(answer)) {
+      call.settled = true
+      return answer
+    }
+    return new Promise((resolve, reject) => {
+      const settle = (): boolean => {
+        if (call.settled) return false
+        call.settled = true
+        clearTimeout(timer)
+        reply.raw.off('close', onClose)
+        return true
+      }
+      const interrupt = (reason: Error): void => {
+        if (!settle()) return
+        call.interrupt(reason)
+        reject(reason)
+      }
+      // The response closing before it was fully written means the client went away.
+      const onClose = (): void => {
+        if (!reply.raw.writableFinished) interrupt(new ClientClosed())
+      }
+      // The timeout counts from the call, as its synchronous part already ran.
+      const timer = setTimeout(() => {
+        interrupt(new Errors.AktorTimeout(id, registered.registration.timeout ?? formatDuration(registered.timeoutMs)))
+      }, Math.max(0, registered.timeoutMs - (performance.now() - startedAt)))
+      reply.raw.once('close', onClose)
+      answer.then((value) => { if (settle()) resolve(value) }, (err: unknown) => { if (settle()) reject(err) })
     })
-    try {
-      const aktor = registered.registration.createReaktor({ settings: registered.app.settings })
-      const context = { signal, log: request.log.child({ aktor: id }), settings: registered.app.settings, reaktorId: id, runId: request.id }
-      const result = Promise.resolve().then(async () => await aktor(input, context))
-      result.catch(() => {})
-      return await Promise.race([result, interrupted])
-    } finally {
-      clearTimeout(timer)
-      if (onAbort !== undefined) signal.removeEventListener('abort', onAbort)
-      reply.raw.off('close', onClose)
-    }
   }
 
   fastify.post('/aktor/:aktorName', {
@@ -115,12 +166,12 @@ const routes: FastifyPluginAsyncTypebox = async (fastify) => {
       throw fastify.httpErrors.badRequest(ajv.errorsText(validate.errors, { dataVar: 'body' }))
     }
 
-    const controller = new AbortController()
+    const call = new AktorCall()
     let output: unknown
     try {
-      output = await run(registered, id, input, controller, request, reply)
+      output = await run(registered, id, input, call, request, reply)
     } catch (err) {
-      const reason: unknown = controller.signal.reason
+      const reason = call.reason
       if (reason instanceof Errors.AktorTimeout) throw reason
       // Nobody is listening any more: not a server error (nginx's 499 "client closed request").
       if (reason instanceof ClientClosed) throw fastify.httpErrors.createError(499, reason.message)

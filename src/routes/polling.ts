@@ -1,5 +1,6 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import type { FastifyReply } from 'fastify'
+import { performance } from 'node:perf_hooks'
 import { Errors } from '../errors.js'
 import type { PollingReaktorStatus } from '../scheduler/index.js'
 import { ErrorBody } from '../schemas/common.js'
@@ -27,24 +28,29 @@ function toBody (s: PollingReaktorStatus): PollingStatusType {
   }
 }
 
-/** One read shared by the requests that join it, and the JSON of its answer, serialized once. */
-interface SharedRead<T> { value: Promise<T>, json?: string }
+/** One database read shared by the requests that join it, and the JSON of its answer, serialized once. */
+interface SharedRead<T> { value: Promise<T>, json?: string, generation: number, readAt: number }
 
 /**
  * Coalesces concurrent identical reads: requests that arrive in the same turn of the event loop
  * share ONE database read, started (setImmediate) after all of them have arrived. A request never
  * joins a read that began before it arrived, so it still sees every write acknowledged before it
  * was sent (a start answered 200, then a status, shows `running`), on this node or any other.
+ * `generation` and `readAt` are taken when the read starts, for the status cache.
  */
-function coalesce<T> (read: (key: string) => Promise<T>): (key: string) => SharedRead<T> {
+function coalesce<T> (read: (key: string) => Promise<T>, generation: () => number): (key: string) => SharedRead<T> {
   const gathering = new Map<string, SharedRead<T>>()
   return (key) => {
     let shared = gathering.get(key)
     if (shared === undefined) {
       const created: SharedRead<T> = {
+        generation: 0,
+        readAt: 0,
         value: new Promise<void>((resolve) => setImmediate(resolve)).then(async () => {
           // From now on, newcomers start a new read.
           gathering.delete(key)
+          created.generation = generation()
+          created.readAt = performance.now()
           return await read(key)
         })
       }
@@ -57,12 +63,35 @@ function coalesce<T> (read: (key: string) => Promise<T>): (key: string) => Share
 
 /** Spec 4.1–4.4: start, stop, status and list of polling reaktors. Thin: the scheduler does the work. */
 const routes: FastifyPluginAsyncTypebox = async (fastify) => {
-  const readStatus = coalesce(async (id) => toBody(await fastify.scheduler.status(id)))
-  const readList = coalesce(async () => ({ pollingReaktors: (await fastify.scheduler.list()).map(toBody) }))
-  /** Answers a shared read; its JSON (the route's response schema) is serialized by the first request only. */
-  const sendShared = async <T>(reply: FastifyReply, shared: SharedRead<T>): Promise<FastifyReply> => {
+  // Status and list answered from memory while that stays as right as a read per request
+  // (start/stop on any node: always visible; run results: at most 100 ms later); see status-cache.ts.
+  const cache = fastify.statusCache
+
+  const generation = (): number => cache.generation
+  const readStatus = coalesce(async (id) => toBody(await fastify.scheduler.status(id)), generation)
+  const readList = coalesce(async () => ({ pollingReaktors: (await fastify.scheduler.list()).map(toBody) }), generation)
+
+  /**
+   * The JSON of `key` ('' for the list): from the cache once `sync()` has confirmed that no
+   * start/stop committed before this request has been missed; otherwise from a database read
+   * started after the request arrived (shared by the requests of this turn), then cached. The JSON
+   * is serialized through the route's response schema, once per read.
+   */
+  const answer = async <T>(reply: FastifyReply, key: string, read: (key: string) => SharedRead<T>): Promise<FastifyReply> => {
+    if (cache.get(key) !== undefined && await cache.sync()) {
+      const json = cache.get(key)
+      if (json !== undefined) {
+        cache.hits++
+        return await reply.type('application/json; charset=utf-8').send(json)
+      }
+    }
+    const shared = read(key)
     const value = await shared.value
-    shared.json ??= String(reply.serialize(value))
+    if (shared.json === undefined) {
+      cache.reads++
+      shared.json = String(reply.serialize(value))
+      cache.set(key, shared.json, shared.generation, shared.readAt)
+    }
     return await reply.type('application/json; charset=utf-8').send(shared.json)
   }
 
@@ -75,13 +104,15 @@ const routes: FastifyPluginAsyncTypebox = async (fastify) => {
       tags: ['polling'],
       summary: 'Start a polling reaktor (idempotent)',
       params: ReaktorIdParams,
-      response: { 200: MessageBody, 401: ErrorBody, 404: ErrorBody }
+      response: { 200: MessageBody, 400: ErrorBody, 401: ErrorBody, 404: ErrorBody, 500: ErrorBody }
     }
   }, async (request) => {
     const { reaktorId } = request.params
     ensureRegistered(reaktorId)
     // Written (and awaited) before we answer: a crash after the 200 never loses the start.
     const changed = await fastify.scheduler.startReaktor(reaktorId)
+    // The NOTIFY does this too (and sync() waits for it); here at once for this node.
+    cache.invalidate(reaktorId)
     return { message: changed ? `Polling reaktor "${reaktorId}" started successfully` : `Polling reaktor "${reaktorId}" is already running` }
   })
 
@@ -90,12 +121,13 @@ const routes: FastifyPluginAsyncTypebox = async (fastify) => {
       tags: ['polling'],
       summary: 'Stop a polling reaktor (idempotent)',
       params: ReaktorIdParams,
-      response: { 200: MessageBody, 401: ErrorBody, 404: ErrorBody }
+      response: { 200: MessageBody, 400: ErrorBody, 401: ErrorBody, 404: ErrorBody, 500: ErrorBody }
     }
   }, async (request) => {
     const { reaktorId } = request.params
     ensureRegistered(reaktorId)
     const changed = await fastify.scheduler.stopReaktor(reaktorId)
+    cache.invalidate(reaktorId)
     return { message: changed ? `Polling reaktor "${reaktorId}" stopped successfully` : `Polling reaktor "${reaktorId}" is already stopped` }
   })
 
@@ -104,22 +136,22 @@ const routes: FastifyPluginAsyncTypebox = async (fastify) => {
       tags: ['polling'],
       summary: 'Status of a polling reaktor',
       params: ReaktorIdParams,
-      response: { 200: PollingStatus, 401: ErrorBody, 404: ErrorBody }
+      response: { 200: PollingStatus, 400: ErrorBody, 401: ErrorBody, 404: ErrorBody, 500: ErrorBody }
     }
   }, async (request, reply) => {
     const { reaktorId } = request.params
     ensureRegistered(reaktorId)
-    return await sendShared(reply, readStatus(reaktorId))
+    return await answer(reply, reaktorId, readStatus)
   })
 
   fastify.get('/polling', {
     schema: {
       tags: ['polling'],
       summary: 'Every registered polling reaktor with its status, sorted by id',
-      response: { 200: PollingList, 401: ErrorBody }
+      response: { 200: PollingList, 400: ErrorBody, 401: ErrorBody, 500: ErrorBody }
     }
   }, async (_request, reply) => {
-    return await sendShared(reply, readList(''))
+    return await answer(reply, '', readList)
   })
 }
 export default routes

@@ -9,14 +9,36 @@ import { writeRunResults, type RunRecord } from './store.js'
  * thousands of single-row writes per second. A crash loses at most the unflushed batch (last run
  * times), never a state change: start/stop are written directly, before they are acknowledged.
  */
+/** A row PostgreSQL refused this many times (data error, not an outage) is dropped, with an error log. */
+const MAX_ROW_REJECTIONS = 3
+
+interface Pending {
+  record: RunRecord
+  /** Times a statement holding only rows like this one was refused for a data error. */
+  rejections: number
+}
+
+/**
+ * PostgreSQL refused the DATA (SQLSTATE class 22 "data exception", 23 "integrity constraint
+ * violation"): retrying the same row will never help, and in one statement it takes the others
+ * down with it. Everything else (connection lost, server shutting down, pool exhausted) is an
+ * outage: every row is kept and retried.
+ */
+function isRejectedData (err: unknown): boolean {
+  const code = (err as { code?: unknown } | null)?.code
+  return typeof code === 'string' && /^2[23][0-9A-Z]{3}$/.test(code)
+}
+
 export class RunResultBatcher {
-  private pending = new Map<string, RunRecord>()
+  private pending = new Map<string, Pending>()
   private timer: NodeJS.Timeout | undefined
   private chain: Promise<void> = Promise.resolve()
   private closed = false
   /** Statements written and rows sent (for tests and metrics). */
   flushes = 0
   rowsFlushed = 0
+  /** Results PostgreSQL kept refusing, dropped so that they no longer hold the others back. */
+  rowsDropped = 0
 
   constructor (private readonly opts: { db: Kysely<Database>, intervalMs: number, log: SchedulerLogger }) {}
 
@@ -26,7 +48,7 @@ export class RunResultBatcher {
 
   record (record: RunRecord): void {
     if (this.closed) return
-    this.pending.set(record.reaktorId, record)
+    this.pending.set(record.reaktorId, { record, rejections: 0 })
     this.arm(this.opts.intervalMs)
   }
 
@@ -38,7 +60,7 @@ export class RunResultBatcher {
     }, delay)
   }
 
-  /** Writes everything pending now; flushes never run concurrently. */
+  /** Writes everything pending now; flushes never run concurrently. Rejects only on an outage. */
   async flush (): Promise<void> {
     const next = this.chain.then(async () => await this.flushOnce())
     this.chain = next.catch(() => {})
@@ -50,16 +72,51 @@ export class RunResultBatcher {
     const batch = [...this.pending.values()]
     this.pending.clear()
     try {
-      await writeRunResults(this.opts.db, batch)
-      this.flushes++
-      this.rowsFlushed += batch.length
+      await this.write(batch)
     } catch (err) {
-      // Keep what failed unless a newer result of the same reaktor arrived meanwhile; retry later.
-      for (const record of batch) if (!this.pending.has(record.reaktorId)) this.pending.set(record.reaktorId, record)
+      // An outage: keep what failed unless a newer result of the same reaktor arrived meanwhile.
+      this.keep(batch)
       this.opts.log.warn({ err, rows: batch.length }, 'could not persist polling run results; retrying')
       this.arm(Math.max(this.opts.intervalMs, 1000))
       throw err
     }
+  }
+
+  /**
+   * One statement for the batch. When PostgreSQL refuses a row (data error), the batch is split in
+   * halves and each half written on its own, down to the refused rows: the others persist (a few
+   * statements more, only when it happens), the refused ones are retried a few times, then dropped.
+   */
+  private async write (batch: Pending[]): Promise<void> {
+    try {
+      await writeRunResults(this.opts.db, batch.map((p) => p.record))
+      this.flushes++
+      this.rowsFlushed += batch.length
+      return
+    } catch (err) {
+      if (!isRejectedData(err)) throw err
+      if (batch.length > 1) {
+        const half = Math.ceil(batch.length / 2)
+        await this.write(batch.slice(0, half))
+        await this.write(batch.slice(half))
+        return
+      }
+      const [refused] = batch
+      refused.rejections++
+      const { reaktorId, runId } = refused.record
+      if (refused.rejections >= MAX_ROW_REJECTIONS) {
+        this.rowsDropped++
+        this.opts.log.error({ err, reaktorId, runId, attempts: refused.rejections }, 'polling run result refused by the database; dropped (the next run writes a new one)')
+      } else {
+        this.keep([refused])
+        this.opts.log.warn({ err, reaktorId, runId, attempts: refused.rejections }, 'polling run result refused by the database; retrying it on its own')
+        this.arm(Math.max(this.opts.intervalMs, 1000))
+      }
+    }
+  }
+
+  private keep (rows: Pending[]): void {
+    for (const row of rows) if (!this.pending.has(row.record.reaktorId)) this.pending.set(row.record.reaktorId, row)
   }
 
   /** Final flush at shutdown; nothing is accepted afterwards. */

@@ -37,9 +37,12 @@ export interface RunnerOptions {
    * False skips the run (the scheduler is fencing or releasing this runner at that moment).
    */
   mayRun: () => boolean | Promise<boolean>
-  /** Every finished run (not those ended by halt), for the batched flush. */
-  onRunEnd: (record: RunRecord) => void
+  /** Every finished run (not those ended by halt): the record for the batched flush, and how it went. */
+  onRunEnd: (record: RunRecord, outcome: RunOutcome, durationMs: number) => void
 }
+
+/** How a finished run went (the `outcome` label of `reaktor_polling_runs_total`). */
+export type RunOutcome = 'more_work' | 'no_work' | 'failed'
 
 /**
  * Times ONE owned reaktor (DESIGN.md section 4): runs one at a time, `true` → the next run at once
@@ -134,68 +137,133 @@ export class ReaktorRunner {
   }
 
   private launch (): void {
-    const run: Promise<void> = this.runOnce().finally(() => {
+    // runOnce never rejects by design; should it ever, the reaktor must not stall silently and the
+    // process must not die of an unhandled rejection.
+    const run: Promise<void> = this.runOnce().catch((err) => {
+      this.safeLog('error', { reaktorId: this.opts.reaktorId, thrown: describe(err) }, 'polling reaktor runner failed unexpectedly')
+    }).finally(() => {
       if (this.inFlight === run) this.inFlight = undefined
     })
     this.inFlight = run
   }
 
   private async runOnce (): Promise<void> {
-    if (this.halted || this.finishing || !(await this.opts.mayRun()) || this.halted || this.finishing) return
+    if (this.halted || this.finishing) return
+    let may = false
+    try {
+      may = await this.opts.mayRun()
+    } catch (err) {
+      this.safeLog('warn', { reaktorId: this.opts.reaktorId, thrown: describe(err) }, 'polling reaktor: ownership check failed; run skipped')
+    }
+    if (!may || this.halted || this.finishing) return
     const { reaktorId, reaktor, now } = this.opts
+    const parentLog = this.opts.log
     const runId = randomUUID()
     let startedAt = now()
     const controller = new AbortController()
     this.controller = controller
     this.runs++
-    const log = this.opts.log.child({ reaktorId, runId })
-    const timeout = setTimeout(() => controller.abort(new RunTimeoutError(reaktor.timeoutMs)), reaktor.timeoutMs)
+    const timeout = setTimeout(() => {
+      // An aktor that ignores its signal keeps the reaktor blocked until it settles (runs never
+      // overlap): say so now, not only when (if ever) it returns.
+      this.safeLog('warn', { reaktorId, runId, timeoutMs: reaktor.timeoutMs }, 'polling reaktor run timed out; its signal is aborted and no other run of it starts until this one settles')
+      controller.abort(new RunTimeoutError(reaktor.timeoutMs))
+    }, reaktor.timeoutMs)
     let result: unknown
     let error: unknown
+    let failed = false
     try {
       this.aktor ??= reaktor.registration.createReaktor()
-      const context = { signal: controller.signal, log, settings: reaktor.app.settings, reaktorId, runId }
+      // The child logger is built only when the aktor uses it (most runs never log).
+      let log: SchedulerLogger | undefined
+      const context = {
+        signal: controller.signal,
+        get log (): SchedulerLogger { return (log ??= parentLog.child({ reaktorId, runId })) },
+        settings: reaktor.app.settings,
+        reaktorId,
+        runId
+      }
       // lastRun is the moment the aktor is called (what the aktor itself would see as its start).
       startedAt = now()
       result = await this.aktor(undefined, context)
     } catch (err) {
       error = err
+      failed = true
     } finally {
       clearTimeout(timeout)
       this.controller = undefined
     }
     // Stopped, released or fenced meanwhile: the result schedules (and records) nothing.
     if (this.halted) return
-    if (error === undefined && controller.signal.aborted) error = controller.signal.reason
-    if (error === undefined && typeof result !== 'boolean') {
-      error = new TypeError(`run returned ${result === null ? 'null' : typeof result}; a polling reaktor must return a boolean`)
-    }
     const endedAt = now()
-    let nextRun: number
-    if (error === undefined) {
-      this.failures = 0
-      nextRun = result === true ? endedAt : endedAt + this.opts.effectiveIntervalMs
-      log.debug({ reaktorId, runId, result, ms: endedAt - startedAt }, 'polling reaktor run finished')
-    } else {
-      this.failures++
-      nextRun = endedAt + this.opts.effectiveIntervalMs
-      log.warn({ err: error, reaktorId, runId, consecutiveFailures: this.failures }, 'polling reaktor run failed')
+    // Whatever the bookkeeping below does (a logger or an observer throwing), the next run is scheduled.
+    let nextRun = endedAt + this.opts.effectiveIntervalMs
+    try {
+      if (!failed && controller.signal.aborted) {
+        failed = true
+        error = controller.signal.reason
+      }
+      if (!failed && typeof result !== 'boolean') {
+        failed = true
+        error = new TypeError(`run returned ${result === null ? 'null' : typeof result}; a polling reaktor must return a boolean`)
+      }
+      const outcome: RunOutcome = failed ? 'failed' : result === true ? 'more_work' : 'no_work'
+      if (failed) this.failures++
+      else this.failures = 0
+      if (outcome === 'more_work') nextRun = endedAt
+      const lastError = failed ? describe(error) : null
+      this.opts.onRunEnd({
+        reaktorId,
+        runId,
+        lastRun: new Date(startedAt),
+        nextRun: new Date(nextRun),
+        lastError,
+        consecutiveFailures: this.failures,
+        version: this.opts.version,
+        owner: this.opts.nodeId
+      }, outcome, endedAt - startedAt)
+      if (failed) {
+        // A thrown non-Error (an object without a usable toString, say) is logged as its description.
+        this.safeLog('warn', { err: error instanceof Error ? error : undefined, error: lastError, reaktorId, runId, consecutiveFailures: this.failures }, 'polling reaktor run failed')
+      } else {
+        parentLog.debug({ reaktorId, runId, result, ms: endedAt - startedAt }, 'polling reaktor run finished')
+      }
+    } finally {
+      this.scheduleAt(nextRun)
     }
-    this.opts.onRunEnd({
-      reaktorId,
-      runId,
-      lastRun: new Date(startedAt),
-      nextRun: new Date(nextRun),
-      lastError: error === undefined ? null : describe(error),
-      consecutiveFailures: this.failures,
-      version: this.opts.version,
-      owner: this.opts.nodeId
-    })
-    this.scheduleAt(nextRun)
+  }
+
+  /** Logging must never be what stops a reaktor (a serializer can throw on a hostile value). */
+  private safeLog (level: 'warn' | 'error', obj: Record<string, unknown>, msg: string): void {
+    try {
+      this.opts.log[level](obj, msg)
+    } catch {
+      // Nothing left to report it with.
+    }
   }
 }
 
-function describe (err: unknown): string {
-  const text = err instanceof Error ? `${err.name}: ${err.message}` : `non-error thrown: ${String(err)}`
-  return text.length > 2000 ? `${text.slice(0, 2000)}…` : text
+/** At most this much of an error's text is kept (`lastError`, one column of one row). */
+const MAX_ERROR_TEXT = 2000
+
+/**
+ * The text of whatever a run threw, for `lastError`: total (never throws, whatever was thrown:
+ * `Object.create(null)`, an object whose toString throws, a hostile Proxy), without NUL characters
+ * (PostgreSQL text cannot hold them: the whole batch would be rejected) and at most 2000 characters.
+ */
+export function describe (err: unknown): string {
+  let text: string
+  try {
+    text = err instanceof Error ? `${err.name}: ${err.message}` : `non-error thrown: ${String(err)}`
+  } catch {
+    let tag = '[object]'
+    try {
+      tag = Object.prototype.toString.call(err)
+    } catch {
+      // A Proxy can throw even here; the generic tag stays.
+    }
+    text = `non-error thrown: ${tag}`
+  }
+  text = text.replaceAll('\u0000', '')
+  return text.length > MAX_ERROR_TEXT ? `${text.slice(0, MAX_ERROR_TEXT)}…` : text
 }

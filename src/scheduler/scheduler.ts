@@ -7,7 +7,7 @@ import { RunResultBatcher } from './batcher.js'
 import { formatDuration } from './format.js'
 import { LockConnection } from './lock-connection.js'
 import type { SchedulerLogger } from './logger.js'
-import { ReaktorRunner } from './runner.js'
+import { ReaktorRunner, type RunOutcome } from './runner.js'
 import * as store from './store.js'
 
 export interface SchedulerOptions {
@@ -51,6 +51,24 @@ export interface SchedulerOptions {
    * lock to another node; correctness never depends on this answer, only on the advisory lock.
    */
   wantsOwnership?: (reaktorId: string, scheduler: Scheduler) => boolean
+  /** Told of every finished run on this node (metrics). Must not throw; a throw is ignored. */
+  onRunEnd?: (run: RunEnd) => void
+  /**
+   * At boot, when no node holds the membership lock but rows still name other nodes as owners of
+   * running reaktors (those nodes did not shut down cleanly: crashed, or only disconnected by a
+   * database restart), wait up to this long for one of them to reconnect before calling it a cold
+   * start. Default 6 s: the reconnect backoff's ceiling (5 s + 20 % jitter).
+   */
+  coldStartSettleMs?: number
+  /** Tests only: awaited inside a reconcile pass, to widen its race windows on purpose. */
+  reconcileHook?: (step: 'locked' | 'claimed', reaktorIds: readonly string[]) => void | Promise<void>
+}
+
+/** One finished run, as the `onRunEnd` observer sees it. */
+export interface RunEnd {
+  reaktorId: string
+  outcome: RunOutcome
+  durationMs: number
 }
 
 /** The fair-share arithmetic of the last reconcile pass (for logs, metrics and tests). */
@@ -166,6 +184,17 @@ export class Scheduler {
   private reconnectTimer: NodeJS.Timeout | undefined
   private reconnectDelay: number
   private coldStarted: boolean | undefined
+  private readonly coldStartSettleMs: number
+  private readonly onRunEnd: ((run: RunEnd) => void) | undefined
+  private readonly reconcileHook: SchedulerOptions['reconcileHook']
+  /**
+   * The newest `state_version` this node wrote (start/stop) per reaktor: a runner is never started
+   * from an older read of the row, i.e. a read that predates a stop this node acknowledged.
+   */
+  private readonly writtenVersion = new Map<string, bigint>()
+  private stopping: Promise<void> | undefined
+  /** What stopScheduling() aborted: awaited (up to the grace period) by stop(). */
+  private halting: { at: number, owned: string[], settled: Array<Promise<unknown>> } | undefined
 
   readonly nodeId: string
 
@@ -184,6 +213,9 @@ export class Scheduler {
     this.reconnectMaxMs = opts.reconnectMaxMs ?? 5000
     this.orphanGraceMs = opts.orphanGraceMs ?? 3000
     this.reconnectDelay = this.reconnectMinMs
+    this.coldStartSettleMs = opts.coldStartSettleMs ?? 6000
+    this.onRunEnd = opts.onRunEnd
+    this.reconcileHook = opts.reconcileHook
     if (opts.wantsOwnership !== undefined) this.wantsOwnership = (id) => opts.wantsOwnership!(id, this)
     this.batcher = new RunResultBatcher({ db: this.db, intervalMs: opts.flushIntervalMs ?? 200, log: this.log })
     this.lock = new LockConnection({
@@ -242,7 +274,7 @@ export class Scheduler {
     try {
       this.keys = await store.lockKeys(this.db, [...this.reaktors.keys()])
       await this.lock.connect()
-      const cold = await this.lock.tryExclusiveMembership()
+      const cold = await this.probeColdStart()
       // Still holding the exclusive lock: nodes booting meanwhile wait in holdSharedMembership
       // and see a live cluster, so the restart rules are applied exactly once.
       const boot = [...this.reaktors].map(([id, r]) => ({ reaktorId: id, interval: r.registration.interval, autoStart: r.registration.autoStart === true }))
@@ -264,28 +296,72 @@ export class Scheduler {
   }
 
   /**
-   * Shutdown: nothing new is scheduled, in-flight runs are aborted and awaited up to the grace
-   * period, results are flushed, ownership is released in the database and the locks on the
-   * connection, which is then closed.
+   * Cold-start probe: the exclusive membership lock (held on return when true). When no node holds
+   * it but rows name other nodes as owners of running reaktors, those nodes did not shut down
+   * cleanly: crashed, or merely disconnected (a database restart) and about to reconnect. Then
+   * retry for up to coldStartSettleMs before calling it a cold start, so a node booting during a
+   * database restart does not apply the restart rules under a live cluster.
    */
-  async stop (): Promise<void> {
+  private async probeColdStart (): Promise<boolean> {
+    let cold = await this.lock.tryExclusiveMembership()
+    if (!cold || this.coldStartSettleMs <= 0 || !(await store.othersOwnedRunning(this.db, this.nodeId))) return cold
+    const deadline = performance.now() + this.coldStartSettleMs
+    this.log.info({ nodeId: this.nodeId, waitMs: this.coldStartSettleMs },
+      'no live node, but other nodes did not shut down cleanly: waiting for them to reconnect before a cold start')
+    while (cold && this.phase === 'starting' && performance.now() < deadline) {
+      // Not held while waiting: a reconnecting node takes the membership lock shared, without blocking.
+      await this.lock.releaseExclusiveMembership()
+      await new Promise((resolve) => setTimeout(resolve, Math.max(1, Math.min(250, deadline - performance.now()))))
+      cold = await this.lock.tryExclusiveMembership()
+    }
+    return cold
+  }
+
+  /**
+   * First half of the shutdown, at once (Fastify's preClose, before HTTP drains): nothing new is
+   * scheduled or owned, every in-flight run's signal is aborted, and the grace period starts.
+   * stop() then awaits those runs and releases everything.
+   */
+  stopScheduling (): void {
     if (this.phase === 'idle') { this.phase = 'stopped'; return }
-    if (this.phase === 'stopping' || this.phase === 'stopped') return
+    if (this.phase !== 'running' && this.phase !== 'starting') return
     this.phase = 'stopping'
     this.clearTimers()
-    const ownedIds = [...this.owned.keys()]
-    const settled = [...this.owned.values(), ...this.draining.values()].map((own) => own.runner.halt('shutdown'))
+    const owned = [...this.owned.keys()]
+    const settled: Array<Promise<unknown>> = [...this.owned.values(), ...this.draining.values()].map(async (own) => await own.runner.halt('shutdown'))
     this.owned.clear()
-    const all = Promise.allSettled([...settled, ...[...this.draining.values()].map((d) => d.done), this.worker])
+    settled.push(...[...this.draining.values()].map(async (d) => await d.done))
+    this.halting = { at: performance.now(), owned, settled }
+  }
+
+  /**
+   * Shutdown: nothing new is scheduled, in-flight runs are aborted and awaited up to the grace
+   * period (counted from stopScheduling()), results are flushed, ownership is released in the
+   * database and the locks on the connection, which is then closed. Concurrent calls share one.
+   */
+  async stop (): Promise<void> {
+    this.stopping ??= this.shutdown()
+    await this.stopping
+  }
+
+  private async shutdown (): Promise<void> {
+    this.stopScheduling()
+    const halting = this.halting
+    if (halting === undefined) { this.phase = 'stopped'; return }
+    const ownedIds = halting.owned
+    const all = Promise.allSettled([...halting.settled, this.worker])
+    const graceMs = Math.max(0, this.shutdownGraceMs - (performance.now() - halting.at))
     let graceTimer: NodeJS.Timeout | undefined
     const inTime = await Promise.race([
       all.then(() => true),
-      new Promise<boolean>((resolve) => { graceTimer = setTimeout(() => resolve(false), this.shutdownGraceMs) })
+      new Promise<boolean>((resolve) => { graceTimer = setTimeout(() => resolve(false), graceMs) })
     ])
     clearTimeout(graceTimer)
     if (!inTime) this.log.warn({ graceMs: this.shutdownGraceMs }, 'runs still in flight after the shutdown grace period; releasing their locks anyway')
     await this.batcher.close()
-    await store.releaseOwner(this.db, this.nodeId, ownedIds).catch((err) => this.log.warn({ err }, 'could not clear owner at shutdown'))
+    // Every row naming this node, not only those owned now (a claim cut short by the shutdown): a
+    // clean shutdown leaves no owner behind, which is what tells a clean cluster stop from a crash.
+    await store.releaseOwner(this.db, this.nodeId, [...this.reaktors.keys()]).catch((err) => this.log.warn({ err }, 'could not clear owner at shutdown'))
     this.heldKeys.clear()
     await this.lock.close()
     // The locks are gone with the session: tell the other nodes to take these over now, not at
@@ -312,7 +388,8 @@ export class Scheduler {
   /** Writes `running` (before it is acknowledged) and reconciles at once. False: already running. */
   async startReaktor (reaktorId: string): Promise<boolean> {
     const reaktor = this.registered(reaktorId)
-    const changed = await store.writeStart(this.db, reaktorId, reaktor.registration.interval, new Date(this.now()))
+    const { changed, version } = await store.writeStart(this.db, reaktorId, reaktor.registration.interval, new Date(this.now()))
+    this.noteWrittenVersion(reaktorId, version)
     this.requestReconcile([reaktorId])
     return changed
   }
@@ -320,13 +397,22 @@ export class Scheduler {
   /** Writes `stopped` (before it is acknowledged); an owned run is aborted at once. False: already stopped. */
   async stopReaktor (reaktorId: string): Promise<boolean> {
     const reaktor = this.registered(reaktorId)
-    const changed = await store.writeStop(this.db, reaktorId, reaktor.registration.interval, new Date(this.now()))
+    const { changed, version } = await store.writeStop(this.db, reaktorId, reaktor.registration.interval, new Date(this.now()))
+    // Synchronously with the answer: a reconcile pass that read the row before this stop can no
+    // longer start a runner from that read (own() refuses older versions).
+    this.noteWrittenVersion(reaktorId, version)
     const own = this.owned.get(reaktorId)
     if (own !== undefined) this.release(own)
     // A handover in progress waits for its run to end; a stop aborts that run at once.
     void this.draining.get(reaktorId)?.runner.halt('stopped')
     this.requestReconcile([reaktorId])
     return changed
+  }
+
+  private noteWrittenVersion (reaktorId: string, version: string | null): void {
+    if (version === null) return
+    const v = BigInt(version)
+    if (v > (this.writtenVersion.get(reaktorId) ?? -1n)) this.writtenVersion.set(reaktorId, v)
   }
 
   /** The status of one registered reaktor, read from the database (right from any node). */
@@ -465,23 +551,32 @@ export class Scheduler {
       room -= got.length
     }
     if (acquired.length === 0) return
+    await this.reconcileHook?.('locked', acquired)
 
-    // Re-read under the lock: the state may have changed between the first read and the lock.
-    const fresh = new Map((await store.readSchedule(this.db, acquired)).map((r) => [r.reaktorId, r]))
+    // Claim under the lock, guarded by the version this pass saw running: a reaktor stopped (or
+    // stopped and started again) since that read is not claimed, and its lock is given back. The
+    // claim returns the row as it is now (its next run), so no second read is needed.
+    const seen = new Map(view.rows.map((r) => [r.reaktorId, r.version]))
+    const claimed = new Map((await store.claimOwner(this.db, this.nodeId, acquired.map((id) => ({ reaktorId: id, version: seen.get(id)! }))))
+      .map((r) => [r.reaktorId, r]))
     if (epoch !== this.epoch) return
-    const claims: Array<{ reaktorId: string, version: string }> = []
+    await this.reconcileHook?.('claimed', [...claimed.keys()])
+    if (epoch !== this.epoch) return
+    const owned: string[] = []
+    const retry: string[] = []
     for (const id of acquired) {
-      const row = fresh.get(id)
-      if (row === undefined || row.state !== 'running' || this.phase !== 'running' || this.owned.has(id)) {
+      const row = claimed.get(id)
+      if (row === undefined || !this.own(id, row, epoch)) {
         await this.unlockId(id)
+        // Changed since this pass read it (e.g. stopped and started again): look again.
+        if (row === undefined) retry.push(id)
         continue
       }
-      this.own(id, row, epoch)
-      claims.push({ reaktorId: id, version: row.version })
+      owned.push(id)
     }
-    await store.claimOwner(this.db, this.nodeId, claims)
-    if (claims.length > 0) {
-      this.log.info({ nodeId: this.nodeId, reaktorIds: claims.length <= 20 ? claims.map((c) => c.reaktorId) : undefined, count: claims.length, owned: this.owned.size, share, members },
+    if (retry.length > 0) this.requestReconcile(retry)
+    if (owned.length > 0) {
+      this.log.info({ nodeId: this.nodeId, reaktorIds: owned.length <= 20 ? owned : undefined, count: owned.length, owned: this.owned.size, share, members },
         'took ownership of polling reaktors')
     }
   }
@@ -563,7 +658,17 @@ export class Scheduler {
     if (notHeld.length > 0) this.log.error({ reaktorId: id, key }, 'advisory lock was not held at release (bookkeeping bug)')
   }
 
-  private own (id: string, row: store.ScheduleRow, epoch: number): void {
+  /**
+   * Starts timing a reaktor whose lock this node holds and whose claim succeeded. Refused (false)
+   * when the scheduler is no longer running, the id is owned already, or this node has since
+   * written a newer version of it (a stop acknowledged after the claim: the claim is stale).
+   */
+  private own (id: string, row: store.ScheduleRow, epoch: number): boolean {
+    if (this.phase !== 'running' || epoch !== this.epoch || this.owned.has(id)) return false
+    if (BigInt(row.version) < (this.writtenVersion.get(id) ?? -1n)) {
+      this.log.debug({ reaktorId: id, version: row.version }, 'claim predates a start/stop written by this node; not owned')
+      return false
+    }
     const reaktor = this.reaktors.get(id)!
     const runner: ReaktorRunner = new ReaktorRunner({
       reaktorId: id,
@@ -575,13 +680,21 @@ export class Scheduler {
       log: this.runLog,
       now: this.now,
       mayRun: async () => await this.mayRun(id, runner),
-      onRunEnd: (record) => this.batcher.record(record)
+      onRunEnd: (record, outcome, durationMs) => {
+        this.batcher.record(record)
+        try {
+          this.onRunEnd?.({ reaktorId: id, outcome, durationMs })
+        } catch (err) {
+          this.log.warn({ err, reaktorId: id }, 'onRunEnd observer failed')
+        }
+      }
     })
     this.owned.set(id, { reaktorId: id, key: this.keys.get(id)!, runner, epoch })
     this.unheldSince.delete(id)
     this.log.debug({ reaktorId: id, nextRun: row.nextRun, version: row.version }, 'polling reaktor owned by this node')
     // Continue from the stored next run: due or overdue means exactly one run now.
     runner.start(row.nextRun?.getTime() ?? null)
+    return true
   }
 
   /** Stops an owned runner; its lock is released once its in-flight run has settled. */

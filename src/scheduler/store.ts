@@ -41,21 +41,6 @@ export interface BootRegistration {
   autoStart: boolean
 }
 
-export async function readSchedule (db: Kysely<Database>, ids: readonly string[]): Promise<ScheduleRow[]> {
-  if (ids.length === 0) return []
-  const rows = await db.selectFrom('polling_reaktors')
-    .select(['reaktor_id', 'state', 'state_version', 'next_run', 'consecutive_failures'])
-    .where('reaktor_id', '=', sql<string>`any(${[...ids]}::text[])`)
-    .execute()
-  return rows.map((r) => ({
-    reaktorId: r.reaktor_id,
-    state: r.state,
-    version: String(r.state_version),
-    nextRun: r.next_run,
-    consecutiveFailures: r.consecutive_failures
-  }))
-}
-
 /*
  * pg_locks is cluster-wide: every lock query is limited to this database. A two-int4 advisory lock
  * `(namespace, key)` shows as classid = namespace, objid = key as an unsigned 32-bit oid, objsubid 2.
@@ -240,13 +225,20 @@ export async function applyBootRules (
   })
 }
 
+/** What a start or stop wrote: whether the state changed, and the row's `state_version` after it. */
+export interface StateWrite {
+  changed: boolean
+  /** The version the row has now (bigint as a string); null only when the row could not be read. */
+  version: string | null
+}
+
 /**
  * Writes a start (awaited before the caller is answered) and announces it. Only a `stopped` (or
- * missing) row changes: the first run is due at once. Returns false when it was already running.
+ * missing) row changes: the first run is due at once. `changed` is false when it was already running.
  */
-export async function writeStart (db: Kysely<Database>, id: string, interval: string, at: Date): Promise<boolean> {
+export async function writeStart (db: Kysely<Database>, id: string, interval: string, at: Date): Promise<StateWrite> {
   // The NOTIFY is sent on commit of this very statement: no listener can see it before the row.
-  const { rows } = await sql`
+  const { rows } = await sql<{ state_version: string }>`
     with changed as (
       insert into polling_reaktors as p (reaktor_id, state, interval, next_run, updated_at, state_version)
       values (${id}, 'running', ${interval}, ${at}::timestamptz, ${at}::timestamptz, 1)
@@ -254,41 +246,84 @@ export async function writeStart (db: Kysely<Database>, id: string, interval: st
         set state = 'running', interval = excluded.interval, next_run = excluded.next_run,
             updated_at = excluded.updated_at, owner = null, state_version = p.state_version + 1
         where p.state = 'stopped'
-      returning p.reaktor_id
+      returning p.reaktor_id, p.state_version
     )
-    select pg_notify(${NOTIFY_CHANNEL}, reaktor_id) from changed
+    select pg_notify(${NOTIFY_CHANNEL}, reaktor_id), state_version from changed
   `.execute(db)
-  return rows.length > 0
+  return { changed: rows.length > 0, version: rows.length > 0 ? String(rows[0].state_version) : null }
 }
 
-/** Writes a stop (awaited before the caller is answered) and announces it. False when already stopped. */
-export async function writeStop (db: Kysely<Database>, id: string, interval: string, at: Date): Promise<boolean> {
-  const { rows } = await sql`
+/**
+ * Writes a stop (awaited before the caller is answered) and announces it. `changed` is false when
+ * it was already stopped; `version` is the row's version either way (the caller refuses to start a
+ * runner from any older read of the row: that read predates this stop).
+ */
+export async function writeStop (db: Kysely<Database>, id: string, interval: string, at: Date): Promise<StateWrite> {
+  const { rows } = await sql<{ state_version: string }>`
     with changed as (
       update polling_reaktors as p
       set state = 'stopped', next_run = null, owner = null, updated_at = ${at}::timestamptz,
           state_version = p.state_version + 1
       where p.reaktor_id = ${id} and p.state = 'running'
-      returning p.reaktor_id
+      returning p.reaktor_id, p.state_version
     )
-    select pg_notify(${NOTIFY_CHANNEL}, reaktor_id) from changed
+    select pg_notify(${NOTIFY_CHANNEL}, reaktor_id), state_version from changed
   `.execute(db)
-  if (rows.length > 0) return true
-  await db.insertInto('polling_reaktors')
-    .values({ reaktor_id: id, state: 'stopped', interval, updated_at: at })
-    .onConflict((oc) => oc.column('reaktor_id').doNothing())
-    .execute()
-  return false
+  if (rows.length > 0) return { changed: true, version: String(rows[0].state_version) }
+  // Already stopped (or never seen): make sure the row exists, and report its version.
+  const { rows: current } = await sql<{ state_version: string }>`
+    with inserted as (
+      insert into polling_reaktors (reaktor_id, state, interval, updated_at)
+      values (${id}, 'stopped', ${interval}, ${at}::timestamptz)
+      on conflict (reaktor_id) do nothing
+      returning state_version
+    )
+    select state_version from inserted
+    union all
+    select state_version from polling_reaktors where reaktor_id = ${id}
+  `.execute(db)
+  return { changed: false, version: current.length > 0 ? String(current[0].state_version) : null }
 }
 
-/** Marks this node as the owner of reaktors it has just taken over (under the version it read). */
-export async function claimOwner (db: Kysely<Database>, nodeId: string, claims: ReadonlyArray<{ reaktorId: string, version: string }>): Promise<void> {
-  if (claims.length === 0) return
-  await sql`
+/**
+ * Claims reaktors whose advisory lock this node has just taken, each under the `state_version` it
+ * saw running. Returns the rows actually claimed, as they are now: a reaktor stopped (or stopped
+ * and started again) since that read is not claimed, so no runner starts from a stale read. Run
+ * under the lock, so `next_run` is final: the previous owner flushed its last result before it
+ * released the lock (or died, and its unflushed batch is lost anyway).
+ */
+export async function claimOwner (
+  db: Kysely<Database>, nodeId: string, claims: ReadonlyArray<{ reaktorId: string, version: string }>
+): Promise<ScheduleRow[]> {
+  if (claims.length === 0) return []
+  const { rows } = await sql<{ reaktor_id: string, state_version: string, next_run: Date | null, consecutive_failures: number }>`
     update polling_reaktors as p set owner = ${nodeId}
     from unnest(${claims.map((c) => c.reaktorId)}::text[], ${claims.map((c) => c.version)}::bigint[]) as v(id, version)
     where p.reaktor_id = v.id and p.state = 'running' and p.state_version = v.version
+    returning p.reaktor_id, p.state_version, p.next_run, p.consecutive_failures
   `.execute(db)
+  return rows.map((r) => ({
+    reaktorId: r.reaktor_id,
+    state: 'running',
+    version: String(r.state_version),
+    nextRun: r.next_run,
+    consecutiveFailures: r.consecutive_failures
+  }))
+}
+
+/**
+ * Whether another node owned a running reaktor when it was last seen: no node holds the
+ * membership lock, yet some did not shut down cleanly (a shutdown clears its owners). Either the
+ * whole cluster crashed, or the nodes are only disconnected (a database restart) and about to
+ * reconnect: a booting node then waits a little before it calls it a cold start.
+ */
+export async function othersOwnedRunning (db: Kysely<Database>, nodeId: string): Promise<boolean> {
+  const { rows } = await sql<{ found: boolean }>`
+    select exists (
+      select 1 from polling_reaktors where state = 'running' and owner is not null and owner <> ${nodeId}
+    ) as found
+  `.execute(db)
+  return rows[0]?.found === true
 }
 
 /** At shutdown: nobody runs these until another node takes them over. */

@@ -1,0 +1,204 @@
+import { performance } from 'node:perf_hooks'
+import pg from 'pg'
+import { NOTIFY_CHANNEL } from '../scheduler/index.js'
+
+export interface StatusCacheOptions {
+  url: string
+  applicationName: string
+  log: { warn: (obj: object, msg: string) => void }
+  /**
+   * How long an answer read from the database may be served for what no notification announces:
+   * run results (last run, next run, errors), the owner column and the advisory locks behind it.
+   * Default 100 ms. Run results reach the database in batches (every 200 ms by default) anyway.
+   */
+  maxAgeMs?: number
+  /** How long a confirmation round trip may take before the cache is bypassed (default 500 ms). */
+  syncTimeoutMs?: number
+}
+
+interface Entry { json: string, readAt: number }
+
+interface Deferred { promise: Promise<boolean>, resolve: (ok: boolean) => void }
+
+function deferred (): Deferred {
+  let resolve!: (ok: boolean) => void
+  const promise = new Promise<boolean>((_resolve) => { resolve = _resolve })
+  return { promise, resolve }
+}
+
+/**
+ * The JSON answers of `GET /polling/{id}/status` and `GET /polling`, kept in memory without giving
+ * up what a database read per request guaranteed: **a start or stop acknowledged by any node before
+ * the request was sent is always visible**.
+ *
+ * How that holds:
+ * - Every start and stop commits together with a NOTIFY on `reaktor_polling` (the scheduler's own
+ *   channel, payload: the reaktor id). This cache LISTENs on a dedicated connection and drops the
+ *   entry of that id (and the list) when the notification arrives.
+ * - A request is answered from memory only after a round trip on that connection SENT AFTER the
+ *   request arrived has been answered (`sync()`). PostgreSQL delivers pending notifications before
+ *   it answers, so by then every start/stop committed before the request has dropped its entry.
+ *   One round trip serves every request (of every id) that arrived while the previous one was out:
+ *   a trivial `select 1` instead of a status query per request batch.
+ * - A read that raced with a notification is not cached (`generation`); a lost connection empties
+ *   the cache and, until a reconnect, every request reads the database (fail safe).
+ *
+ * What no notification announces — run results (written in batches by the owner, every 200 ms by
+ * default), the owner claimed on a takeover, and an owner whose node died (its advisory lock is
+ * gone) — is served at most `maxAgeMs` (100 ms) after it was read. A run result is therefore shown
+ * at most 100 ms later than with a read per request, on top of the up to 200 ms it already waits
+ * in the owner's batch before it reaches the database at all.
+ */
+export class StatusCache {
+  private readonly entries = new Map<string, Entry>()
+  private client: pg.Client | undefined
+  private closed = false
+  private reconnectDelay = 100
+  private readonly maxAgeMs: number
+  private readonly syncTimeoutMs: number
+  /** The confirmation round trip on the wire, if any. */
+  private inflight = false
+  /** The next one, not sent yet: joined by every caller until it is sent. */
+  private queued: Deferred | undefined
+  /** Grows with every notification and every lost connection: a read that spans one is not cached. */
+  generation = 0
+  /** Answers served from memory, and database reads (for tests and metrics). */
+  hits = 0
+  reads = 0
+
+  constructor (private readonly opts: StatusCacheOptions) {
+    this.maxAgeMs = opts.maxAgeMs ?? 100
+    this.syncTimeoutMs = opts.syncTimeoutMs ?? 500
+  }
+
+  /** Connects and LISTENs. A failure is not fatal: every request reads the database until a reconnect works. */
+  async start (): Promise<void> {
+    await this.connect().catch((err: unknown) => {
+      this.opts.log.warn({ err }, 'status cache: could not listen for polling state changes; status reads the database until it can')
+      this.scheduleReconnect()
+    })
+  }
+
+  async stop (): Promise<void> {
+    this.closed = true
+    this.drop()
+    const client = this.client
+    this.client = undefined
+    this.queued?.resolve(false)
+    this.queued = undefined
+    await client?.end().catch(() => {})
+  }
+
+  /**
+   * The cached JSON of `key` (a reaktor id, or '' for the list), if one is fresh enough to be worth
+   * a confirmation. Served only after `sync()` resolved true and a second `get` still finds it.
+   */
+  get (key: string): string | undefined {
+    const entry = this.entries.get(key)
+    if (entry === undefined) return undefined
+    if (performance.now() - entry.readAt > this.maxAgeMs) {
+      this.entries.delete(key)
+      return undefined
+    }
+    return entry.json
+  }
+
+  /** Caches what a read started at `readAt` under `generation` returned, unless a notification arrived since. */
+  set (key: string, json: string, generation: number, readAt: number): void {
+    if (generation !== this.generation || this.client === undefined || this.closed) return
+    this.entries.set(key, { json, readAt })
+  }
+
+  /** Forgets a reaktor's status and the list (a notification, or a start/stop through this node). */
+  invalidate (reaktorId: string): void {
+    this.generation++
+    this.entries.delete(reaktorId)
+    this.entries.delete('')
+  }
+
+  /**
+   * True once every notification committed before this call has been handled: a round trip on the
+   * listening connection, sent after this call, was answered. False when the connection cannot
+   * vouch for that (none, lost, too slow): the caller reads the database.
+   */
+  async sync (): Promise<boolean> {
+    if (this.client === undefined) return false
+    let waiting = this.queued
+    if (waiting === undefined) {
+      waiting = this.queued = deferred()
+      if (!this.inflight) this.sendQueued()
+    }
+    return await waiting.promise
+  }
+
+  private sendQueued (): void {
+    const waiting = this.queued
+    if (waiting === undefined) return
+    this.queued = undefined
+    const client = this.client
+    if (client === undefined) {
+      waiting.resolve(false)
+      return
+    }
+    this.inflight = true
+    // Nothing else is queued on this client, so the query is written now, after every waiter arrived.
+    client.query({ text: 'select 1', query_timeout: this.syncTimeoutMs } as pg.QueryConfig).then(
+      () => client === this.client,
+      () => false
+    ).then((ok) => {
+      this.inflight = false
+      waiting.resolve(ok)
+      this.sendQueued()
+    }, () => {})
+  }
+
+  /** Empty, and reads that started before now are not cached. */
+  private drop (): void {
+    this.generation++
+    this.entries.clear()
+  }
+
+  private async connect (): Promise<void> {
+    const client = new pg.Client({ connectionString: this.opts.url, application_name: this.opts.applicationName, keepAlive: true, connectionTimeoutMillis: 5000 })
+    const lost = (): void => {
+      if (this.client !== client) return
+      this.client = undefined
+      this.drop()
+      client.end().catch(() => {})
+      if (!this.closed) {
+        this.opts.log.warn({}, 'status cache: listener lost; status reads the database until it is back')
+        this.scheduleReconnect()
+      }
+    }
+    client.on('error', lost)
+    client.on('end', lost)
+    client.on('notification', (msg) => {
+      if (msg.channel === NOTIFY_CHANNEL && client === this.client) this.invalidate(msg.payload ?? '')
+    })
+    try {
+      await client.connect()
+      await client.query(`listen ${NOTIFY_CHANNEL}`)
+    } catch (err) {
+      client.removeAllListeners('end')
+      await client.end().catch(() => {})
+      throw err
+    }
+    if (this.closed) {
+      await client.end().catch(() => {})
+      return
+    }
+    this.drop()
+    this.client = client
+    this.reconnectDelay = 100
+  }
+
+  private scheduleReconnect (): void {
+    if (this.closed) return
+    const delay = this.reconnectDelay
+    this.reconnectDelay = Math.min(this.reconnectDelay * 2, 10_000)
+    setTimeout(() => {
+      if (this.closed || this.client !== undefined) return
+      this.connect().catch(() => this.scheduleReconnect())
+    }, delay).unref()
+  }
+}

@@ -1,5 +1,6 @@
 import { performance } from 'node:perf_hooks'
-import pg from 'pg'
+import type pg from 'pg'
+import { ListenConnection } from '../db/listen-connection.js'
 import type { AuthSession } from './types.js'
 
 /** NOTIFY channel of revoked sessions; the payload is the hex SHA-256 digest of the token ('*': all). */
@@ -42,11 +43,10 @@ interface Entry { session: AuthSession, digest: string }
 export class SessionCache {
   private readonly entries = new Map<string, Entry>()
   private readonly byDigest = new Map<string, string>()
-  private client: pg.Client | undefined
+  private readonly listener: ListenConnection
   private timer: NodeJS.Timeout | undefined
   private closed = false
   private pinging = false
-  private reconnectDelay = 100
   /** performance.now() when the last answered ping was sent; -Infinity while unconfirmed. */
   private confirmedAt = -Infinity
   private readonly maxStalenessMs: number
@@ -61,6 +61,20 @@ export class SessionCache {
     this.maxStalenessMs = opts.maxStalenessMs ?? 500
     this.confirmIntervalMs = opts.confirmIntervalMs ?? 150
     this.maxEntries = opts.maxEntries ?? 10_000
+    this.listener = new ListenConnection({
+      url: opts.url,
+      applicationName: opts.applicationName,
+      channel: SESSION_REVOKED_CHANNEL,
+      name: 'session cache',
+      whileLost: 'every token check goes to the database',
+      log: opts.log,
+      onNotification: (digest) => this.revoke(digest),
+      onReset: () => this.drop()
+    })
+  }
+
+  private get client (): pg.Client | undefined {
+    return this.listener.client
   }
 
   get size (): number {
@@ -74,10 +88,7 @@ export class SessionCache {
 
   /** Connects and LISTENs. A failure is not fatal: the cache stays unused until a reconnect works. */
   async start (): Promise<void> {
-    await this.connect().catch((err: unknown) => {
-      this.opts.log.warn({ err }, 'session cache: could not listen for revocations; every token check goes to the database until it can')
-      this.scheduleReconnect()
-    })
+    await this.listener.start()
     await this.confirm()
     this.arm()
   }
@@ -87,9 +98,7 @@ export class SessionCache {
     if (this.timer !== undefined) clearTimeout(this.timer)
     this.timer = undefined
     this.drop()
-    const client = this.client
-    this.client = undefined
-    await client?.end().catch(() => {})
+    await this.listener.stop()
   }
 
   /** The cached session of a token, if the cache may be trusted right now and it has not expired. */
@@ -144,50 +153,6 @@ export class SessionCache {
     this.generation++
     this.entries.clear()
     this.byDigest.clear()
-  }
-
-  private async connect (): Promise<void> {
-    const client = new pg.Client({ connectionString: this.opts.url, application_name: this.opts.applicationName, keepAlive: true, connectionTimeoutMillis: 5000 })
-    const lost = (): void => {
-      if (this.client !== client) return
-      this.client = undefined
-      this.drop()
-      client.end().catch(() => {})
-      if (!this.closed) {
-        this.opts.log.warn({}, 'session cache: revocation listener lost; token checks go to the database until it is back')
-        this.scheduleReconnect()
-      }
-    }
-    client.on('error', lost)
-    client.on('end', lost)
-    client.on('notification', (msg) => {
-      if (msg.channel === SESSION_REVOKED_CHANNEL && msg.payload !== undefined) this.revoke(msg.payload)
-    })
-    try {
-      await client.connect()
-      await client.query(`listen ${SESSION_REVOKED_CHANNEL}`)
-    } catch (err) {
-      client.removeAllListeners('end')
-      await client.end().catch(() => {})
-      throw err
-    }
-    if (this.closed) {
-      await client.end().catch(() => {})
-      return
-    }
-    this.drop()
-    this.client = client
-    this.reconnectDelay = 100
-  }
-
-  private scheduleReconnect (): void {
-    if (this.closed) return
-    const delay = this.reconnectDelay
-    this.reconnectDelay = Math.min(this.reconnectDelay * 2, 10_000)
-    setTimeout(() => {
-      if (this.closed || this.client !== undefined) return
-      this.connect().catch(() => this.scheduleReconnect())
-    }, delay).unref()
   }
 
   /** The confirmation loop: one round trip per interval on the listening connection. */

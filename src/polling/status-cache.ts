@@ -1,5 +1,6 @@
 import { performance } from 'node:perf_hooks'
-import pg from 'pg'
+import type pg from 'pg'
+import { ListenConnection } from '../db/listen-connection.js'
 import { NOTIFY_CHANNEL } from '../scheduler/index.js'
 
 export interface StatusCacheOptions {
@@ -51,9 +52,8 @@ function deferred (): Deferred {
  */
 export class StatusCache {
   private readonly entries = new Map<string, Entry>()
-  private client: pg.Client | undefined
+  private readonly listener: ListenConnection
   private closed = false
-  private reconnectDelay = 100
   private readonly maxAgeMs: number
   private readonly syncTimeoutMs: number
   /** The confirmation round trip on the wire, if any. */
@@ -69,24 +69,33 @@ export class StatusCache {
   constructor (private readonly opts: StatusCacheOptions) {
     this.maxAgeMs = opts.maxAgeMs ?? 100
     this.syncTimeoutMs = opts.syncTimeoutMs ?? 500
+    this.listener = new ListenConnection({
+      url: opts.url,
+      applicationName: opts.applicationName,
+      channel: NOTIFY_CHANNEL,
+      name: 'status cache',
+      whileLost: 'status reads the database',
+      log: opts.log,
+      onNotification: (reaktorId) => this.invalidate(reaktorId),
+      onReset: () => this.drop()
+    })
+  }
+
+  private get client (): pg.Client | undefined {
+    return this.listener.client
   }
 
   /** Connects and LISTENs. A failure is not fatal: every request reads the database until a reconnect works. */
   async start (): Promise<void> {
-    await this.connect().catch((err: unknown) => {
-      this.opts.log.warn({ err }, 'status cache: could not listen for polling state changes; status reads the database until it can')
-      this.scheduleReconnect()
-    })
+    await this.listener.start()
   }
 
   async stop (): Promise<void> {
     this.closed = true
     this.drop()
-    const client = this.client
-    this.client = undefined
     this.queued?.resolve(false)
     this.queued = undefined
-    await client?.end().catch(() => {})
+    await this.listener.stop()
   }
 
   /**
@@ -156,49 +165,5 @@ export class StatusCache {
   private drop (): void {
     this.generation++
     this.entries.clear()
-  }
-
-  private async connect (): Promise<void> {
-    const client = new pg.Client({ connectionString: this.opts.url, application_name: this.opts.applicationName, keepAlive: true, connectionTimeoutMillis: 5000 })
-    const lost = (): void => {
-      if (this.client !== client) return
-      this.client = undefined
-      this.drop()
-      client.end().catch(() => {})
-      if (!this.closed) {
-        this.opts.log.warn({}, 'status cache: listener lost; status reads the database until it is back')
-        this.scheduleReconnect()
-      }
-    }
-    client.on('error', lost)
-    client.on('end', lost)
-    client.on('notification', (msg) => {
-      if (msg.channel === NOTIFY_CHANNEL && client === this.client) this.invalidate(msg.payload ?? '')
-    })
-    try {
-      await client.connect()
-      await client.query(`listen ${NOTIFY_CHANNEL}`)
-    } catch (err) {
-      client.removeAllListeners('end')
-      await client.end().catch(() => {})
-      throw err
-    }
-    if (this.closed) {
-      await client.end().catch(() => {})
-      return
-    }
-    this.drop()
-    this.client = client
-    this.reconnectDelay = 100
-  }
-
-  private scheduleReconnect (): void {
-    if (this.closed) return
-    const delay = this.reconnectDelay
-    this.reconnectDelay = Math.min(this.reconnectDelay * 2, 10_000)
-    setTimeout(() => {
-      if (this.closed || this.client !== undefined) return
-      this.connect().catch(() => this.scheduleReconnect())
-    }, delay).unref()
   }
 }

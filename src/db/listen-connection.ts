@@ -1,0 +1,88 @@
+import pg from 'pg'
+
+export interface ListenConnectionOptions {
+  url: string
+  applicationName: string
+  channel: string
+  /** Names the owner in log lines, e.g. 'session cache'. */
+  name: string
+  /** What readers do while there is no connection, for the log lines. */
+  whileLost: string
+  log: { warn: (obj: object, msg: string) => void }
+  onNotification: (payload: string) => void
+  /** The connection was lost or (re)established: notifications may have been missed meanwhile. */
+  onReset: () => void
+}
+
+/**
+ * A dedicated (never pooled) connection that LISTENs on one channel and reconnects by itself with
+ * backoff (100 ms doubling to 10 s). `client` is undefined while there is none; the caches built
+ * on it treat that as "trust nothing, read the database".
+ */
+export class ListenConnection {
+  client: pg.Client | undefined
+  private closed = false
+  private reconnectDelay = 100
+
+  constructor (private readonly opts: ListenConnectionOptions) {}
+
+  /** Connects and LISTENs. A failure is not fatal: it keeps retrying in the background. */
+  async start (): Promise<void> {
+    await this.connect().catch((err: unknown) => {
+      this.opts.log.warn({ err }, `${this.opts.name}: could not listen on ${this.opts.channel}; ${this.opts.whileLost} until it can`)
+      this.scheduleReconnect()
+    })
+  }
+
+  async stop (): Promise<void> {
+    this.closed = true
+    const client = this.client
+    this.client = undefined
+    await client?.end().catch(() => {})
+  }
+
+  private async connect (): Promise<void> {
+    const { opts } = this
+    const client = new pg.Client({ connectionString: opts.url, application_name: opts.applicationName, keepAlive: true, connectionTimeoutMillis: 5000 })
+    const lost = (): void => {
+      if (this.client !== client) return
+      this.client = undefined
+      opts.onReset()
+      client.end().catch(() => {})
+      if (!this.closed) {
+        opts.log.warn({}, `${opts.name}: listener lost; ${opts.whileLost} until it is back`)
+        this.scheduleReconnect()
+      }
+    }
+    client.on('error', lost)
+    client.on('end', lost)
+    client.on('notification', (msg) => {
+      if (msg.channel === opts.channel && client === this.client) opts.onNotification(msg.payload ?? '')
+    })
+    try {
+      await client.connect()
+      await client.query(`listen ${client.escapeIdentifier(opts.channel)}`)
+    } catch (err) {
+      client.removeAllListeners('end')
+      await client.end().catch(() => {})
+      throw err
+    }
+    if (this.closed) {
+      await client.end().catch(() => {})
+      return
+    }
+    opts.onReset()
+    this.client = client
+    this.reconnectDelay = 100
+  }
+
+  private scheduleReconnect (): void {
+    if (this.closed) return
+    const delay = this.reconnectDelay
+    this.reconnectDelay = Math.min(this.reconnectDelay * 2, 10_000)
+    setTimeout(() => {
+      if (this.closed || this.client !== undefined) return
+      this.connect().catch(() => this.scheduleReconnect())
+    }, delay).unref()
+  }
+}

@@ -178,3 +178,77 @@ export function formatTable (title: string, rows: readonly Row[]): string {
     ...rows.map((r) => line(columns.map((c) => cell(r[c]))))
   ].join('\n') + '\n'
 }
+
+/**
+ * What scenarios 4 and 5 measure inside the process that runs the reaktors (ours or
+ * graphile-worker's): run starts, gaps between runs of one reaktor, and the runs of a window.
+ */
+export class RunWindow {
+  private readonly lastStart: Float64Array
+  private lastAtBegin = new Float64Array(0)
+  private beganAt = 0
+  private measuring = false
+  private runs = 0
+  private gaps: number[] = []
+  /** Reaktors that ran at least once (1 for the back-to-back scenario). */
+  everRan = 0
+
+  constructor (reaktors: number, private readonly intervalMs: number) {
+    this.lastStart = new Float64Array(reaktors)
+  }
+
+  /** Reaktor `i` started an interval-paced run now. */
+  intervalRun (i: number): void {
+    const t = performance.now()
+    const previous = this.lastStart[i]
+    if (previous === 0) this.everRan++
+    else if (this.measuring) this.gaps.push(t - previous - this.intervalMs)
+    if (this.measuring) this.runs++
+    this.lastStart[i] = t
+  }
+
+  /** The back-to-back reaktor ran. */
+  drainRun (): void {
+    if (this.measuring) this.runs++
+    this.everRan = 1
+  }
+
+  begin (): { at: number } {
+    this.runs = 0
+    this.gaps = []
+    this.measuring = true
+    this.lastAtBegin = Float64Array.from(this.lastStart)
+    this.beganAt = performance.now()
+    return { at: this.beganAt }
+  }
+
+  end (): { runs: number, gapCount: number, gapP50: number, gapP99: number, gapMax: number, cycles: number, at: number } {
+    this.measuring = false
+    const at = performance.now()
+    const { gaps } = this
+    return {
+      runs: this.runs,
+      gapCount: gaps.length,
+      gapP50: percentile(gaps, 50),
+      gapP99: percentile(gaps, 99),
+      gapMax: gaps.reduce((a, b) => Math.max(a, b), -Infinity),
+      cycles: this.cycles(at),
+      at
+    }
+  }
+
+  /**
+   * Runs in the window, counted in fractions of an interval: plus the part of an interval each
+   * reaktor has waited since its last run at the end, minus the same at the start. A plain count
+   * jumps by a whole burst when the window edge falls inside one (all reaktors start together, so
+   * their runs come in bursts); this does not, and a reaktor that stopped running still counts 0.
+   */
+  private cycles (endAt: number): number {
+    let sum = this.runs
+    if (this.intervalMs <= 0) return sum
+    for (let i = 0; i < this.lastStart.length; i++) {
+      sum += Math.min(1, (endAt - this.lastStart[i]) / this.intervalMs) - Math.min(1, (this.beganAt - this.lastAtBegin[i]) / this.intervalMs)
+    }
+    return sum
+  }
+}

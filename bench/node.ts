@@ -9,13 +9,12 @@
  * - `probe`:    returns false; reports each run's start time to run.ts (start → first run).
  * - `failover`: returns true after 5 ms; reports the first run of each take-over to run.ts.
  */
-import { performance } from 'node:perf_hooks'
 import { setTimeout as sleep } from 'node:timers/promises'
 import { buildApp } from '../src/app.js'
 import { loadConfig } from '../src/config.js'
 import type { PollingReaktorRegistration } from '../src/sdk/types.js'
 import { ADMIN, reaktorId } from './fixture.js'
-import { fatal, percentile, serveParent, wallNow } from './lib.js'
+import { fatal, RunWindow, serveParent, wallNow } from './lib.js'
 
 export interface NodeOptions {
   databaseUrl: string
@@ -34,27 +33,7 @@ export interface NodeOptions {
 const opts = JSON.parse(process.argv[2]) as NodeOptions
 const n = opts.reaktors
 
-const lastStart = new Float64Array(n)
-let measuring = false
-let runs = 0
-let gaps: number[] = []
-let everRan = 0
-let lastAtBegin = new Float64Array(0)
-let beganAt = 0
-
-/**
- * Runs in the window, counted in fractions of an interval: plus the part of an interval each
- * reaktor has waited since its last run at the end, minus the same at the start. A plain count
- * jumps by a whole burst when the window edge falls inside one (all reaktors start together, so
- * their runs come in bursts); this does not, and a reaktor that stopped running still counts 0.
- */
-function cycles (endAt: number, intervalMs: number): number {
-  let sum = runs
-  for (let i = 0; i < lastStart.length; i++) {
-    sum += Math.min(1, (endAt - lastStart[i]) / intervalMs) - Math.min(1, (beganAt - lastAtBegin[i]) / intervalMs)
-  }
-  return sum
-}
+const runWindow = new RunWindow(n, opts.intervalMs)
 
 function registration (i: number): PollingReaktorRegistration {
   const id = reaktorId(i)
@@ -64,12 +43,7 @@ function registration (i: number): PollingReaktorRegistration {
       return {
         ...base,
         createReaktor: () => () => {
-          const t = performance.now()
-          const previous = lastStart[i]
-          if (previous === 0) everRan++
-          else if (measuring) gaps.push(t - previous - opts.intervalMs)
-          if (measuring) runs++
-          lastStart[i] = t
+          runWindow.intervalRun(i)
           return false
         }
       }
@@ -77,8 +51,7 @@ function registration (i: number): PollingReaktorRegistration {
       return {
         ...base,
         createReaktor: () => () => {
-          if (measuring) runs++
-          everRan = 1
+          runWindow.drainRun()
           return true
         }
       }
@@ -127,20 +100,11 @@ try {
   })
   const url = opts.listen ? await app.listen({ port: 0, host: '127.0.0.1' }) : undefined
   serveParent({
-    stats: () => ({ everRan, owned: app.scheduler.ownedReaktorIds().length }),
-    begin: () => {
-      runs = 0
-      gaps = []
-      measuring = true
-      lastAtBegin = Float64Array.from(lastStart)
-      beganAt = performance.now()
-      return { at: beganAt }
-    },
+    stats: () => ({ everRan: runWindow.everRan, owned: app.scheduler.ownedReaktorIds().length }),
+    begin: () => runWindow.begin(),
     report: () => {
-      measuring = false
-      const endAt = performance.now()
       const mem = process.memoryUsage()
-      return { runs, gapCount: gaps.length, gapP50: percentile(gaps, 50), gapP99: percentile(gaps, 99), gapMax: gaps.reduce((a, b) => Math.max(a, b), -Infinity), rss: mem.rss, heapUsed: mem.heapUsed, flush: app.scheduler.flushStats, cycles: cycles(endAt, opts.intervalMs), at: endAt }
+      return { ...runWindow.end(), rss: mem.rss, heapUsed: mem.heapUsed, flush: app.scheduler.flushStats }
     }
   }, async () => { await app.close() })
   process.send?.({ type: 'ready', url, pid: process.pid })

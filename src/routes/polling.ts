@@ -99,37 +99,29 @@ const routes: FastifyPluginAsyncTypebox = async (fastify) => {
     if (!fastify.apps.pollingReaktors.has(reaktorId)) throw new Errors.ReaktorNotFound(reaktorId)
   }
 
-  fastify.post('/polling/:reaktorId/start', {
-    schema: {
-      tags: ['polling'],
-      summary: 'Start a polling reaktor (idempotent)',
-      params: ReaktorIdParams,
-      response: { 200: MessageBody, 400: ErrorBody, 401: ErrorBody, 404: ErrorBody, 500: ErrorBody }
-    }
-  }, async (request) => {
-    const { reaktorId } = request.params
-    ensureRegistered(reaktorId)
-    // Written (and awaited) before we answer: a crash after the 200 never loses the start.
-    const changed = await fastify.scheduler.startReaktor(reaktorId)
-    // The NOTIFY does this too (and sync() waits for it); here at once for this node.
-    cache.invalidate(reaktorId)
-    return { message: changed ? `Polling reaktor "${reaktorId}" started successfully` : `Polling reaktor "${reaktorId}" is already running` }
-  })
-
-  fastify.post('/polling/:reaktorId/stop', {
-    schema: {
-      tags: ['polling'],
-      summary: 'Stop a polling reaktor (idempotent)',
-      params: ReaktorIdParams,
-      response: { 200: MessageBody, 400: ErrorBody, 401: ErrorBody, 404: ErrorBody, 500: ErrorBody }
-    }
-  }, async (request) => {
-    const { reaktorId } = request.params
-    ensureRegistered(reaktorId)
-    const changed = await fastify.scheduler.stopReaktor(reaktorId)
-    cache.invalidate(reaktorId)
-    return { message: changed ? `Polling reaktor "${reaktorId}" stopped successfully` : `Polling reaktor "${reaktorId}" is already stopped` }
-  })
+  // Start and stop differ only in the scheduler call and the words of the answer.
+  const controls = [
+    { action: 'start', summary: 'Start a polling reaktor (idempotent)', done: 'started successfully', already: 'is already running', apply: async (id: string) => await fastify.scheduler.startReaktor(id) },
+    { action: 'stop', summary: 'Stop a polling reaktor (idempotent)', done: 'stopped successfully', already: 'is already stopped', apply: async (id: string) => await fastify.scheduler.stopReaktor(id) }
+  ] as const
+  for (const control of controls) {
+    fastify.post(`/polling/:reaktorId/${control.action}`, {
+      schema: {
+        tags: ['polling'],
+        summary: control.summary,
+        params: ReaktorIdParams,
+        response: { 200: MessageBody, 400: ErrorBody, 401: ErrorBody, 404: ErrorBody, 500: ErrorBody }
+      }
+    }, async (request) => {
+      const { reaktorId } = request.params
+      ensureRegistered(reaktorId)
+      // Written (and awaited) before we answer: a crash after the 200 never loses the change.
+      const changed = await control.apply(reaktorId)
+      // The NOTIFY does this too (and sync() waits for it); here at once for this node.
+      cache.invalidate(reaktorId)
+      return { message: `Polling reaktor "${reaktorId}" ${changed ? control.done : control.already}` }
+    })
+  }
 
   fastify.get('/polling/:reaktorId/status', {
     schema: {

@@ -5,6 +5,7 @@ import type { FastifyReply, FastifyRequest } from 'fastify'
 import { performance } from 'node:perf_hooks'
 import type { RegisteredReaktor } from '../apps/types.js'
 import type { AktorContext } from '../sdk/types.js'
+import { formatDuration } from '../duration.js'
 import { Errors } from '../errors.js'
 import { AktorOutput, AktorParams } from '../schemas/aktor.js'
 import { ErrorBody } from '../schemas/common.js'
@@ -53,10 +54,6 @@ class AktorCall {
     this.reason = reason
     this.controller?.abort(reason)
   }
-}
-
-function formatDuration (ms: number): string {
-  return ms % 1000 === 0 ? `${ms / 1000}s` : `${ms}ms`
 }
 
 /**

@@ -2,5 +2,4 @@ export { Scheduler, UnknownReaktorError, type SchedulerOptions, type PollingReak
 export { REAKTOR_LOCK_NAMESPACE, CLUSTER_LOCK_NAMESPACE } from './lock-connection.js'
 export { NOTIFY_CHANNEL, type PollingState } from './store.js'
 export { RunTimeoutError, RunStoppedError } from './runner.js'
-export { formatDuration } from './format.js'
 export type { SchedulerLogger } from './logger.js'

@@ -14,6 +14,7 @@ import os from 'node:os'
 import path from 'node:path'
 import pg from 'pg'
 import { startEmbeddedPostgres, type EmbeddedPostgres } from '../src/db/embedded.js'
+import { databaseUrlFor } from '../test/db-url.js'
 import { ADMIN, BENCH_APP, ECHO_BODY, JS_BYTES, reaktorId, writeBenchApp } from './fixture.js'
 import type { LoadOptions, LoadResult } from './load.js'
 import type { NodeOptions } from './node.js'
@@ -64,9 +65,7 @@ async function createDatabase (name: string): Promise<string> {
   } finally {
     await client.end()
   }
-  const url = new URL(adminUrl)
-  url.pathname = `/${name}`
-  return url.toString()
+  return databaseUrlFor(adminUrl, name)
 }
 
 // ------------------------------------------------------------------ load generation

@@ -32,7 +32,13 @@ export function isDuration (value: unknown): value is string {
   }
 }
 
-const FORMAT_UNITS: Array<[string, number]> = [['d', 86_400_000], ['h', 3_600_000], ['m', 60_000], ['s', 1000]]
+/**
+ * setTimeout's ceiling (about 24.8 days): Node fires a longer delay after 1 ms, so a longer
+ * timeout would abort every run (and answer every aktor call 504) at once.
+ */
+export const MAX_TIMER_MS = 2 ** 31 - 1
+
+const FORMAT_UNITS = (['d', 'h', 'm', 's'] as const).map((unit) => [unit, UNIT_MS[unit]] as const)
 
 /** Milliseconds as the largest unit that divides them exactly: 3000 → "3s", 90000 → "90s", 1500 → "1500ms". parseDuration reads it back. */
 export function formatDuration (ms: number): string {

@@ -6,11 +6,12 @@
 import { spawn, type ChildProcess } from 'node:child_process'
 import path from 'node:path'
 import pg from 'pg'
+import { REAKTOR_LOCK_NAMESPACE } from '../src/scheduler/index.js'
 import { ADMIN, ADMIN_ENV } from './auth-helper.js'
 import { tempDir, waitFor, type TestContext } from './helper.js'
 
 const root = path.resolve(import.meta.dirname, '..')
-export const CLUSTER_APPS_DIR = path.join(root, 'test', 'fixtures', 'cluster-app')
+const CLUSTER_APPS_DIR = path.join(root, 'test', 'fixtures', 'cluster-app')
 export const BUSY = ['busy-1', 'busy-2', 'busy-3', 'busy-4', 'busy-5', 'busy-6']
 /** Every polling reaktor of the ledger app; `manual` is the only one without autoStart. */
 export const ALL_REAKTORS = [...BUSY, 'manual', 'paced']
@@ -160,7 +161,7 @@ export class Cluster {
       from unnest($1::text[]) as r(id)
       join pg_locks as l on l.locktype = 'advisory' and l.granted and l.objsubid = 2
         and l.database = (select oid from pg_database where datname = current_database())
-        and l.classid = ${0x524b_544f}::bigint::oid and l.objid = (hashtext(r.id)::bigint & 4294967295)::oid
+        and l.classid = ${REAKTOR_LOCK_NAMESPACE}::bigint::oid and l.objid = (hashtext(r.id)::bigint & 4294967295)::oid
       join pg_stat_activity as a on a.pid = l.pid`, [ALL_REAKTORS])
     return new Map(rows.map((r) => [r.reaktor_id, r.node]))
   }

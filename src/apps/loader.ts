@@ -73,7 +73,7 @@ function appExports (mod: Record<string, unknown>): Record<string, unknown> {
 }
 
 /** Loads one app folder. Every problem is a RegistrationError naming the app and the problem. */
-export async function loadApp (dir: string, env: Env): Promise<LoadedApp> {
+async function loadApp (dir: string, env: Env): Promise<LoadedApp> {
   const folder = `app folder ${dir}`
   let pkg: unknown
   try {

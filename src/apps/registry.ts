@@ -1,4 +1,4 @@
-import { parseDuration } from '../duration.js'
+import { MAX_TIMER_MS, parseDuration } from '../duration.js'
 import type { AppRegistry, LoadedApp, RegisteredPollingReaktor, RegisteredReaktor } from './types.js'
 
 /** Shortest interval the distributed timer runs a polling reaktor at (spec section 8). */
@@ -6,12 +6,6 @@ export const MIN_POLLING_INTERVAL_MS = 3000
 export const DEFAULT_POLLING_TIMEOUT = '5m'
 export const DEFAULT_AKTOR_TIMEOUT = '30s'
 export const MAX_REAKTOR_ID_LENGTH = 200
-/**
- * The longest timeout a timer can hold: Node's setTimeout treats anything above 2^31-1 ms (about
- * 24.8 days) as 1 ms, so such a timeout would abort every run (and answer every aktor call 504) at once.
- */
-export const MAX_TIMEOUT_MS = 2 ** 31 - 1
-
 export class RegistrationError extends Error {
   constructor (message: string) {
     super(message)
@@ -36,8 +30,8 @@ function duration (app: LoadedApp, id: string, field: string, value: string): nu
   if (field === 'timeout' && ms === 0) {
     throw new RegistrationError(`${appLabel(app)}: reaktor "${id}": timeout ${JSON.stringify(value)} must be greater than zero`)
   }
-  if (field === 'timeout' && ms > MAX_TIMEOUT_MS) {
-    throw new RegistrationError(`${appLabel(app)}: reaktor "${id}": timeout ${JSON.stringify(value)} is too long; at most ${MAX_TIMEOUT_MS} ms (about 24 days, e.g. 24d)`)
+  if (field === 'timeout' && ms > MAX_TIMER_MS) {
+    throw new RegistrationError(`${appLabel(app)}: reaktor "${id}": timeout ${JSON.stringify(value)} is too long; at most ${MAX_TIMER_MS} ms (about 24 days, e.g. 24d)`)
   }
   return ms
 }

@@ -18,7 +18,7 @@ export async function resolve (specifier, context, nextResolve) {
 `
 
 /** The specifiers the hook maps, and to what: resolved like the service's own imports. */
-export function sdkTargets (): Record<string, string> {
+function sdkTargets (): Record<string, string> {
   return {
     'reaktor-service/sdk': import.meta.resolve('../sdk/index.js'),
     'reaktor-service': import.meta.resolve('../app.js')

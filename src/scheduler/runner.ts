@@ -1,11 +1,10 @@
 import { randomUUID } from 'node:crypto'
+import { MAX_TIMER_MS } from '../duration.js'
 import type { RegisteredPollingReaktor } from '../apps/types.js'
 import type { PollingAktor } from '../sdk/types.js'
 import type { SchedulerLogger } from './logger.js'
 import type { RunRecord } from './store.js'
 
-/** setTimeout's ceiling (~24.8 days); longer waits are taken in steps. */
-const MAX_TIMER_MS = 2 ** 31 - 1
 
 export class RunTimeoutError extends Error {
   constructor (timeoutMs: number) {
@@ -130,7 +129,7 @@ export class ReaktorRunner {
     } else {
       this.timer = setTimeout(() => {
         this.timer = undefined
-        if (delay > MAX_TIMER_MS) this.scheduleAt(at)
+        if (delay > MAX_TIMER_MS) this.scheduleAt(at) // longer waits are taken in steps
         else this.launch()
       }, Math.min(delay, MAX_TIMER_MS))
     }

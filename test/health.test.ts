@@ -24,3 +24,11 @@ t.test('unknown API routes answer a JSON 404', async (t) => {
   t.equal(res.statusCode, 404)
   t.match(res.json(), { statusCode: 404, error: 'Not Found' })
 })
+
+t.test('readyz is 503 while a known migration is missing from the database', async (t) => {
+  const app = await build(t)
+  await app.db.deleteFrom('kysely_migration' as any).where('name', '=', '20261124000000_polling').execute()
+  const res = await app.inject({ method: 'GET', url: '/readyz' })
+  t.equal(res.statusCode, 503)
+  t.match(res.json(), { statusCode: 503, message: 'database migrations are not applied' })
+})

@@ -2,19 +2,13 @@ import fs from 'node:fs'
 import fsp from 'node:fs/promises'
 import type { FastifyPluginAsync, FastifyReply, FastifyRequest } from 'fastify'
 import type { LoadedApp } from '../apps/types.js'
-import { SESSION_COOKIE } from '../auth/types.js'
+import { SESSION_COOKIE, type AuthSession } from '../auth/types.js'
 import { buildCsp, loadAllowedOrigins } from '../app-ui/csp.js'
 import { chooseEncoding, contentTypeOf, etagMatches, FileCache, isHtml, prepareFile, PublicFolder, type CachedFile } from '../app-ui/files.js'
 import { appBase, encodeSegment, parseAppUiUrl } from '../app-ui/url.js'
 
 /** Files up to this size are served from memory; larger ones are streamed from disk. */
-export const MAX_CACHED_FILE_BYTES = 1024 * 1024
-export const DEFAULT_CACHE_BYTES = 64 * 1024 * 1024
-
-export interface AppUiOptions {
-  /** Memory for cached files and their compressed variants (default: config.appUiCacheBytes, APP_UI_CACHE_BYTES). */
-  cacheBytes?: number
-}
+const MAX_CACHED_FILE_BYTES = 1024 * 1024
 
 interface Site {
   folder: PublicFolder
@@ -46,10 +40,11 @@ const ASSET_CACHE_CONTROL = 'private, max-age=3600'
  * Registered WITHOUT fastify-plugin on purpose: its hooks and headers stay inside this scope and
  * never reach the API routes.
  */
-const appUi: FastifyPluginAsync<AppUiOptions> = async (fastify, opts) => {
+const appUi: FastifyPluginAsync = async (fastify) => {
   const prefix = fastify.prefix
   const prefixSegments = prefix.split('/').filter((s) => s !== '')
-  const cache = new FileCache(opts.cacheBytes ?? fastify.config.appUiCacheBytes ?? DEFAULT_CACHE_BYTES, MAX_CACHED_FILE_BYTES)
+  // APP_UI_CACHE_BYTES: memory for cached files and their compressed variants.
+  const cache = new FileCache(fastify.config.appUiCacheBytes, MAX_CACHED_FILE_BYTES)
 
   // The policy of each app is computed once, at start; the config file is only ever read here.
   const sites = new Map<LoadedApp, Site>()
@@ -102,32 +97,29 @@ const appUi: FastifyPluginAsync<AppUiOptions> = async (fastify, opts) => {
     return headers
   }
 
-  /**
-   * The hot path; false when the slow path must answer (no session, evicted file). A boolean, not
-   * the reply: a Reply is a thenable, so an async function returning it resolves to undefined.
-   */
-  const sendHot = async (request: FastifyRequest, reply: FastifyReply, hot: HotPath): Promise<boolean> => {
-    const file = cache.peek(hot.realPath)
-    if (file === undefined) return false
-    const session = await fastify.sessions.verify(request.cookies?.[SESSION_COOKIE])
-    if (session === null) return false
-    const acceptEncoding = request.headers['accept-encoding']
-    const encoding = acceptEncoding === undefined ? undefined : chooseEncoding(acceptEncoding, file)
+  /** Answers a file held in memory (a variant chosen by Accept-Encoding), or 304 for a matching ETag. */
+  const sendVariant = (request: FastifyRequest, reply: FastifyReply, file: CachedFile, encoding: 'br' | 'gzip' | undefined, headers: Record<string, string>): FastifyReply => {
     const variant = encoding === undefined ? file.identity : file[encoding] ?? file.identity
-    const headers = encoding === undefined ? hot.headers.identity : hot.headers[encoding] ?? hot.headers.identity
     if (etagMatches(request.headers['if-none-match'], variant.etag)) {
-      reply.headers(headers).removeHeader('content-length').removeHeader('content-encoding').code(304).send()
-    } else {
-      reply.headers(headers).send(request.method === 'HEAD' ? '' : variant.body)
+      return reply.headers(headers).removeHeader('content-length').removeHeader('content-encoding').code(304).send()
     }
-    return true
+    return reply.headers(headers).send(request.method === 'HEAD' ? '' : variant.body)
   }
 
   const handler = async (request: FastifyRequest, reply: FastifyReply): Promise<FastifyReply> => {
     const rawUrl = request.raw.url ?? '/'
     const hot = hotPaths.get(rawUrl)
-    if (hot !== undefined) {
-      if (await sendHot(request, reply, hot)) return reply
+    // The hot path: a request target already answered from memory skips parsing and resolving.
+    // Its session check counts for the slow path too (one lookup per request, not two).
+    let session: AuthSession | null | undefined
+    const hotFile = hot === undefined ? undefined : cache.peek(hot.realPath)
+    if (hot !== undefined && hotFile !== undefined) {
+      session = await fastify.sessions.verify(request.cookies?.[SESSION_COOKIE])
+      if (session !== null) {
+        const encoding = chooseEncoding(request.headers['accept-encoding'], hotFile)
+        sendVariant(request, reply, hotFile, encoding, encoding === undefined ? hot.headers.identity : hot.headers[encoding] ?? hot.headers.identity)
+        return reply
+      }
     }
     const target = parseAppUiUrl(rawUrl, prefixSegments)
     if (target.kind === 'bad') throw fastify.httpErrors.badRequest('Malformed URL')
@@ -144,7 +136,7 @@ const appUi: FastifyPluginAsync<AppUiOptions> = async (fastify, opts) => {
 
     // Everything echoed back (login redirect, folder redirect) is rebuilt from checked parts.
     const below = target.segments.map(encodeSegment).join('/')
-    const session = await fastify.sessions.verify(request.cookies?.[SESSION_COOKIE])
+    if (session === undefined) session = await fastify.sessions.verify(request.cookies?.[SESSION_COOKIE])
     if (session === null) return loginRedirect(reply, base + below + (target.trailingSlash && below !== '' ? '/' : '') + query)
 
     const resolved = await site.folder.resolve(target.segments, target.trailingSlash)
@@ -177,13 +169,7 @@ const appUi: FastifyPluginAsync<AppUiOptions> = async (fastify, opts) => {
         })
       }
       const encoding = chooseEncoding(request.headers['accept-encoding'], file)
-      const variant = encoding === undefined ? file.identity : file[encoding] ?? file.identity
-      void reply.header('content-type', file.contentType).header('etag', variant.etag)
-      if (file.br !== undefined || file.gzip !== undefined) void reply.header('vary', 'Accept-Encoding')
-      if (etagMatches(request.headers['if-none-match'], variant.etag)) return await reply.code(304).send()
-      if (encoding !== undefined) void reply.header('content-encoding', encoding)
-      void reply.header('content-length', String(variant.body.length))
-      return await reply.send(head ? '' : variant.body)
+      return sendVariant(request, reply, file, encoding, hotHeaders(site, html, file, encoding))
     }
 
     // Too large for memory: streamed, with a validator from size and modification time.

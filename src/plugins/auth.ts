@@ -88,13 +88,13 @@ export default fp(async (fastify) => {
   })
 
   const maxAgeSeconds = Math.max(1, Math.ceil(config.sessionTtlMs / 1000))
+  // Setting and clearing must name the same path and flags, or the browser keeps the cookie.
+  // request.protocol is 'https' for TLS, or behind a trusted proxy (TRUST_PROXY) saying so.
+  const cookieScope = (request: FastifyRequest) => ({ path: '/', sameSite: 'lax' as const, secure: request.protocol === 'https' })
   fastify.decorate('setSessionCookie', (request: FastifyRequest, reply: FastifyReply, token: string) => {
     void reply.setCookie(SESSION_COOKIE, token, {
-      path: '/',
-      sameSite: 'lax',
+      ...cookieScope(request),
       maxAge: maxAgeSeconds,
-      // request.protocol is 'https' for TLS, or behind a trusted proxy (TRUST_PROXY) saying so.
-      secure: request.protocol === 'https',
       // Deliberately NOT HttpOnly: the app-UI helper window.getServiceAuthToken() reads this cookie
       // in the page to send it as X-Service-Token. Script access is the price of the spec's helper;
       // the API never accepts the cookie itself (no CSRF through it), and the app UIs are served
@@ -103,7 +103,7 @@ export default fp(async (fastify) => {
     })
   })
   fastify.decorate('clearSessionCookie', (request: FastifyRequest, reply: FastifyReply) => {
-    void reply.clearCookie(SESSION_COOKIE, { path: '/', sameSite: 'lax', secure: request.protocol === 'https' })
+    void reply.clearCookie(SESSION_COOKIE, cookieScope(request))
   })
 
   // Ready before the first login, so that an unknown user's first failed login is not slower.

@@ -1,4 +1,4 @@
-import type { ColumnType, Generated, Insertable, Selectable, Updateable } from 'kysely'
+import type { ColumnType, Generated, Selectable } from 'kysely'
 
 /** The tables of the service, as Kysely sees them. Migrations in ./migrations create them. */
 export interface Database {
@@ -44,7 +44,4 @@ export interface PollingReaktorsTable {
 }
 
 export type User = Selectable<UsersTable>
-export type Session = Selectable<SessionsTable>
 export type PollingReaktorRow = Selectable<PollingReaktorsTable>
-export type NewPollingReaktorRow = Insertable<PollingReaktorsTable>
-export type PollingReaktorUpdate = Updateable<PollingReaktorsTable>

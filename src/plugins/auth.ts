@@ -17,8 +17,11 @@ declare module 'fastify' {
     sessionCache: SessionCache
     /** onRequest hook: 401 unless X-Service-Token names a live session; sets request.auth. */
     authenticate: (request: FastifyRequest, reply: FastifyReply) => Promise<void>
-    /** The user these credentials belong to, or null (same time whether or not the user exists). */
-    checkCredentials: (username: string, password: string) => Promise<{ id: string, username: string } | null>
+    /**
+     * Both login routes: a NEW session for valid credentials (never a promoted old one: no
+     * fixation), or null (same time whether or not the user exists). Logs the outcome.
+     */
+    login: (request: FastifyRequest, username: string, password: string) => Promise<{ token: string, expiresAt: Date } | null>
     /** preHandler hook of the login routes: 429 past LOGIN_RATE_LIMIT per minute, per username and per address. */
     limitLoginAttempts: (request: FastifyRequest, reply: FastifyReply) => Promise<void>
     /** Sets or clears the browser session cookie read by the app-UI token helper. */
@@ -60,7 +63,16 @@ export default fp(async (fastify) => {
     request.auth = session
   })
 
-  fastify.decorate('checkCredentials', async (username: string, password: string) => await verifyCredentials(db, username, password))
+  fastify.decorate('login', async (request: FastifyRequest, username: string, password: string) => {
+    const user = await verifyCredentials(db, username, password)
+    if (user === null) {
+      request.log.info({ username }, 'login failed')
+      return null
+    }
+    const session = await sessions.create(user.id)
+    request.log.info({ userId: user.id, username: user.username }, 'logged in')
+    return session
+  })
 
   // Two independent counters, each with its own store, shared by every login route so the form and
   // the JSON login draw from the same budget. createRateLimit (not rateLimit()) because the

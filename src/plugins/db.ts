@@ -1,6 +1,5 @@
 import fp from 'fastify-plugin'
 import type { Kysely } from 'kysely'
-import type pg from 'pg'
 import { createDatabase } from '../db/index.js'
 import { migrateToLatest } from '../db/migrate.js'
 import type { Database } from '../db/schema.js'
@@ -8,7 +7,6 @@ import type { Database } from '../db/schema.js'
 declare module 'fastify' {
   interface FastifyInstance {
     db: Kysely<Database>
-    pool: pg.Pool
     /** For dedicated connections (the scheduler's lock connection, LISTEN). */
     databaseUrl: string
   }
@@ -18,11 +16,10 @@ export interface DbPluginOptions {
   databaseUrl: string
 }
 
-/** The pg pool and Kysely instance; migrations run before the app is ready. */
+/** The Kysely instance over a pg pool; migrations run before the app is ready. */
 export default fp<DbPluginOptions>(async (fastify, opts) => {
   const handle = createDatabase(opts.databaseUrl, { applicationName: `reaktor-service ${fastify.config.nodeId}` })
   fastify.decorate('db', handle.db)
-  fastify.decorate('pool', handle.pool)
   fastify.decorate('databaseUrl', opts.databaseUrl)
   fastify.addHook('onClose', async () => {
     await handle.db.destroy()

@@ -19,13 +19,9 @@ const routes: FastifyPluginAsyncTypebox = async (fastify) => {
     }
   }, async (request, reply) => {
     const { username, password } = request.body
-    const user = await fastify.checkCredentials(username, password)
-    if (user === null) {
-      request.log.info({ username }, 'login failed')
-      throw new Errors.InvalidCredentials()
-    }
-    const { token, expiresAt } = await fastify.sessions.create(user.id)
-    request.log.info({ userId: user.id, username: user.username }, 'logged in')
+    const session = await fastify.login(request, username, password)
+    if (session === null) throw new Errors.InvalidCredentials()
+    const { token, expiresAt } = session
     void reply.header('cache-control', 'no-store')
     return { token, expiresAt: expiresAt.toISOString() }
   })

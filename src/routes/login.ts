@@ -96,15 +96,9 @@ const routes: FastifyPluginAsyncTypebox = async (fastify) => {
   }, async (request, reply) => {
     const { username, password } = request.body
     const redirect = safeRedirect(request.body.redirect)
-    const user = await fastify.checkCredentials(username, password)
-    if (user === null) {
-      request.log.info({ username }, 'login failed')
-      return sendPage(reply, 401, { redirect, username, error: LOGIN_FAILED })
-    }
-    // Always a new session: a token planted before the login (fixation) is never promoted.
-    const { token } = await fastify.sessions.create(user.id)
-    request.log.info({ userId: user.id, username: user.username }, 'logged in')
-    fastify.setSessionCookie(request, reply, token)
+    const session = await fastify.login(request, username, password)
+    if (session === null) return sendPage(reply, 401, { redirect, username, error: LOGIN_FAILED })
+    fastify.setSessionCookie(request, reply, session.token)
     return reply.header('cache-control', 'no-store').redirect(redirect, 303)
   })
 }

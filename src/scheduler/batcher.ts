@@ -121,17 +121,19 @@ export class RunResultBatcher {
 
   /** Final flush at shutdown; nothing is accepted afterwards. */
   async close (): Promise<void> {
-    this.closed = true
-    if (this.timer !== undefined) clearTimeout(this.timer)
-    this.timer = undefined
+    this.shut()
     await this.flush().catch(() => {})
   }
 
   /** Crash simulation: drops the unflushed batch. */
   discard (): void {
+    this.shut()
+    this.pending.clear()
+  }
+
+  private shut (): void {
     this.closed = true
     if (this.timer !== undefined) clearTimeout(this.timer)
     this.timer = undefined
-    this.pending.clear()
   }
 }

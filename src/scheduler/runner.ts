@@ -92,10 +92,7 @@ export class ReaktorRunner {
   async halt (reason = 'stopped'): Promise<void> {
     if (!this.halted) {
       this.halted = true
-      if (this.timer !== undefined) clearTimeout(this.timer)
-      if (this.immediate !== undefined) clearImmediate(this.immediate)
-      this.timer = undefined
-      this.immediate = undefined
+      this.cancelScheduled()
       this.controller?.abort(new RunStoppedError(reason))
     }
     await this.inFlight
@@ -110,12 +107,16 @@ export class ReaktorRunner {
   async finish (): Promise<void> {
     if (!this.halted && !this.finishing) {
       this.finishing = true
-      if (this.timer !== undefined) clearTimeout(this.timer)
-      if (this.immediate !== undefined) clearImmediate(this.immediate)
-      this.timer = undefined
-      this.immediate = undefined
+      this.cancelScheduled()
     }
     await this.inFlight
+  }
+
+  private cancelScheduled (): void {
+    if (this.timer !== undefined) clearTimeout(this.timer)
+    if (this.immediate !== undefined) clearImmediate(this.immediate)
+    this.timer = undefined
+    this.immediate = undefined
   }
 
   private scheduleAt (at: number): void {

@@ -89,7 +89,6 @@ export interface PollingReaktorStatus {
   state: store.PollingState
   interval: string
   effectiveInterval: string
-  effectiveIntervalMs: number
   lastRun: Date | null
   nextRun: Date | null
   updatedAt: Date | null
@@ -430,13 +429,11 @@ export class Scheduler {
   }
 
   private toStatus (id: string, reaktor: RegisteredPollingReaktor, row: PollingReaktorRow | undefined): PollingReaktorStatus {
-    const effective = this.effectiveIntervalMs(reaktor)
     return {
       reaktorDefinitionId: id,
       state: row?.state ?? 'stopped',
       interval: reaktor.registration.interval,
-      effectiveInterval: formatDuration(effective),
-      effectiveIntervalMs: effective,
+      effectiveInterval: formatDuration(this.effectiveIntervalMs(reaktor)),
       lastRun: row?.last_run ?? null,
       nextRun: row?.state === 'running' ? row.next_run : null,
       updatedAt: row?.updated_at ?? null,
@@ -603,7 +600,7 @@ export class Scheduler {
     if (this.owned.get(id) !== own) return
     this.owned.delete(id)
     const current = (): boolean => own.epoch === this.epoch && this.phase === 'running'
-    const done: Promise<void> = own.runner.finish().then(async () => {
+    this.drain(own, own.runner.finish().then(async () => {
       if (!current()) return
       await this.batcher.flush().catch((err) => this.log.warn({ err, reaktorId: id }, 'handover: could not persist the last run result'))
       await store.releaseOwner(this.db, this.nodeId, [id])
@@ -613,7 +610,16 @@ export class Scheduler {
       this.log.info({ nodeId: this.nodeId, reaktorId: id }, 'polling reaktor handed over between runs (even spreading)')
     }).catch((err) => {
       this.log.warn({ err, reaktorId: id }, 'could not hand over polling reaktor')
-    }).finally(() => {
+    }))
+  }
+
+  /**
+   * Keeps a runner that no longer owns its reaktor in `draining` until `work` (stopping it, then
+   * releasing or handing over its lock) has settled, then lets reconcile look at the id again.
+   */
+  private drain (own: Owned, work: Promise<void>): void {
+    const id = own.reaktorId
+    const done: Promise<void> = work.finally(() => {
       if (this.draining.get(id)?.done === done) this.draining.delete(id)
       this.requestReconcile([id])
     })
@@ -701,15 +707,11 @@ export class Scheduler {
   private release (own: Owned): void {
     if (this.owned.get(own.reaktorId) !== own) return
     this.owned.delete(own.reaktorId)
-    const done: Promise<void> = own.runner.halt('stopped').then(async () => {
+    this.drain(own, own.runner.halt('stopped').then(async () => {
       if (own.epoch === this.epoch && this.phase === 'running') await this.unlockId(own.reaktorId)
     }).catch((err) => {
       this.log.warn({ err, reaktorId: own.reaktorId }, 'could not release polling reaktor lock')
-    }).finally(() => {
-      if (this.draining.get(own.reaktorId)?.done === done) this.draining.delete(own.reaktorId)
-      this.requestReconcile([own.reaktorId])
-    })
-    this.draining.set(own.reaktorId, { done, runner: own.runner })
+    }))
     this.log.debug({ reaktorId: own.reaktorId }, 'polling reaktor released by this node')
   }
 
@@ -731,13 +733,7 @@ export class Scheduler {
     this.owned.clear()
     // Handovers in progress lost their lock too: their run is aborted like the others.
     for (const draining of this.draining.values()) void draining.runner.halt('lock connection lost')
-    for (const own of fenced) {
-      const done: Promise<void> = own.runner.halt('lock connection lost').finally(() => {
-        if (this.draining.get(own.reaktorId)?.done === done) this.draining.delete(own.reaktorId)
-        this.requestReconcile([own.reaktorId])
-      })
-      this.draining.set(own.reaktorId, { done, runner: own.runner })
-    }
+    for (const own of fenced) this.drain(own, own.runner.halt('lock connection lost'))
     if (this.phase !== 'running' && this.phase !== 'starting') return
     this.log.error({ err, nodeId: this.nodeId, aborted: fenced.map((o) => o.reaktorId) }, 'scheduler lock connection lost: all runs aborted (fencing); reconnecting')
     if (this.phase === 'running') this.scheduleReconnect()

@@ -1,9 +1,8 @@
-import { Type, type Static } from 'typebox'
+import { Type } from 'typebox'
 
 export const AktorParams = Type.Object({
   aktorName: Type.String({ minLength: 1, maxLength: 256, description: 'The reaktorDefinitionId of a standard reaktor registration' })
 })
-export type AktorParamsType = Static<typeof AktorParams>
 
 /** Whatever JSON value the aktor answers; `undefined` is answered as `null`. */
 export const AktorOutput = Type.Unknown({ description: 'The output of the aktor, as JSON' })

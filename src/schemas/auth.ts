@@ -1,4 +1,4 @@
-import { Type, type Static } from 'typebox'
+import { Type } from 'typebox'
 
 /** Bounded so that a request cannot make the server hash megabytes. */
 const Username = Type.String({ maxLength: 200 })
@@ -6,13 +6,11 @@ const Password = Type.String({ maxLength: 1024 })
 
 /** `POST /api/v1/auth/login` */
 export const LoginBody = Type.Object({ username: Username, password: Password })
-export type LoginBodyType = Static<typeof LoginBody>
 
 export const LoginResult = Type.Object({
   token: Type.String({ description: 'Session token: send it as X-Service-Token' }),
   expiresAt: Type.String({ format: 'date-time' })
 })
-export type LoginResultType = Static<typeof LoginResult>
 
 /** `POST /api/v1/auth/logout` */
 export const LogoutResult = Type.Object({ message: Type.String() })
@@ -23,7 +21,6 @@ export const LoginFormBody = Type.Object({
   password: Password,
   redirect: Type.Optional(Type.String())
 })
-export type LoginFormBodyType = Static<typeof LoginFormBody>
 
 /** `GET /login?redirect=…` */
 export const LoginPageQuery = Type.Object({

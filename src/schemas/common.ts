@@ -1,4 +1,4 @@
-import { Type, type Static } from 'typebox'
+import { Type } from 'typebox'
 
 /** Every error body of the service. */
 export const ErrorBody = Type.Object({
@@ -6,4 +6,3 @@ export const ErrorBody = Type.Object({
   error: Type.String(),
   message: Type.String()
 })
-export type ErrorBodyType = Static<typeof ErrorBody>

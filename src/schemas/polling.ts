@@ -3,12 +3,10 @@ import { Type, type Static } from 'typebox'
 export const ReaktorIdParams = Type.Object({
   reaktorId: Type.String({ minLength: 1, description: 'The reaktorDefinitionId of a registered polling reaktor' })
 })
-export type ReaktorIdParamsType = Static<typeof ReaktorIdParams>
 
 export const MessageBody = Type.Object({
   message: Type.String()
 })
-export type MessageBodyType = Static<typeof MessageBody>
 
 const Timestamp = Type.Union([Type.String({ format: 'date-time' }), Type.Null()])
 
@@ -33,4 +31,3 @@ export type PollingStatusType = Static<typeof PollingStatus>
 export const PollingList = Type.Object({
   pollingReaktors: Type.Array(PollingStatus)
 })
-export type PollingListType = Static<typeof PollingList>

@@ -26,6 +26,11 @@ export interface Config {
   shutdownGraceMs: number
   /** Login attempts allowed per minute, per username and per client address. */
   loginRateLimit: number
+  /**
+   * Partitions of the cluster (PARTITIONS): fixed when the cluster's database is first used.
+   * Unset: whatever the database stores (256 on a new one).
+   */
+  partitions: number | undefined
   /** Memory for the app-UI file cache (files and their gzip/brotli variants), in bytes. */
   appUiCacheBytes: number
   /**
@@ -128,6 +133,7 @@ export function loadConfig (env: Env = process.env): Config {
     aktorBodyLimit: integer(env, 'AKTOR_BODY_LIMIT', 1024 * 1024, 1, 1024 * 1024 * 1024),
     shutdownGraceMs: duration(env, 'SHUTDOWN_GRACE', '10s'),
     loginRateLimit: integer(env, 'LOGIN_RATE_LIMIT', 10, 1, 100_000),
+    partitions: read(env, 'PARTITIONS') === undefined ? undefined : integer(env, 'PARTITIONS', 256, 1, 65_536),
     appUiCacheBytes: integer(env, 'APP_UI_CACHE_BYTES', 64 * 1024 * 1024, 0, 16 * 1024 * 1024 * 1024),
     appSettingsEnv: Object.freeze(Object.fromEntries(Object.entries(env).filter((e): e is [string, string] => e[0].startsWith('REAKTOR_SETTING_') && e[1] !== undefined)))
   }

@@ -6,7 +6,7 @@
 import { spawn, type ChildProcess } from 'node:child_process'
 import path from 'node:path'
 import pg from 'pg'
-import { REAKTOR_LOCK_NAMESPACE } from '../src/scheduler/index.js'
+import { PARTITION_LOCK_NAMESPACE } from '../src/scheduler/index.js'
 import { ADMIN, ADMIN_ENV } from './auth-helper.js'
 import { tempDir, waitFor, type TestContext } from './helper.js'
 
@@ -152,17 +152,18 @@ export class Cluster {
   }
 
   /**
-   * Who holds each reaktor's advisory lock right now, from pg_locks (node id from the lock
-   * connection's application name `reaktor-scheduler <NODE_ID>`).
+   * Who holds each running reaktor's partition lock right now, from pg_locks (node id from the
+   * lock connection's application name `reaktor-scheduler <NODE_ID>`).
    */
-  async lockHolders (): Promise<Map<string, string>> {
+  async lockHolders (ids: readonly string[] = ALL_REAKTORS): Promise<Map<string, string>> {
     const { rows } = await this.sql.query<{ reaktor_id: string, node: string }>(`
-      select r.id as reaktor_id, substr(a.application_name, length('reaktor-scheduler ') + 1) as node
-      from unnest($1::text[]) as r(id)
+      select p.reaktor_id, substr(a.application_name, length('reaktor-scheduler ') + 1) as node
+      from polling_reaktors as p
       join pg_locks as l on l.locktype = 'advisory' and l.granted and l.objsubid = 2
         and l.database = (select oid from pg_database where datname = current_database())
-        and l.classid = ${REAKTOR_LOCK_NAMESPACE}::bigint::oid and l.objid = (hashtext(r.id)::bigint & 4294967295)::oid
-      join pg_stat_activity as a on a.pid = l.pid`, [ALL_REAKTORS])
+        and l.classid = ${PARTITION_LOCK_NAMESPACE}::bigint::oid and l.objid = p.partition::bigint::oid
+      join pg_stat_activity as a on a.pid = l.pid
+      where p.reaktor_id = any($1::text[]) and p.state = 'running'`, [ids])
     return new Map(rows.map((r) => [r.reaktor_id, r.node]))
   }
 

@@ -1,17 +1,22 @@
 import t from 'tap'
 import { sql } from 'kysely'
-import { CLUSTER_LOCK_NAMESPACE, RunStoppedError, type Scheduler } from '../src/scheduler/index.js'
+import { CLUSTER_LOCK_NAMESPACE, DEFAULT_PARTITIONS, partitionOf, RunStoppedError, type Scheduler } from '../src/scheduler/index.js'
 import { writeStop } from '../src/scheduler/store.js'
 import { createTestDatabase, waitFor } from './helper.js'
-import { database, memoryLogger, probe, reaktorLocks, registry, row, scheduler, untilAborted } from './scheduler-helper.js'
+import { database, memoryLogger, partitionLocks, probe, reaktorLocks, registry, row, scheduler, untilAborted } from './scheduler-helper.js'
 
-t.test('a running reaktor holds its session advisory lock on the dedicated connection; stop releases it', async (t) => {
+t.test('a running reaktor runs under its partition lock, held once on the dedicated connection; stop ends its runs', async (t) => {
   const url = await createTestDatabase(t)
   const { db } = database(t, url)
   const p = probe('locked', () => false, { interval: '100ms' })
   const s = scheduler(t, db, url, { reaktors: registry([p.registration]) })
   await s.start()
-  t.same(await reaktorLocks(db, 'locked'), [], 'stopped: no lock')
+  t.equal(s.partitions, DEFAULT_PARTITIONS, 'a new cluster gets the default partition count')
+  await waitFor(async () => (await partitionLocks(db)).size === DEFAULT_PARTITIONS, { what: 'every partition held' })
+  t.ok([...(await partitionLocks(db)).values()].every((pids) => pids.length === 1 && pids[0] === s.lockConnectionPid),
+    'a single node holds every partition, each once, on its lock connection')
+  t.equal((await row(db, 'locked'))!.partition, partitionOf('locked', DEFAULT_PARTITIONS), 'the row carries its partition')
+  t.equal(p.runs.length, 0, 'stopped: no run')
   for (let cycle = 1; cycle <= 3; cycle++) {
     await s.startReaktor('locked')
     await waitFor(async () => (await reaktorLocks(db, 'locked')).length === 1, { what: 'the lock' })
@@ -21,7 +26,7 @@ t.test('a running reaktor holds its session advisory lock on the dedicated conne
     const pooled = await sql<{ pid: number }>`select pg_backend_pid() as pid`.execute(db)
     t.not(lock.pid, pooled.rows[0].pid, 'not by a pooled connection')
     // Many reconciles, repeated starts and notifications must never take the held lock again:
-    // session locks stack, and one unlock would then leave it held.
+    // session locks stack, and one unlock would then leave it held (checked below by a handover).
     for (let i = 0; i < 5; i++) {
       s.requestReconcile()
       await s.startReaktor('locked')
@@ -29,24 +34,34 @@ t.test('a running reaktor holds its session advisory lock on the dedicated conne
     }
     const runs = p.runs.length
     await waitFor(() => p.runs.length >= runs + 2, { what: 'more runs' })
-    t.equal(s.ownedReaktorIds().length, 1)
-    t.equal((await row(db, 'locked'))!.owner, 'node-a', 'the row names the owner')
+    t.same(s.ownedReaktorIds(), ['locked'])
+    await waitFor(async () => (await row(db, 'locked'))!.owner === 'node-a', { what: 'the owner in the row' })
+    t.equal((await s.status('locked')).owner, 'node-a', 'status names the holder of the partition')
     await s.stopReaktor('locked')
-    await waitFor(async () => (await reaktorLocks(db, 'locked')).length === 0, { what: 'the lock to be released' })
-    t.pass(`cycle ${cycle}: one unlock released it (never double-taken)`)
+    const stoppedAt = p.runs.length
+    await waitFor(() => s.ownedReaktorIds().length === 0, { what: 'the runner to be let go' })
+    t.equal((await s.status('locked')).owner, null, 'a stopped reaktor has no owner')
+    t.ok(p.runs.length <= stoppedAt, `cycle ${cycle}: no run after the stop was acknowledged`)
   }
+  // A second node: the first hands half of the partitions over, each with ONE unlock. Were any
+  // held twice, it would stay locked and the spread would never settle.
+  const b = scheduler(t, db, url, { nodeId: 'node-b', reaktors: registry([probe('locked', () => false, { interval: '100ms' }).registration]) })
+  await b.start()
+  await waitFor(async () => {
+    const holders = [...(await partitionLocks(db)).values()]
+    const onA = holders.filter((pids) => pids[0] === s.lockConnectionPid).length
+    return holders.length === DEFAULT_PARTITIONS && holders.every((pids) => pids.length === 1) && onA === DEFAULT_PARTITIONS / 2
+  }, { what: 'the partitions split 128/128' })
+  t.same(s.heldPartitions().length, DEFAULT_PARTITIONS / 2, 'every handover released its lock with one unlock')
 })
 
-t.test('ids whose hashtext collides share one key: both run on the holder, the key is released with the last', async (t) => {
+t.test('reaktors of one partition run on its holder and move together; the lock stays while any of them runs', async (t) => {
   const url = await createTestDatabase(t)
   const { db } = database(t, url)
-  const { rows } = await sql<{ a: string, b: string }>`
-    select min(s) as a, max(s) as b
-    from (select 'r' || g as s from generate_series(1, 300000) as g) as x
-    group by hashtext(s) having count(*) > 1 limit 1
-  `.execute(db)
-  t.equal(rows.length, 1, 'found two colliding ids')
-  const { a, b } = rows[0]
+  const ids = Array.from({ length: 2000 }, (_v, i) => `r${i}`)
+  const target = partitionOf(ids[0], DEFAULT_PARTITIONS)
+  const [a, b] = ids.filter((id) => partitionOf(id, DEFAULT_PARTITIONS) === target)
+  t.ok(b !== undefined, `found two ids of partition ${target}: ${a}, ${b}`)
   const pa = probe(a, () => false, { interval: '100ms' })
   const pb = probe(b, () => false, { interval: '100ms' })
   const s = scheduler(t, db, url, { reaktors: registry([pa.registration, pb.registration]) })
@@ -55,15 +70,22 @@ t.test('ids whose hashtext collides share one key: both run on the holder, the k
   await s.startReaktor(b)
   await waitFor(() => pa.runs.length >= 2 && pb.runs.length >= 2, { what: 'both to run' })
   t.same(s.ownedReaktorIds(), [a, b].sort())
-  t.equal((await reaktorLocks(db, a)).length, 1, 'one lock for both')
+  t.same(await reaktorLocks(db, a), await reaktorLocks(db, b), 'one lock for both')
   await s.stopReaktor(a)
   await waitFor(() => s.ownedReaktorIds().length === 1)
   const runs = pb.runs.length
   await waitFor(() => pb.runs.length >= runs + 2, { what: `${b} to keep running` })
-  t.equal((await reaktorLocks(db, b)).length, 1, 'the shared key stays held while the other id runs')
-  await s.stopReaktor(b)
-  await waitFor(async () => (await reaktorLocks(db, b)).length === 0, { what: 'the shared key to be released' })
-  t.pass('released with the last id using it')
+  t.equal((await reaktorLocks(db, b))[0]?.pid, s.lockConnectionPid, 'the partition stays held while the other id runs')
+  await s.startReaktor(a)
+  // A second node; then the first leaves: both move to it together.
+  const qa = probe(a, () => false, { interval: '100ms' })
+  const qb = probe(b, () => false, { interval: '100ms' })
+  const s2 = scheduler(t, db, url, { nodeId: 'node-b', reaktors: registry([qa.registration, qb.registration]) })
+  await s2.start()
+  await s.stop()
+  await waitFor(() => qa.runs.length >= 2 && qb.runs.length >= 2, { what: 'both to run on node b' })
+  t.same(s2.ownedReaktorIds(), [a, b].sort(), 'both moved with their partition')
+  t.equal(Math.max(pa.maxActive(), pb.maxActive(), qa.maxActive(), qb.maxActive()), 1, 'never two runs of one reaktor at once')
 })
 
 t.test('fencing: when the lock connection is killed every run aborts at once, then the node recovers', async (t) => {
@@ -196,7 +218,7 @@ t.test('a stop acknowledged while a reconcile pass is taking the reaktor over: n
   await s.startReaktor('racy')
   await s.startReaktor('elsewhere')
   await waitFor(() => acknowledged.length === 2, { what: 'both stops acknowledged mid-pass' })
-  await waitFor(async () => (await reaktorLocks(db, 'racy')).length === 0 && (await reaktorLocks(db, 'elsewhere')).length === 0, { what: 'the locks given back' })
+  await waitFor(() => !s.ownedReaktorIds().includes('racy') && !s.ownedReaktorIds().includes('elsewhere'), { what: 'no runner for either' })
   // Time for a run to start if one had been scheduled: the witness runs a few times meanwhile.
   await s.startReaktor('witness')
   await waitFor(() => witness.runs.length >= 3, { what: 'three witness runs' })

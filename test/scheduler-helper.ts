@@ -3,7 +3,7 @@ import pg from 'pg'
 import { buildRegistry } from '../src/apps/registry.js'
 import type { LoadedApp, RegisteredPollingReaktor } from '../src/apps/types.js'
 import type { Database } from '../src/db/schema.js'
-import { Scheduler, REAKTOR_LOCK_NAMESPACE, type SchedulerLogger, type SchedulerOptions } from '../src/scheduler/index.js'
+import { Scheduler, PARTITION_LOCK_NAMESPACE, type SchedulerLogger, type SchedulerOptions } from '../src/scheduler/index.js'
 import type { AktorContext, PollingReaktorRegistration } from '../src/sdk/types.js'
 import type { TestContext } from './helper.js'
 
@@ -120,16 +120,31 @@ export function scheduler (t: TestContext, db: Kysely<Database>, databaseUrl: st
 
 export interface AdvisoryLockRow { pid: number, granted: boolean }
 
-/** The ownership lock of a reaktor id as pg_locks shows it (two-int form: classid, objid, objsubid 2). */
+/**
+ * The ownership lock of a reaktor id as pg_locks shows it: the lock of its partition (two-int
+ * form: classid, objid, objsubid 2), the partition as stored in its row.
+ */
 export async function reaktorLocks (db: Kysely<Database>, reaktorId: string): Promise<AdvisoryLockRow[]> {
   const { rows } = await sql<AdvisoryLockRow>`
     select pid, granted from pg_locks
     where locktype = 'advisory' and database = (select oid from pg_database where datname = current_database())
-      and classid = ${REAKTOR_LOCK_NAMESPACE}::bigint::oid
-      and objid = (hashtext(${reaktorId})::bigint & 4294967295)::oid
+      and classid = ${PARTITION_LOCK_NAMESPACE}::bigint::oid
+      and objid = (select partition from polling_reaktors where reaktor_id = ${reaktorId})::bigint::oid
       and objsubid = 2
   `.execute(db)
   return rows
+}
+
+/** Every partition lock in this database: partition → holding pids. */
+export async function partitionLocks (db: Kysely<Database>): Promise<Map<number, number[]>> {
+  const { rows } = await sql<{ partition: number, pid: number }>`
+    select objid::bigint::int as partition, pid from pg_locks
+    where locktype = 'advisory' and database = (select oid from pg_database where datname = current_database())
+      and classid = ${PARTITION_LOCK_NAMESPACE}::bigint::oid and objsubid = 2 and granted
+  `.execute(db)
+  const held = new Map<number, number[]>()
+  for (const r of rows) held.set(r.partition, [...(held.get(r.partition) ?? []), r.pid])
+  return held
 }
 
 export async function row (db: Kysely<Database>, reaktorId: string): Promise<Record<string, any> | undefined> {

@@ -307,7 +307,7 @@ t.test('a run result PostgreSQL refuses is isolated, retried a few times and dro
   const batcher = new RunResultBatcher({ db, intervalMs: 20, log })
   t.teardown(() => batcher.discard())
   const result = (reaktorId: string, version = '1'): RunRecord => ({
-    reaktorId, runId: randomUUID(), lastRun: new Date(), nextRun: new Date(Date.now() + 60_000), lastError: null, consecutiveFailures: 0, version, owner: 'node-a'
+    reaktorId, runId: randomUUID(), lastRun: new Date(), nextRun: new Date(Date.now() + 60_000), lastError: null, consecutiveFailures: 0, version, owner: 'node-a', partition: 0, generation: '0'
   })
   // Any value PostgreSQL rejects makes the statement fail (here: 22P02, not a bigint).
   batcher.record(result('a'))

@@ -5,6 +5,9 @@ export interface Database {
   users: UsersTable
   sessions: SessionsTable
   polling_reaktors: PollingReaktorsTable
+  reaktor_cluster: ReaktorClusterTable
+  reaktor_partitions: ReaktorPartitionsTable
+  reaktor_nodes: ReaktorNodesTable
 }
 
 export interface UsersTable {
@@ -41,6 +44,33 @@ export interface PollingReaktorsTable {
   state_version: ColumnType<string, string | number | undefined, string | number>
   /** Run id of `last_run`. */
   last_run_id: string | null
+  /** The partition of the id (written by the nodes that register it); null until one has. */
+  partition: number | null
+}
+
+/** One row: the partition count of this cluster, fixed at its first start. */
+export interface ReaktorClusterTable {
+  id: ColumnType<number, number | undefined, never>
+  partitions: number
+  partition_hash: string
+  created_at: ColumnType<Date, Date | undefined, never>
+}
+
+export interface ReaktorPartitionsTable {
+  partition: number
+  /** Grows with every takeover: writes under an older generation no longer move the schedule. */
+  generation: ColumnType<string, string | number | undefined, string | number>
+  /** NODE_ID of the node that took it last; shown only while its lock is held. */
+  owner: string | null
+}
+
+/** What each node registers, keyed by its lock session (for clusters whose nodes load different apps). */
+export interface ReaktorNodesTable {
+  lock_pid: number
+  node_id: string
+  fingerprint: string
+  registered: string[]
+  joined_at: ColumnType<Date, Date | undefined, never>
 }
 
 export type User = Selectable<UsersTable>

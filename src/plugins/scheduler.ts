@@ -1,5 +1,5 @@
 import fp from 'fastify-plugin'
-import { Gauge } from 'prom-client'
+import { Counter, Gauge } from 'prom-client'
 import { Scheduler, type SchedulerOptions } from '../scheduler/index.js'
 
 declare module 'fastify' {
@@ -12,7 +12,7 @@ declare module 'fastify' {
 export type SchedulerOverrides = Partial<Pick<SchedulerOptions,
   'minIntervalMs' | 'now' | 'reconcileIntervalMs' | 'flushIntervalMs' | 'lockCheckMaxAgeMs' |
   'lockQueryTimeoutMs' | 'reconnectMinMs' | 'reconnectMaxMs' | 'shutdownGraceMs' | 'wantsOwnership' |
-  'coldStartSettleMs' | 'reconcileHook'>>
+  'coldStartSettleMs' | 'reconcileHook' | 'orphanGraceMs' | 'lockRefusalBackoffMs'>>
 
 export interface SchedulerPluginOptions {
   overrides?: SchedulerOverrides
@@ -30,6 +30,11 @@ export interface SchedulerPluginOptions {
  */
 export default fp<SchedulerPluginOptions>(async (fastify, opts) => {
   const { pollingRuns, pollingRunSeconds, registry } = fastify.metrics
+  const lockRefusals = new Counter({
+    name: 'reaktor_polling_lock_refusals_total',
+    help: 'Times PostgreSQL refused this node an advisory lock (shared lock table full: raise max_locks_per_transaction)',
+    registers: [registry]
+  })
   const scheduler = new Scheduler({
     db: fastify.db,
     databaseUrl: fastify.databaseUrl,
@@ -37,6 +42,8 @@ export default fp<SchedulerPluginOptions>(async (fastify, opts) => {
     nodeId: fastify.config.nodeId,
     log: fastify.log,
     shutdownGraceMs: fastify.config.shutdownGraceMs,
+    partitions: fastify.config.partitions,
+    onLockRefused: () => lockRefusals.inc(),
     onRunEnd: ({ reaktorId, outcome, durationMs }) => {
       pollingRuns.inc({ reaktor: reaktorId, outcome })
       pollingRunSeconds.observe({ reaktor: reaktorId }, durationMs / 1000)
@@ -51,6 +58,10 @@ export default fp<SchedulerPluginOptions>(async (fastify, opts) => {
   })
   gauge('reaktor_polling_cluster_members', 'Live nodes of the cluster, as this node last saw them', () => scheduler.ownershipShare.members)
   gauge('reaktor_polling_fair_share', 'Running polling reaktors this node takes at most: ceil(running / members)', () => scheduler.ownershipShare.share)
+  gauge('reaktor_polling_partitions', 'Partitions of the cluster', () => scheduler.partitions)
+  gauge('reaktor_polling_partitions_held', 'Partitions whose advisory lock this node holds', () => scheduler.heldPartitions().length)
+  gauge('reaktor_polling_lock_refused', '1 while PostgreSQL refuses this node advisory locks or an earlier-version node shares the database, else 0',
+    () => scheduler.problem === undefined ? 0 : 1)
 
   fastify.addHook('onReady', async () => {
     await scheduler.start()

@@ -24,6 +24,11 @@ const routes: FastifyPluginAsyncTypebox = async (fastify) => {
     if (!fastify.scheduler.connected) {
       return await reply.code(503).send({ statusCode: 503, error: 'Service Unavailable', message: 'scheduler not connected to the database' })
     }
+    // Connected, but not able to own its share: a full lock table, or an earlier-version node.
+    const problem = fastify.scheduler.problem
+    if (problem !== undefined) {
+      return await reply.code(503).send({ statusCode: 503, error: 'Service Unavailable', message: `scheduler: ${problem}` })
+    }
     return { status: 'ready' as const }
   })
 }

@@ -1,17 +1,23 @@
 /**
  * Advisory-lock keys (the two-int4 form, `(namespace, key)`):
  *
- * - `(REAKTOR_LOCK_NAMESPACE, hashtext(reaktorId))`: ownership of one reaktor. hashtext is 32 bits,
- *   so two ids can collide; colliding ids then always share one owner (whoever holds the key runs
- *   both). That is harmless for correctness; it only makes spreading coarser. The scheduler tracks
- *   keys, not ids, so it never takes a key its session already holds.
+ * - `(PARTITION_LOCK_NAMESPACE, partition)`: ownership of one partition, i.e. of every reaktor
+ *   whose id maps to it (see partitions.ts). A cluster holds at most `partitions` of these,
+ *   whatever the number of reaktors. The scheduler tracks the keys its session holds and never
+ *   takes a held one again (session locks stack: one unlock would then leave it held).
  * - `(CLUSTER_LOCK_NAMESPACE, 0)`: cluster membership. Every live node holds it SHARED on its lock
  *   connection; a booting node that can take it EXCLUSIVE knows no other node is alive (cold start).
- *   The number of sessions holding it is the number of live nodes (even spreading).
+ * - `(CLUSTER_LOCK_NAMESPACE, 1)`: held SHARED, beside the membership lock, by nodes that own by
+ *   partition. A membership holder without it is a node of the previous version (one lock per
+ *   reaktor, `REAKTOR_LOCK_NAMESPACE`): the two must never run side by side.
  *
- * Both namespaces are fixed constants ("RKTO"/"RKTC" in ASCII) so other users of advisory locks in
- * the same database are unlikely to collide with them. In pg_locks a two-int4 advisory lock shows
- * as `classid = namespace, objid = key (as unsigned), objsubid = 2`.
+ * The namespaces are fixed constants ("RKTP"/"RKTC"/"RKTO" in ASCII) so other users of advisory
+ * locks in the same database are unlikely to collide with them. In pg_locks a two-int4 advisory
+ * lock shows as `classid = namespace, objid = key (as unsigned), objsubid = 2`.
  */
-export const REAKTOR_LOCK_NAMESPACE = 0x524b_544f
+export const PARTITION_LOCK_NAMESPACE = 0x524b_5450
 export const CLUSTER_LOCK_NAMESPACE = 0x524b_5443
+/** The per-reaktor namespace of the previous version; only looked for, never taken. */
+export const REAKTOR_LOCK_NAMESPACE = 0x524b_544f
+export const MEMBERSHIP_KEY = 0
+export const PARTITIONED_PROTOCOL_KEY = 1

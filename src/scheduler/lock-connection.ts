@@ -1,15 +1,32 @@
 import pg from 'pg'
 import { performance } from 'node:perf_hooks'
-import { NOTIFY_CHANNEL } from './store.js'
-import { CLUSTER_LOCK_NAMESPACE, REAKTOR_LOCK_NAMESPACE } from './keys.js'
+import { NOTIFY_CHANNEL, PARTITION_CHANNEL } from './store.js'
+import { CLUSTER_LOCK_NAMESPACE, MEMBERSHIP_KEY, PARTITION_LOCK_NAMESPACE, PARTITIONED_PROTOCOL_KEY } from './keys.js'
 
-export { CLUSTER_LOCK_NAMESPACE, REAKTOR_LOCK_NAMESPACE } from './keys.js'
+export { CLUSTER_LOCK_NAMESPACE, PARTITION_LOCK_NAMESPACE, REAKTOR_LOCK_NAMESPACE } from './keys.js'
 
 export class LockConnectionLost extends Error {
   constructor (cause?: unknown) {
     super('the scheduler lock connection is gone', { cause })
     this.name = 'LockConnectionLost'
   }
+}
+
+/**
+ * PostgreSQL refused a lock for lack of room in its shared lock table (SQLSTATE class 53,
+ * "insufficient resources": `out of shared memory`, hint max_locks_per_transaction). The
+ * connection itself is fine and keeps every lock it held.
+ */
+export class LockRefused extends Error {
+  constructor (cause: unknown) {
+    super(`PostgreSQL refused an advisory lock: ${(cause as Error)?.message ?? String(cause)}`, { cause })
+    this.name = 'LockRefused'
+  }
+}
+
+function isResourceRefusal (err: unknown): boolean {
+  const code = (err as { code?: unknown } | null)?.code
+  return typeof code === 'string' && code.startsWith('53')
 }
 
 export interface LockConnectionOptions {
@@ -19,7 +36,7 @@ export interface LockConnectionOptions {
   queryTimeoutMs: number
   /** Called once per connection, as soon as it breaks (error, end, failed query). */
   onLost: (err: unknown) => void
-  onNotification: (payload: string) => void
+  onNotification: (channel: string, payload: string) => void
 }
 
 /**
@@ -49,9 +66,7 @@ export class LockConnection {
     client.on('error', (err) => this.lost(client, err))
     client.on('end', () => this.lost(client, new Error('connection ended')))
     client.on('notification', (msg) => {
-      if (client === this.client && this.alive && msg.channel === NOTIFY_CHANNEL && msg.payload !== undefined) {
-        this.opts.onNotification(msg.payload)
-      }
+      if (client === this.client && this.alive && msg.payload !== undefined) this.opts.onNotification(msg.channel, msg.payload)
     })
     try {
       await client.connect()
@@ -72,7 +87,7 @@ export class LockConnection {
     // Unix sockets; through a pooler these apply to the pooler's server connection.)
     await this.query(`select set_config('tcp_keepalives_idle', '10', false), set_config('tcp_keepalives_interval', '5', false),
       set_config('tcp_keepalives_count', '3', false), set_config('tcp_user_timeout', '25000', false)`)
-    await this.query(`listen ${NOTIFY_CHANNEL}`)
+    await this.query(`listen ${NOTIFY_CHANNEL}; listen ${PARTITION_CHANNEL}`)
   }
 
   private lost (client: pg.Client, err: unknown): void {
@@ -90,8 +105,10 @@ export class LockConnection {
       this.lastOkAt = performance.now()
       return result
     } catch (err) {
-      // Any failure of these few, simple statements means we can no longer trust the session (a
-      // statement error would be a bug; a timeout or a broken socket is a lost connection).
+      // A full lock table is an answer, not a broken session: the locks held stay held.
+      if (isResourceRefusal(err) && client === this.client && this.alive) throw new LockRefused(err)
+      // Any other failure of these few, simple statements means we can no longer trust the session
+      // (a statement error would be a bug; a timeout or a broken socket is a lost connection).
       this.lost(client, err)
       throw new LockConnectionLost(err)
     }
@@ -103,40 +120,57 @@ export class LockConnection {
     return await this.pingInFlight
   }
 
-  /** Tries each key once; returns the keys now held. Callers never pass a key already held. */
-  async tryLocks (keys: readonly number[]): Promise<Set<number>> {
-    if (keys.length === 0) return new Set()
+  /**
+   * Tries each partition once; returns the partitions now held. Callers never pass one already
+   * held. Throws LockRefused when PostgreSQL's lock table is full: the locks taken by that
+   * statement before it failed stay held (session locks ignore the rollback), so the caller
+   * re-reads what it holds with heldPartitions().
+   */
+  async tryLocks (partitions: readonly number[]): Promise<Set<number>> {
+    if (partitions.length === 0) return new Set()
     const { rows } = await this.query<{ key: number, ok: boolean }>(
       'select k as key, pg_try_advisory_lock($1::int4, k) as ok from unnest($2::int4[]) as k',
-      [REAKTOR_LOCK_NAMESPACE, keys]
+      [PARTITION_LOCK_NAMESPACE, partitions]
     )
     return new Set(rows.filter((r) => r.ok).map((r) => Number(r.key)))
   }
 
-  /** Releases keys held once each; returns those the session did not hold (a bookkeeping bug). */
-  async unlock (keys: readonly number[]): Promise<number[]> {
-    if (keys.length === 0) return []
+  /** The partitions this session holds, from pg_locks (after a refused statement). */
+  async heldPartitions (): Promise<Set<number>> {
+    const { rows } = await this.query<{ key: number }>(
+      `select objid::bigint::int as key from pg_locks where pid = pg_backend_pid() and locktype = 'advisory'
+         and classid = $1::bigint::oid and objsubid = 2 and granted`,
+      [PARTITION_LOCK_NAMESPACE]
+    )
+    return new Set(rows.map((r) => Number(r.key)))
+  }
+
+  /** Releases partitions held once each; returns those the session did not hold (a bookkeeping bug). */
+  async unlock (partitions: readonly number[]): Promise<number[]> {
+    if (partitions.length === 0) return []
     const { rows } = await this.query<{ key: number, ok: boolean }>(
       'select k as key, pg_advisory_unlock($1::int4, k) as ok from unnest($2::int4[]) as k',
-      [REAKTOR_LOCK_NAMESPACE, keys]
+      [PARTITION_LOCK_NAMESPACE, partitions]
     )
     return rows.filter((r) => !r.ok).map((r) => Number(r.key))
   }
 
   /** Cold-start probe: succeeds only when no live node holds the membership lock. */
   async tryExclusiveMembership (): Promise<boolean> {
-    const { rows } = await this.query<{ ok: boolean }>('select pg_try_advisory_lock($1::int4, 0) as ok', [CLUSTER_LOCK_NAMESPACE])
+    const { rows } = await this.query<{ ok: boolean }>('select pg_try_advisory_lock($1::int4, $2::int4) as ok', [CLUSTER_LOCK_NAMESPACE, MEMBERSHIP_KEY])
     return rows[0].ok
   }
 
   /** Joins the cluster: held shared for the life of the connection. Never blocks on other members. */
   async holdSharedMembership (): Promise<void> {
+    // The protocol lock first: a member seen without it is a node of the previous version.
+    await this.query('select pg_advisory_lock_shared($1::int4, $2::int4)', [CLUSTER_LOCK_NAMESPACE, PARTITIONED_PROTOCOL_KEY])
     // Blocks only while a cold-starting node applies the restart rules under the exclusive lock.
-    await this.query('select pg_advisory_lock_shared($1::int4, 0)', [CLUSTER_LOCK_NAMESPACE])
+    await this.query('select pg_advisory_lock_shared($1::int4, $2::int4)', [CLUSTER_LOCK_NAMESPACE, MEMBERSHIP_KEY])
   }
 
   async releaseExclusiveMembership (): Promise<void> {
-    await this.query('select pg_advisory_unlock($1::int4, 0)', [CLUSTER_LOCK_NAMESPACE])
+    await this.query('select pg_advisory_unlock($1::int4, $2::int4)', [CLUSTER_LOCK_NAMESPACE, MEMBERSHIP_KEY])
   }
 
   /** Releases every lock and closes the connection (the end of a session releases them anyway). */

@@ -29,6 +29,9 @@ export interface RunnerOptions {
   /** Carried over from the stored record, so a takeover continues the count. */
   consecutiveFailures: number
   nodeId: string
+  /** The partition the reaktor belongs to, and its generation when this node took it. */
+  partition: number
+  generation: string
   log: SchedulerLogger
   now: () => number
   /**
@@ -220,7 +223,9 @@ export class ReaktorRunner {
         lastError,
         consecutiveFailures: this.failures,
         version: this.opts.version,
-        owner: this.opts.nodeId
+        owner: this.opts.nodeId,
+        partition: this.opts.partition,
+        generation: this.opts.generation
       }, outcome, endedAt - startedAt)
       if (failed) {
         // A thrown non-Error (an object without a usable toString, say) is logged as its description.

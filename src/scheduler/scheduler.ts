@@ -1,3 +1,4 @@
+import { createHash } from 'node:crypto'
 import { performance } from 'node:perf_hooks'
 import type { Kysely } from 'kysely'
 import { MIN_POLLING_INTERVAL_MS } from '../apps/registry.js'
@@ -5,8 +6,9 @@ import type { RegisteredPollingReaktor } from '../apps/types.js'
 import type { Database, PollingReaktorRow } from '../db/schema.js'
 import { RunResultBatcher } from './batcher.js'
 import { formatDuration } from '../duration.js'
-import { LockConnection } from './lock-connection.js'
+import { LockConnection, LockRefused } from './lock-connection.js'
 import type { SchedulerLogger } from './logger.js'
+import { DEFAULT_PARTITIONS, partitionOf, planOwnership, type ClusterView, type OwnershipShare } from './partitions.js'
 import { ReaktorRunner, type RunOutcome } from './runner.js'
 import * as store from './store.js'
 
@@ -19,9 +21,14 @@ export interface SchedulerOptions {
   reaktors: ReadonlyMap<string, RegisteredPollingReaktor>
   nodeId: string
   log: SchedulerLogger
+  /**
+   * The partition count this node expects (PARTITIONS). Unset: whatever the cluster's database
+   * stores (the default, 256, on a new one). A node whose count differs from the stored one refuses to start.
+   */
+  partitions?: number
   /** How long stop() waits for in-flight runs after aborting their signals. Default 10 s. */
   shutdownGraceMs?: number
-  /** Floor of every interval (spec: 3 s). Tests lower it. */
+  /** Floor of every interval (3 s). Tests lower it. */
   minIntervalMs?: number
   /** Wall clock (epoch ms) for the persisted timestamps and the due-time arithmetic. */
   now?: () => number
@@ -41,26 +48,30 @@ export interface SchedulerOptions {
   reconnectMinMs?: number
   reconnectMaxMs?: number
   /**
-   * A running reaktor that no node has held for this long is taken by any node, even beyond its
-   * fair share (liveness when nodes register different apps). Default 3 s.
+   * A partition that no node has held for this long is taken by any node, even beyond its fair
+   * share (liveness before balance). Default 3 s.
    */
   orphanGraceMs?: number
+  /** After PostgreSQL refused a lock (full lock table), no new lock is tried for this long, doubling up to 60 s. Default 1 s. */
+  lockRefusalBackoffMs?: number
   /**
-   * Ownership policy hook, asked before competing for a running reaktor this node does not own,
-   * on top of the built-in even spreading; default: always. A node that declines simply leaves the
-   * lock to another node; correctness never depends on this answer, only on the advisory lock.
+   * Ownership policy hook, asked before competing for a free partition, on top of the built-in
+   * even spreading; default: always. A node that declines simply leaves the lock to another node;
+   * correctness never depends on this answer, only on the advisory lock.
    */
-  wantsOwnership?: (reaktorId: string, scheduler: Scheduler) => boolean
+  wantsOwnership?: (partition: number, scheduler: Scheduler) => boolean
   /** Told of every finished run on this node (metrics). Must not throw; a throw is ignored. */
   onRunEnd?: (run: RunEnd) => void
+  /** Told each time PostgreSQL refuses a lock (metrics). */
+  onLockRefused?: () => void
   /**
-   * At boot, when no node holds the membership lock but rows still name other nodes as owners of
-   * running reaktors (those nodes did not shut down cleanly: crashed, or only disconnected by a
+   * At boot, when no node holds the membership lock but partitions with running reaktors still
+   * name other nodes (those nodes did not shut down cleanly: crashed, or only disconnected by a
    * database restart), wait up to this long for one of them to reconnect before calling it a cold
    * start. Default 6 s: the reconnect backoff's ceiling (5 s + 20 % jitter).
    */
   coldStartSettleMs?: number
-  /** Tests only: awaited inside a reconcile pass, to widen its race windows on purpose. */
+  /** Tests only: awaited before a runner starts, to widen the race windows of a takeover on purpose. */
   reconcileHook?: (step: 'locked' | 'claimed', reaktorIds: readonly string[]) => void | Promise<void>
 }
 
@@ -71,19 +82,9 @@ export interface RunEnd {
   durationMs: number
 }
 
-/** The fair-share arithmetic of the last reconcile pass (for logs, metrics and tests). */
-export interface OwnershipShare {
-  /** Live nodes: sessions holding the cluster-membership lock. */
-  members: number
-  /** Running reaktors registered on this node. */
-  running: number
-  /** ceil(running / members): what this node takes at most (orphans aside). */
-  share: number
-  /** Reaktors this node owns now. */
-  owned: number
-}
+export type { OwnershipShare } from './partitions.js'
 
-/** What status and list show (DESIGN.md section 4); timestamps as Dates, the route formats them. */
+/** What status and list show; timestamps as Dates, the route formats them. */
 export interface PollingReaktorStatus {
   reaktorDefinitionId: string
   state: store.PollingState
@@ -107,42 +108,63 @@ export class UnknownReaktorError extends Error {
   }
 }
 
-interface Owned {
-  reaktorId: string
-  key: number
-  runner: ReaktorRunner
-  /** Lock-connection generation the lock was taken on. */
-  epoch: number
+/** A node of the previous version (one lock per reaktor) shares the database: never run side by side. */
+export class LegacyNodeRunning extends Error {
+  constructor (pids: readonly number[]) {
+    super(`a node of an earlier reaktor-service version (one advisory lock per reaktor) is running on this database (lock session pid ${pids.join(', ')}); ` +
+      'the two versions must not run reaktors side by side: stop every node of the earlier version, then start this one')
+    this.name = 'LegacyNodeRunning'
+  }
 }
 
-/** A reaktor let go of whose last run has not settled yet; its lock is kept until then. */
+/** A partition whose lock this node holds. */
+interface HeldPartition {
+  partition: number
+  /** Generation of the partition row when this node took it (fences late writes after a takeover). */
+  generation: string
+  /** Lock-connection generation the lock was taken on. */
+  epoch: number
+  /** Runners of this partition's reaktors. */
+  runners: Map<string, ReaktorRunner>
+  /** Being handed over or given back: no new runner starts in it. */
+  leaving: boolean
+}
+
+/** A runner that no longer owns its reaktor and whose last run has not settled yet. */
 interface Draining {
   done: Promise<void>
   runner: ReaktorRunner
+  partition: number
 }
 
 type Phase = 'idle' | 'starting' | 'running' | 'stopping' | 'stopped'
 
+/** Running reaktors per partition are re-counted at least this often (and at once after a state change). */
+const CENSUS_MAX_AGE_MS = 10_000
+/** The running rows of the held partitions are compared with the runners this often (lost notifications). */
+const ROWS_RESYNC_MS = 30_000
+const LOCK_REFUSAL_MAX_BACKOFF_MS = 60_000
+
 /**
- * The distributed timer (DESIGN.md sections 4 and 5). One instance per node.
+ * The distributed timer. One instance per node.
  *
- * Ownership: a reaktor runs only on the node whose dedicated lock connection holds its session
- * advisory lock `(REAKTOR_LOCK_NAMESPACE, hashtext(id))`. A reconcile pass (every
- * `reconcileIntervalMs`, and at once for ids announced by LISTEN/NOTIFY or changed through this
- * node) compares the stored state with what this node owns: it competes for running reaktors it
- * does not own and releases owned ones that are stopped (or were restarted: a new `state_version`).
- * A released reaktor keeps its lock until its aborted run has settled, so runs never overlap.
+ * Ownership by partition: a reaktor runs only on the node whose dedicated lock connection holds
+ * the session advisory lock of its partition `(PARTITION_LOCK_NAMESPACE, partitionOf(id))`. Lock
+ * use is bounded by the partition count, not by the number of reaktors. A full reconcile pass
+ * (every `reconcileIntervalMs`, and at once when a partition is announced free) reads pg_locks and
+ * the running reaktors per partition, and plans (partitions.ts): take free partitions while under
+ * the fair share, hand the surplus over. A per-id pass (for ids announced by LISTEN/NOTIFY or
+ * changed through this node) starts and stops the runners of the held partitions.
  *
- * Even spreading: with k live nodes (holders of the cluster-membership lock) and n running
- * reaktors, a node competes only while it owns fewer than ceil(n/k), and in a full pass hands the
- * surplus over — between runs: the runner finishes its in-flight run without an abort, its result
- * is flushed, then the lock is released and announced, so an under-share node takes it at once
- * and continues from the stored next run. Reaktors no node has held for `orphanGraceMs` are taken
- * by anyone (liveness before balance).
+ * Handover happens between runs: the partition's runners finish their in-flight runs without an
+ * abort, their results are flushed, then the lock is released and announced, so an under-share
+ * node takes it at once and continues each reaktor from its stored next run. A stopped reaktor's
+ * aborted run settles before the same reaktor can start again; its partition is not released
+ * before that either, so runs never overlap.
  *
- * Fencing: when the lock connection breaks, every owned run is aborted at once and nothing new
- * starts; only then does the node reconnect and compete again. Before each run the runner checks
- * that the connection answered recently (else it pings it first).
+ * Fencing: when the lock connection breaks, every run is aborted at once and nothing new starts;
+ * only then does the node reconnect and compete again. Before each run the runner checks that the
+ * connection answered recently (else it pings it first).
  */
 export class Scheduler {
   private readonly db: Kysely<Database>
@@ -158,22 +180,38 @@ export class Scheduler {
   private readonly reconnectMinMs: number
   private readonly reconnectMaxMs: number
   private readonly orphanGraceMs: number
+  private readonly lockRefusalBackoffMs: number
+  private readonly configuredPartitions: number | undefined
   private readonly lock: LockConnection
   private readonly batcher: RunResultBatcher
 
   private phase: Phase = 'idle'
-  private keys = new Map<string, number>()
-  /** Reaktors this node owns and times. */
-  private readonly owned = new Map<string, Owned>()
-  /** Released or fenced reaktors whose last run has not settled yet: not competed for meanwhile. */
+  private partitionCount = 0
+  /** Registered id → its partition; partition → registered ids. */
+  private readonly partitionOfId = new Map<string, number>()
+  /** Sorted registered ids and their fingerprint, published for the other nodes. */
+  private registeredIds: string[] = []
+  private fingerprint = ''
+  /** Partitions this node holds the lock of. */
+  private readonly held = new Map<number, HeldPartition>()
+  /** Runners let go of (stop, restart, handover, fencing) whose last run has not settled yet. */
   private readonly draining = new Map<string, Draining>()
-  /** performance.now() since which a running reaktor has been seen held by nobody (full passes). */
-  private readonly unheldSince = new Map<string, number>()
-  /** Orphans taken beyond the fair share: not handed over again before this performance.now(). */
-  private readonly keepUntil = new Map<string, number>()
-  private lastShare: OwnershipShare = { members: 0, running: 0, share: 0, owned: 0 }
-  /** Advisory keys this session holds → the owned ids using them (colliding ids share a key). */
-  private readonly heldKeys = new Map<number, Set<string>>()
+  /** performance.now() since which a partition has been seen held by nobody (full passes). */
+  private readonly freeSince = new Map<number, number>()
+  /** Partitions taken as orphans: not handed over again before this performance.now(). */
+  private readonly keepUntil = new Map<number, number>()
+  private weights = new Map<number, number>()
+  private censusAt = Number.NEGATIVE_INFINITY
+  private censusDirty = true
+  private rowsCheckedAt = 0
+  /** Clusters whose nodes register different reaktors: the registrations of the other fingerprints. */
+  private readonly registeredByFingerprint = new Map<string, Set<string>>()
+  private partialRunning: { key: string, byPartition: Map<number, string[]> } | undefined
+  private lastShare: OwnershipShare = { members: 0, running: 0, share: 0, partitionShare: 0, load: 0, held: 0 }
+  private legacy: number[] = []
+  private refusal: { since: number, retryAt: number, delayMs: number, message: string } | undefined
+  /** Times PostgreSQL refused a lock (for tests; metrics count through onLockRefused). */
+  lockRefusals = 0
   /** Grows each time the lock connection is lost: locks taken under an older epoch are gone. */
   private epoch = 0
   private readonly dirty = new Set<string>()
@@ -185,6 +223,7 @@ export class Scheduler {
   private coldStarted: boolean | undefined
   private readonly coldStartSettleMs: number
   private readonly onRunEnd: ((run: RunEnd) => void) | undefined
+  private readonly onLockRefused: (() => void) | undefined
   private readonly reconcileHook: SchedulerOptions['reconcileHook']
   /**
    * The newest `state_version` this node wrote (start/stop) per reaktor: a runner is never started
@@ -193,7 +232,7 @@ export class Scheduler {
   private readonly writtenVersion = new Map<string, bigint>()
   private stopping: Promise<void> | undefined
   /** What stopScheduling() aborted: awaited (up to the grace period) by stop(). */
-  private halting: { at: number, owned: string[], settled: Array<Promise<unknown>> } | undefined
+  private halting: { at: number, partitions: number[], settled: Array<Promise<unknown>> } | undefined
 
   readonly nodeId: string
 
@@ -211,23 +250,26 @@ export class Scheduler {
     this.reconnectMinMs = opts.reconnectMinMs ?? 250
     this.reconnectMaxMs = opts.reconnectMaxMs ?? 5000
     this.orphanGraceMs = opts.orphanGraceMs ?? 3000
+    this.lockRefusalBackoffMs = opts.lockRefusalBackoffMs ?? 1000
+    this.configuredPartitions = opts.partitions
     this.reconnectDelay = this.reconnectMinMs
     this.coldStartSettleMs = opts.coldStartSettleMs ?? 6000
     this.onRunEnd = opts.onRunEnd
+    this.onLockRefused = opts.onLockRefused
     this.reconcileHook = opts.reconcileHook
-    if (opts.wantsOwnership !== undefined) this.wantsOwnership = (id) => opts.wantsOwnership!(id, this)
+    if (opts.wantsOwnership !== undefined) this.wantsOwnership = (p) => opts.wantsOwnership!(p, this)
     this.batcher = new RunResultBatcher({ db: this.db, intervalMs: opts.flushIntervalMs ?? 200, log: this.log })
     this.lock = new LockConnection({
       url: opts.databaseUrl,
       applicationName: `reaktor-scheduler ${opts.nodeId}`.slice(0, 63),
       queryTimeoutMs: opts.lockQueryTimeoutMs ?? 5000,
       onLost: (err) => this.fence(err),
-      onNotification: (id) => this.requestReconcile([id])
+      onNotification: (channel, payload) => this.notified(channel, payload)
     })
   }
 
   /** Extra policy on top of even spreading; default: no further restriction. */
-  private wantsOwnership: (reaktorId: string) => boolean = () => true
+  private wantsOwnership: (partition: number) => boolean = () => true
 
   effectiveIntervalMs (reaktor: RegisteredPollingReaktor): number {
     return Math.max(reaktor.intervalMs, this.minIntervalMs)
@@ -238,19 +280,45 @@ export class Scheduler {
     return this.coldStarted
   }
 
+  /** The cluster's partition count (known once started). */
+  get partitions (): number {
+    return this.partitionCount
+  }
+
+  /** The partition of a registered reaktor (undefined before start or for unknown ids). */
+  partitionOfReaktor (reaktorId: string): number | undefined {
+    return this.partitionOfId.get(reaktorId)
+  }
+
   /** Ids this node currently owns (and times). */
   ownedReaktorIds (): string[] {
-    return [...this.owned.keys()].sort()
+    const ids: string[] = []
+    for (const hp of this.held.values()) if (!hp.leaving) ids.push(...hp.runners.keys())
+    return ids.sort()
+  }
+
+  /** Partitions whose lock this node holds. */
+  heldPartitions (): number[] {
+    return [...this.held.keys()].sort((a, b) => a - b)
   }
 
   /** The fair share as of the last reconcile pass. */
-  get ownershipShare (): OwnershipShare {
-    return { ...this.lastShare, owned: this.owned.size }
+  get ownershipShare (): OwnershipShare & { owned: number } {
+    return { ...this.lastShare, held: this.held.size, owned: this.ownedReaktorIds().length }
   }
 
   /** Started and its lock connection is up: it can run reaktors (for /readyz). */
   get connected (): boolean {
     return this.phase === 'running' && this.lock.alive
+  }
+
+  /**
+   * What keeps this node from owning its share, in one line (for /readyz and the logs): a lock
+   * refused by PostgreSQL, or a node of the previous version on the same database.
+   */
+  get problem (): string | undefined {
+    if (this.legacy.length > 0) return new LegacyNodeRunning(this.legacy).message
+    return this.refusal?.message
   }
 
   /** Backend pid of the lock connection (pg_locks.pid), undefined while disconnected. */
@@ -271,18 +339,28 @@ export class Scheduler {
     if (this.phase !== 'idle') throw new Error(`scheduler cannot start: it is ${this.phase}`)
     this.phase = 'starting'
     try {
-      this.keys = await store.lockKeys(this.db, [...this.reaktors.keys()])
+      this.partitionCount = await store.ensurePartitions(this.db, this.configuredPartitions, DEFAULT_PARTITIONS)
+      for (const id of this.reaktors.keys()) this.partitionOfId.set(id, partitionOf(id, this.partitionCount))
+      this.registeredIds = [...this.reaktors.keys()].sort()
+      this.fingerprint = createHash('sha256').update(this.registeredIds.join('\n')).digest('base64url')
       await this.lock.connect()
+      await this.publish()
       const cold = await this.probeColdStart()
       // Still holding the exclusive lock: nodes booting meanwhile wait in holdSharedMembership
       // and see a live cluster, so the restart rules are applied exactly once.
-      const boot = [...this.reaktors].map(([id, r]) => ({ reaktorId: id, interval: r.registration.interval, autoStart: r.registration.autoStart === true }))
+      const boot = [...this.reaktors].map(([id, r]) => ({
+        reaktorId: id, interval: r.registration.interval, autoStart: r.registration.autoStart === true, partition: this.partitionOfId.get(id)!
+      }))
       const applied = await store.applyBootRules(this.db, boot, new Date(this.now()), cold)
       await this.lock.holdSharedMembership()
       if (cold) await this.lock.releaseExclusiveMembership()
+      const { legacy } = await store.readLockView(this.db)
+      if (legacy.length > 0) throw new LegacyNodeRunning(legacy)
+      // Rows inserted as running: their partition's holder (maybe another node) starts them now.
+      if (!cold) await store.announce(this.db, applied.startedIds)
       this.coldStarted = cold
       if (this.phase !== 'starting') throw new Error('scheduler stopped while starting')
-      this.log.info({ nodeId: this.nodeId, coldStart: cold, reaktors: this.reaktors.size, ...applied },
+      this.log.info({ nodeId: this.nodeId, coldStart: cold, reaktors: this.reaktors.size, partitions: this.partitionCount, inserted: applied.inserted, stopped: applied.stopped },
         cold ? 'scheduler started: cluster cold start, restart rules applied' : 'scheduler started: joined a live cluster')
     } catch (err) {
       this.phase = 'stopped'
@@ -294,9 +372,14 @@ export class Scheduler {
     this.requestReconcile()
   }
 
+  /** Tells the other nodes what this one registers (keyed by its lock session), before it joins. */
+  private async publish (): Promise<void> {
+    await store.publishNode(this.db, { pid: this.lock.pid!, nodeId: this.nodeId, fingerprint: this.fingerprint, registered: this.registeredIds })
+  }
+
   /**
    * Cold-start probe: the exclusive membership lock (held on return when true). When no node holds
-   * it but rows name other nodes as owners of running reaktors, those nodes did not shut down
+   * it but partitions with running reaktors still name other nodes, those nodes did not shut down
    * cleanly: crashed, or merely disconnected (a database restart) and about to reconnect. Then
    * retry for up to coldStartSettleMs before calling it a cold start, so a node booting during a
    * database restart does not apply the restart rules under a live cluster.
@@ -316,6 +399,14 @@ export class Scheduler {
     return cold
   }
 
+  /** Every runner of this node: owned ones and those still settling. */
+  private allRunners (): ReaktorRunner[] {
+    const runners: ReaktorRunner[] = []
+    for (const hp of this.held.values()) runners.push(...hp.runners.values())
+    for (const d of this.draining.values()) runners.push(d.runner)
+    return runners
+  }
+
   /**
    * First half of the shutdown, at once (Fastify's preClose, before HTTP drains): nothing new is
    * scheduled or owned, every in-flight run's signal is aborted, and the grace period starts.
@@ -326,11 +417,11 @@ export class Scheduler {
     if (this.phase !== 'running' && this.phase !== 'starting') return
     this.phase = 'stopping'
     this.clearTimers()
-    const owned = [...this.owned.keys()]
-    const settled: Array<Promise<unknown>> = [...this.owned.values(), ...this.draining.values()].map(async (own) => await own.runner.halt('shutdown'))
-    this.owned.clear()
+    const partitions = [...this.held.keys()]
+    const settled: Array<Promise<unknown>> = this.allRunners().map(async (runner) => await runner.halt('shutdown'))
     settled.push(...[...this.draining.values()].map(async (d) => await d.done))
-    this.halting = { at: performance.now(), owned, settled }
+    for (const hp of this.held.values()) hp.runners.clear()
+    this.halting = { at: performance.now(), partitions, settled }
   }
 
   /**
@@ -347,7 +438,6 @@ export class Scheduler {
     this.stopScheduling()
     const halting = this.halting
     if (halting === undefined) { this.phase = 'stopped'; return }
-    const ownedIds = halting.owned
     const all = Promise.allSettled([...halting.settled, this.worker])
     const graceMs = Math.max(0, this.shutdownGraceMs - (performance.now() - halting.at))
     let graceTimer: NodeJS.Timeout | undefined
@@ -358,16 +448,16 @@ export class Scheduler {
     clearTimeout(graceTimer)
     if (!inTime) this.log.warn({ graceMs: this.shutdownGraceMs }, 'runs still in flight after the shutdown grace period; releasing their locks anyway')
     await this.batcher.close()
-    // Every row naming this node, not only those owned now (a claim cut short by the shutdown): a
-    // clean shutdown leaves no owner behind, which is what tells a clean cluster stop from a crash.
-    await store.releaseOwner(this.db, this.nodeId, [...this.reaktors.keys()]).catch((err) => this.log.warn({ err }, 'could not clear owner at shutdown'))
-    this.heldKeys.clear()
+    // Everything naming this node, not only what it holds now (a takeover cut short by the
+    // shutdown): a clean shutdown leaves no owner behind, which tells a clean stop from a crash.
+    await store.releaseOwner(this.db, this.nodeId).catch((err) => this.log.warn({ err }, 'could not clear owner at shutdown'))
+    this.held.clear()
     await this.lock.close()
     // The locks are gone with the session: tell the other nodes to take these over now, not at
     // their next periodic pass (a rolling restart then costs no interval).
-    await store.announce(this.db, ownedIds).catch(() => {})
+    await store.announcePartitions(this.db, halting.partitions).catch(() => {})
     this.phase = 'stopped'
-    this.log.info({ nodeId: this.nodeId, released: ownedIds.length }, 'scheduler stopped')
+    this.log.info({ nodeId: this.nodeId, released: halting.partitions.length }, 'scheduler stopped')
   }
 
   /**
@@ -377,9 +467,8 @@ export class Scheduler {
   terminate (): void {
     this.phase = 'stopped'
     this.clearTimers()
-    for (const own of [...this.owned.values(), ...this.draining.values()]) void own.runner.halt('terminated')
-    this.owned.clear()
-    this.heldKeys.clear()
+    for (const runner of this.allRunners()) void runner.halt('terminated')
+    this.held.clear()
     this.batcher.discard()
     this.lock.destroy()
   }
@@ -387,7 +476,7 @@ export class Scheduler {
   /** Writes `running` (before it is acknowledged) and reconciles at once. False: already running. */
   async startReaktor (reaktorId: string): Promise<boolean> {
     const reaktor = this.registered(reaktorId)
-    const { changed, version } = await store.writeStart(this.db, reaktorId, reaktor.registration.interval, new Date(this.now()))
+    const { changed, version } = await store.writeStart(this.db, reaktorId, reaktor.registration.interval, new Date(this.now()), this.partitionOfId.get(reaktorId) ?? null)
     this.noteWrittenVersion(reaktorId, version)
     this.requestReconcile([reaktorId])
     return changed
@@ -396,12 +485,11 @@ export class Scheduler {
   /** Writes `stopped` (before it is acknowledged); an owned run is aborted at once. False: already stopped. */
   async stopReaktor (reaktorId: string): Promise<boolean> {
     const reaktor = this.registered(reaktorId)
-    const { changed, version } = await store.writeStop(this.db, reaktorId, reaktor.registration.interval, new Date(this.now()))
+    const { changed, version } = await store.writeStop(this.db, reaktorId, reaktor.registration.interval, new Date(this.now()), this.partitionOfId.get(reaktorId) ?? null)
     // Synchronously with the answer: a reconcile pass that read the row before this stop can no
-    // longer start a runner from that read (own() refuses older versions).
+    // longer start a runner from that read (ensureRunner refuses older versions).
     this.noteWrittenVersion(reaktorId, version)
-    const own = this.owned.get(reaktorId)
-    if (own !== undefined) this.release(own)
+    this.releaseRunner(reaktorId)
     // A handover in progress waits for its run to end; a stop aborts that run at once.
     void this.draining.get(reaktorId)?.runner.halt('stopped')
     this.requestReconcile([reaktorId])
@@ -454,7 +542,20 @@ export class Scheduler {
 
   // ---------------------------------------------------------------- ownership
 
-  /** Queues a reconcile of some ids (or all); one worker runs them in order, never concurrently. */
+  private notified (channel: string, payload: string): void {
+    if (channel === store.PARTITION_CHANNEL) {
+      // A partition was given back: an under-share node takes it now, not at its next tick.
+      this.requestReconcile()
+      return
+    }
+    if (channel !== store.NOTIFY_CHANNEL) return
+    // Any state change moves the running counts (the weights of even spreading).
+    this.censusDirty = true
+    this.partialRunning = undefined
+    this.requestReconcile([payload])
+  }
+
+  /** Queues a reconcile of some ids (or a full pass); one worker runs them in order, never concurrently. */
   requestReconcile (ids?: Iterable<string>): void {
     if (this.phase !== 'running') return
     if (ids === undefined) this.dirtyAll = true
@@ -464,13 +565,16 @@ export class Scheduler {
       try {
         while (this.phase === 'running' && (this.dirtyAll || this.dirty.size > 0)) {
           const full = this.dirtyAll
-          const ids = full ? [...this.reaktors.keys()] : [...this.dirty]
+          const ids = [...this.dirty]
           this.dirtyAll = false
           this.dirty.clear()
           try {
-            await this.reconcile(ids, full)
+            if (full) await this.fullPass()
+            if (ids.length > 0) await this.idsPass(ids)
           } catch (err) {
             // The database or the lock connection is gone; the tick (or the reconnect) retries.
+            if (full) this.dirtyAll = true
+            for (const id of ids) this.dirty.add(id)
             this.log.warn({ err }, 'ownership reconcile failed')
             break
           }
@@ -481,201 +585,67 @@ export class Scheduler {
     })()
   }
 
-  /**
-   * One pass over `ids` (all registered ids in a full pass): release what was stopped, clear stale
-   * owners, hand the surplus over (full passes), take running reaktors nobody holds while under the
-   * fair share (and orphans regardless).
-   */
-  private async reconcile (ids: string[], full: boolean): Promise<void> {
-    const lockPid = this.lock.pid
-    if (!this.lock.alive || lockPid === undefined) return
+  /** The held partition a registered id runs in, when this node may start it there. */
+  private heldFor (reaktorId: string): HeldPartition | undefined {
+    const p = this.partitionOfId.get(reaktorId)
+    const hp = p === undefined ? undefined : this.held.get(p)
+    return hp === undefined || hp.leaving || hp.epoch !== this.epoch ? undefined : hp
+  }
+
+  /** Start/stop of some ids (notified, or through this node): only those of held partitions matter here. */
+  private async idsPass (ids: string[]): Promise<void> {
+    const mine = ids.filter((id) => this.heldFor(id) !== undefined)
+    if (mine.length === 0 || !this.lock.alive) return
     const epoch = this.epoch
-    const view = await store.readReconcileView(this.db, { ids, owned: [...this.owned.keys()], registered: [...this.reaktors.keys()], lockPid })
+    const rows = await store.readSchedule(this.db, mine)
     if (epoch !== this.epoch || this.phase !== 'running') return
-    const byId = new Map(view.rows.map((r) => [r.reaktorId, r]))
-
-    for (const id of ids) {
-      const own = this.owned.get(id)
-      if (own === undefined) continue
+    const byId = new Map(rows.map((r) => [r.reaktorId, r]))
+    const start: store.ScheduleRow[] = []
+    for (const id of mine) {
       const row = byId.get(id)
+      const runner = this.heldFor(id)?.runners.get(id)
       // Stopped, or stopped and started again (new version): this run series is over.
-      if (row === undefined || row.state !== 'running' || row.version !== own.runner.version) this.release(own)
+      if (runner !== undefined && (row === undefined || row.state !== 'running' || row.version !== runner.version)) this.releaseRunner(id)
+      if (row?.state === 'running' && this.heldFor(id)?.runners.has(id) !== true) start.push(row)
     }
-
-    // Running, and no other session holds the key: free to take (its node died, was fenced, or
-    // handed it over). The view never returns running reaktors another node holds.
-    const free = view.rows.filter((r) => r.state === 'running' && !r.heldElsewhere && !this.owned.has(r.reaktorId) && !this.draining.has(r.reaktorId))
-    const at = performance.now()
-    if (full) {
-      const seen = new Set(free.map((r) => r.reaktorId))
-      for (const id of this.unheldSince.keys()) if (!seen.has(id)) this.unheldSince.delete(id)
-      for (const id of seen) if (!this.unheldSince.has(id)) this.unheldSince.set(id, at)
-      for (const [id, until] of this.keepUntil) if (until <= at) this.keepUntil.delete(id)
-      // The owner column of a dead or fenced node: cleared (status shows nobody) until taken over.
-      const stale = free.filter((r) => r.owner !== null).map((r) => r.reaktorId)
-      if (stale.length > 0) await store.clearStaleOwners(this.db, stale)
-    }
-
-    const members = Math.max(1, view.members)
-    const share = Math.ceil(view.running / members)
-    if (share !== this.lastShare.share || members !== this.lastShare.members) {
-      this.log.debug({ nodeId: this.nodeId, members, running: view.running, share, owned: this.owned.size }, 'fair share changed')
-    }
-    this.lastShare = { members, running: view.running, share, owned: this.owned.size }
-    // Hand over only when another node has room for it (fewer locks than the share): with nodes
-    // that register different apps, a node holding few locks may not run ours at all.
-    if (full && this.owned.size > share && view.leastLoaded !== null && view.leastLoaded < share) {
-      this.handOverSurplus(Math.min(this.owned.size - share, share - view.leastLoaded))
-    }
-
-    const candidates = free.filter((r) => this.keys.has(r.reaktorId) && this.wantsOwnership(r.reaktorId))
-    if (candidates.length === 0) return
-    const isOrphan = (id: string): boolean => at - (this.unheldSince.get(id) ?? at) >= this.orphanGraceMs
-    const orphans = candidates.filter((r) => isOrphan(r.reaktorId)).map((r) => r.reaktorId)
-    const acquired = orphans.length > 0 ? await this.acquire(orphans, epoch) : []
-    for (const id of acquired) this.keepUntil.set(id, at + 10 * this.orphanGraceMs)
-    // Under the share: take what is free, the due ones first, in an order of our own so that nodes
-    // competing at the same moment mostly try different keys; lost races are retried at once.
-    const others = shuffle(candidates.filter((r) => !isOrphan(r.reaktorId)))
-    const now = this.now()
-    others.sort((a, b) => Number((a.nextRun?.getTime() ?? 0) > now) - Number((b.nextRun?.getTime() ?? 0) > now))
-    let room = share - this.owned.size - acquired.length
-    for (let next = 0; room > 0 && next < others.length && epoch === this.epoch;) {
-      const batch = others.slice(next, next + room).map((r) => r.reaktorId)
-      next += batch.length
-      const got = await this.acquire(batch, epoch)
-      acquired.push(...got)
-      room -= got.length
-    }
-    if (acquired.length === 0) return
-    await this.reconcileHook?.('locked', acquired)
-
-    // Claim under the lock, guarded by the version this pass saw running: a reaktor stopped (or
-    // stopped and started again) since that read is not claimed, and its lock is given back. The
-    // claim returns the row as it is now (its next run), so no second read is needed.
-    const seen = new Map(view.rows.map((r) => [r.reaktorId, r.version]))
-    const claimed = new Map((await store.claimOwner(this.db, this.nodeId, acquired.map((id) => ({ reaktorId: id, version: seen.get(id)! }))))
-      .map((r) => [r.reaktorId, r]))
-    if (epoch !== this.epoch) return
-    await this.reconcileHook?.('claimed', [...claimed.keys()])
-    if (epoch !== this.epoch) return
-    const owned: string[] = []
-    const retry: string[] = []
-    for (const id of acquired) {
-      const row = claimed.get(id)
-      if (row === undefined || !this.own(id, row, epoch)) {
-        await this.unlockId(id)
-        // Changed since this pass read it (e.g. stopped and started again): look again.
-        if (row === undefined) retry.push(id)
-        continue
-      }
-      owned.push(id)
-    }
-    if (retry.length > 0) this.requestReconcile(retry)
-    if (owned.length > 0) {
-      this.log.info({ nodeId: this.nodeId, reaktorIds: owned.length <= 20 ? owned : undefined, count: owned.length, owned: this.owned.size, share, members },
-        'took ownership of polling reaktors')
-    }
+    await this.startRunners(start, epoch)
   }
 
   /**
-   * Gives up `surplus` owned reaktors, between runs: those idle right now first. Ids sharing their
-   * key with another owned id (hash collision) and orphans just taken are kept.
+   * Starts runners for running rows read under the partition lock. With a reconcile hook (tests),
+   * the rows are read once more between the two hooks, like a claim: a reaktor stopped in between
+   * (through any node) is not started.
    */
-  private handOverSurplus (surplus: number): void {
-    const at = performance.now()
-    const movable = [...this.owned.values()].filter((own) =>
-      (this.keepUntil.get(own.reaktorId) ?? 0) <= at && (this.heldKeys.get(own.key)?.size ?? 0) <= 1)
-    movable.sort((a, b) => Number(a.runner.running) - Number(b.runner.running))
-    for (const own of movable.slice(0, surplus)) this.handOver(own)
-  }
-
-  /**
-   * Handover: no new run; the in-flight run ends on its own (no abort) and its result is flushed;
-   * only then is the owner cleared, the lock released and the release announced, so the next
-   * owner (an under-share node, notified at once) continues from the stored next run.
-   */
-  private handOver (own: Owned): void {
-    const id = own.reaktorId
-    if (this.owned.get(id) !== own) return
-    this.owned.delete(id)
-    const current = (): boolean => own.epoch === this.epoch && this.phase === 'running'
-    this.drain(own, own.runner.finish().then(async () => {
-      if (!current()) return
-      await this.batcher.flush().catch((err) => this.log.warn({ err, reaktorId: id }, 'handover: could not persist the last run result'))
-      await store.releaseOwner(this.db, this.nodeId, [id])
-      if (!current()) return
-      await this.unlockId(id)
-      await store.announce(this.db, [id])
-      this.log.info({ nodeId: this.nodeId, reaktorId: id }, 'polling reaktor handed over between runs (even spreading)')
-    }).catch((err) => {
-      this.log.warn({ err, reaktorId: id }, 'could not hand over polling reaktor')
-    }))
-  }
-
-  /**
-   * Keeps a runner that no longer owns its reaktor in `draining` until `work` (stopping it, then
-   * releasing or handing over its lock) has settled, then lets reconcile look at the id again.
-   */
-  private drain (own: Owned, work: Promise<void>): void {
-    const id = own.reaktorId
-    const done: Promise<void> = work.finally(() => {
-      if (this.draining.get(id)?.done === done) this.draining.delete(id)
-      this.requestReconcile([id])
-    })
-    this.draining.set(id, { done, runner: own.runner })
-  }
-
-  /** Takes the locks of ids not owned yet; returns the ids whose key this session now holds. */
-  private async acquire (ids: string[], epoch: number): Promise<string[]> {
-    const got: string[] = []
-    const wanted = new Map<number, string[]>()
-    for (const id of ids) {
-      const key = this.keys.get(id)!
-      const held = this.heldKeys.get(key)
-      // Session locks stack: taking a held key again would need two unlocks to release it.
-      if (held !== undefined) {
-        held.add(id)
-        got.push(id)
-      } else {
-        wanted.set(key, [...(wanted.get(key) ?? []), id])
-      }
+  private async startRunners (rows: store.ScheduleRow[], epoch: number): Promise<void> {
+    let ready = rows.filter((r) => this.reaktors.has(r.reaktorId) && !this.draining.has(r.reaktorId))
+    if (ready.length === 0) return
+    if (this.reconcileHook !== undefined) {
+      await this.reconcileHook('locked', ready.map((r) => r.reaktorId))
+      const again = new Map((await store.readSchedule(this.db, ready.map((r) => r.reaktorId))).map((r) => [r.reaktorId, r]))
+      const changed = ready.filter((r) => again.get(r.reaktorId)?.version !== r.version)
+      ready = ready.filter((r) => again.get(r.reaktorId)?.version === r.version && again.get(r.reaktorId)?.state === 'running')
+      if (changed.length > 0) this.requestReconcile(changed.map((r) => r.reaktorId))
+      if (epoch !== this.epoch) return
+      await this.reconcileHook('claimed', ready.map((r) => r.reaktorId))
     }
-    const granted = await this.lock.tryLocks([...wanted.keys()])
-    if (epoch !== this.epoch) return []
-    for (const key of granted) {
-      const idsOfKey = wanted.get(key)!
-      this.heldKeys.set(key, new Set(idsOfKey))
-      got.push(...idsOfKey)
-    }
-    return got
-  }
-
-  /** Drops id from its key; the key is unlocked when no owned id uses it any more. */
-  private async unlockId (id: string): Promise<void> {
-    const key = this.keys.get(id)
-    if (key === undefined) return
-    const held = this.heldKeys.get(key)
-    if (held === undefined) return
-    held.delete(id)
-    if (held.size > 0) return
-    this.heldKeys.delete(key)
-    const notHeld = await this.lock.unlock([key])
-    if (notHeld.length > 0) this.log.error({ reaktorId: id, key }, 'advisory lock was not held at release (bookkeeping bug)')
+    if (epoch !== this.epoch || this.phase !== 'running') return
+    for (const row of ready) this.ensureRunner(row)
   }
 
   /**
-   * Starts timing a reaktor whose lock this node holds and whose claim succeeded. Refused (false)
-   * when the scheduler is no longer running, the id is owned already, or this node has since
-   * written a newer version of it (a stop acknowledged after the claim: the claim is stale).
+   * Starts timing a running reaktor of a held partition. Refused when the scheduler is no longer
+   * running, the id has a runner or one still settling (it is looked at again once that settled),
+   * or this node has since written a newer version of it (a stop acknowledged after the read).
    */
-  private own (id: string, row: store.ScheduleRow, epoch: number): boolean {
-    if (this.phase !== 'running' || epoch !== this.epoch || this.owned.has(id)) return false
+  private ensureRunner (row: store.ScheduleRow): void {
+    const id = row.reaktorId
+    const reaktor = this.reaktors.get(id)
+    const hp = this.heldFor(id)
+    if (reaktor === undefined || hp === undefined || this.phase !== 'running' || hp.runners.has(id) || this.draining.has(id)) return
     if (BigInt(row.version) < (this.writtenVersion.get(id) ?? -1n)) {
-      this.log.debug({ reaktorId: id, version: row.version }, 'claim predates a start/stop written by this node; not owned')
-      return false
+      this.log.debug({ reaktorId: id, version: row.version }, 'read predates a start/stop written by this node; not started')
+      return
     }
-    const reaktor = this.reaktors.get(id)!
     const runner: ReaktorRunner = new ReaktorRunner({
       reaktorId: id,
       reaktor,
@@ -683,59 +653,281 @@ export class Scheduler {
       version: row.version,
       consecutiveFailures: row.consecutiveFailures,
       nodeId: this.nodeId,
+      partition: hp.partition,
+      generation: hp.generation,
       log: this.runLog,
       now: this.now,
-      mayRun: async () => await this.mayRun(id, runner),
+      mayRun: () => this.mayRun(id, runner),
       onRunEnd: (record, outcome, durationMs) => {
         this.batcher.record(record)
+        if (this.onRunEnd === undefined) return
         try {
-          this.onRunEnd?.({ reaktorId: id, outcome, durationMs })
+          this.onRunEnd({ reaktorId: id, outcome, durationMs })
         } catch (err) {
           this.log.warn({ err, reaktorId: id }, 'onRunEnd observer failed')
         }
       }
     })
-    this.owned.set(id, { reaktorId: id, key: this.keys.get(id)!, runner, epoch })
-    this.unheldSince.delete(id)
-    this.log.debug({ reaktorId: id, nextRun: row.nextRun, version: row.version }, 'polling reaktor owned by this node')
+    hp.runners.set(id, runner)
     // Continue from the stored next run: due or overdue means exactly one run now.
     runner.start(row.nextRun?.getTime() ?? null)
-    return true
   }
 
-  /** Stops an owned runner; its lock is released once its in-flight run has settled. */
-  private release (own: Owned): void {
-    if (this.owned.get(own.reaktorId) !== own) return
-    this.owned.delete(own.reaktorId)
-    this.drain(own, own.runner.halt('stopped').then(async () => {
-      if (own.epoch === this.epoch && this.phase === 'running') await this.unlockId(own.reaktorId)
-    }).catch((err) => {
-      this.log.warn({ err, reaktorId: own.reaktorId }, 'could not release polling reaktor lock')
-    }))
-    this.log.debug({ reaktorId: own.reaktorId }, 'polling reaktor released by this node')
+  /** Stops the runner of a reaktor (stop, restart): its partition stays held, the id is looked at again once the run settled. */
+  private releaseRunner (reaktorId: string): void {
+    const p = this.partitionOfId.get(reaktorId)
+    const hp = p === undefined ? undefined : this.held.get(p)
+    const runner = hp?.runners.get(reaktorId)
+    if (hp === undefined || runner === undefined) return
+    hp.runners.delete(reaktorId)
+    this.drain(reaktorId, hp.partition, runner, runner.halt('stopped'))
+  }
+
+  /**
+   * Keeps a runner that no longer owns its reaktor in `draining` until `work` (its last run) has
+   * settled, then lets reconcile look at the id again.
+   */
+  private drain (reaktorId: string, partition: number, runner: ReaktorRunner, work: Promise<void>): void {
+    const done: Promise<void> = work.catch((err) => {
+      this.log.warn({ err, reaktorId }, 'polling reaktor runner did not settle cleanly')
+    }).finally(() => {
+      if (this.draining.get(reaktorId)?.done === done) this.draining.delete(reaktorId)
+      this.requestReconcile([reaktorId])
+    })
+    this.draining.set(reaktorId, { done, runner, partition })
   }
 
   /** Before each run: still the owner, and the lock connection answered recently (else ping it). */
-  private async mayRun (id: string, runner: ReaktorRunner): Promise<boolean> {
-    if (this.phase !== 'running' || this.owned.get(id)?.runner !== runner || !this.lock.alive) return false
+  private mayRun (id: string, runner: ReaktorRunner): boolean | Promise<boolean> {
+    if (this.phase !== 'running' || this.heldFor(id)?.runners.get(id) !== runner || !this.lock.alive) return false
     if (performance.now() - this.lock.lastOkAt <= this.lockCheckMaxAgeMs) return true
-    return await this.lock.ping() && this.owned.get(id)?.runner === runner
+    return this.lock.ping().then((ok) => ok && this.heldFor(id)?.runners.get(id) === runner)
+  }
+
+  /**
+   * One full pass: who holds what (pg_locks), the running reaktors per partition (when changed),
+   * then the plan: give the surplus back between runs, take free partitions under the share.
+   */
+  private async fullPass (): Promise<void> {
+    const me = this.lock.pid
+    if (!this.lock.alive || me === undefined) return
+    const epoch = this.epoch
+    const view = await store.readLockView(this.db)
+    if (epoch !== this.epoch || this.phase !== 'running') return
+    if (this.noteLegacy(view.legacy)) return
+    if (this.censusDirty || performance.now() - this.censusAt > CENSUS_MAX_AGE_MS) {
+      this.censusDirty = false
+      this.censusAt = performance.now()
+      this.weights = await store.readCensus(this.db)
+    }
+    const members = view.members.includes(me) ? view.members : [...view.members, me]
+    const eligible = await this.eligibility(members, view.fingerprints)
+    if (epoch !== this.epoch || this.phase !== 'running') return
+
+    const at = performance.now()
+    for (let p = 0; p < this.partitionCount; p++) {
+      if (view.holders.has(p)) this.freeSince.delete(p)
+      else if (!this.freeSince.has(p)) this.freeSince.set(p, at)
+    }
+    const orphans = new Set<number>()
+    for (const [p, since] of this.freeSince) if (at - since >= this.orphanGraceMs) orphans.add(p)
+    for (const [p, until] of this.keepUntil) if (until <= at) this.keepUntil.delete(p)
+    const leaving = new Set([...this.held.values()].filter((hp) => hp.leaving).map((hp) => hp.partition))
+    const cluster: ClusterView = { me, members, holders: view.holders, weights: this.weights, partitions: this.partitionCount, eligible }
+    const plan = planOwnership(cluster, { orphans, keep: new Set(this.keepUntil.keys()), leaving, shuffle })
+    if (plan.share.share !== this.lastShare.share || plan.share.members !== this.lastShare.members) {
+      this.log.debug({ nodeId: this.nodeId, ...plan.share }, 'fair share changed')
+    }
+    this.lastShare = plan.share
+    for (const p of plan.give) this.handOver(p)
+    const take = plan.take.filter((p) => this.wantsOwnership(p) && !this.held.has(p))
+    if (take.length > 0 && this.mayAcquire()) {
+      const lost = await this.acquire(take, epoch, orphans)
+      // Lost races (another node took some first): look again at once with the new holders.
+      if (lost > 0 && epoch === this.epoch) this.dirtyAll = true
+    }
+    if (at - this.rowsCheckedAt >= ROWS_RESYNC_MS) {
+      this.rowsCheckedAt = at
+      await this.resyncRows(epoch)
+    }
+  }
+
+  /** The fallback for lost notifications: the running rows of the held partitions against the runners. */
+  private async resyncRows (epoch: number): Promise<void> {
+    const partitions = [...this.held.values()].filter((hp) => !hp.leaving).map((hp) => hp.partition)
+    const rows = await store.readRunningIn(this.db, partitions)
+    if (epoch !== this.epoch || this.phase !== 'running') return
+    const running = new Map(rows.map((r) => [r.reaktorId, r]))
+    const changed: string[] = []
+    for (const id of this.ownedReaktorIds()) {
+      const row = running.get(id)
+      if (row === undefined || row.version !== this.heldFor(id)?.runners.get(id)?.version) changed.push(id)
+    }
+    for (const row of rows) if (this.reaktors.has(row.reaktorId) && this.heldFor(row.reaktorId)?.runners.has(row.reaktorId) !== true) changed.push(row.reaktorId)
+    if (changed.length > 0) {
+      this.log.info({ count: changed.length }, 'periodic check found polling reaktors whose start or stop was not seen; reconciling them')
+      this.requestReconcile(changed)
+    }
+  }
+
+  /**
+   * Takes the locks of free partitions, claims them (a new generation each) and starts the runners
+   * of their running reaktors. Returns how many partitions were lost to another node.
+   */
+  private async acquire (partitions: number[], epoch: number, orphans: ReadonlySet<number>): Promise<number> {
+    let granted: Set<number>
+    try {
+      granted = await this.lock.tryLocks(partitions)
+      if (this.refusal !== undefined) {
+        this.log.info({ nodeId: this.nodeId, refusedForMs: Math.round(performance.now() - this.refusal.since) }, 'PostgreSQL grants advisory locks again')
+        this.refusal = undefined
+      }
+    } catch (err) {
+      if (!(err instanceof LockRefused)) throw err
+      // The statement failed part-way: the locks it took before the refusal are held anyway.
+      const now = await this.lock.heldPartitions()
+      granted = new Set(partitions.filter((p) => now.has(p)))
+      this.noteRefusal(err)
+    }
+    if (epoch !== this.epoch) return 0
+    const got = [...granted]
+    if (got.length === 0) return partitions.length
+    const at = performance.now()
+    try {
+      const generations = await store.claimPartitions(this.db, this.nodeId, got)
+      if (epoch !== this.epoch) return 0
+      for (const p of got) {
+        this.held.set(p, { partition: p, generation: generations.get(p) ?? '0', epoch, runners: new Map(), leaving: false })
+        this.freeSince.delete(p)
+        if (orphans.has(p)) this.keepUntil.set(p, at + 10 * this.orphanGraceMs)
+      }
+    } catch (err) {
+      // Not recorded as held: give the locks back, or they would never be released.
+      if (epoch === this.epoch) await this.lock.unlock(got).catch(() => {})
+      throw err
+    }
+    const rows = await store.readRunningIn(this.db, got)
+    if (epoch !== this.epoch) return 0
+    const unknown = rows.filter((r) => !this.reaktors.has(r.reaktorId)).length
+    if (unknown > 0) this.partialRunning = undefined
+    await this.startRunners(rows, epoch)
+    this.log.info({ nodeId: this.nodeId, partitions: got.length <= 20 ? got : undefined, count: got.length, reaktors: rows.length - unknown, ...this.lastShare, held: this.held.size },
+      'took ownership of partitions')
+    return partitions.length - got.length
+  }
+
+  private mayAcquire (): boolean {
+    return this.refusal === undefined || performance.now() >= this.refusal.retryAt
+  }
+
+  /**
+   * PostgreSQL's lock table is full. Keep what is held, try again later (doubling up to a minute),
+   * and say once, clearly, what to change: no error loop, and /readyz and /metrics show it.
+   */
+  private noteRefusal (err: LockRefused): void {
+    this.lockRefusals++
+    this.onLockRefused?.()
+    const delayMs = this.refusal === undefined ? this.lockRefusalBackoffMs : Math.min(this.refusal.delayMs * 2, LOCK_REFUSAL_MAX_BACKOFF_MS)
+    const message = `PostgreSQL refused advisory locks (its shared lock table is full): this node holds ${this.held.size} of ${this.partitionCount} partitions ` +
+      'and retries with backoff. Raise max_locks_per_transaction on the PostgreSQL server (restart needed), or look for another client holding many locks'
+    if (this.refusal === undefined) {
+      this.log.error({ err, nodeId: this.nodeId, held: this.held.size, partitions: this.partitionCount, setting: 'max_locks_per_transaction' }, message)
+    } else {
+      this.log.debug({ err, retryInMs: delayMs }, 'advisory locks still refused')
+    }
+    this.refusal = { since: this.refusal?.since ?? performance.now(), retryAt: performance.now() + delayMs, delayMs, message }
+  }
+
+  /** A node of the previous version shares the database: run nothing while it is alive. */
+  private noteLegacy (legacy: number[]): boolean {
+    const was = this.legacy.length > 0
+    this.legacy = legacy
+    if (legacy.length === 0) {
+      if (was) this.log.info({ nodeId: this.nodeId }, 'the earlier-version node is gone; competing for partitions again')
+      return false
+    }
+    if (!was) this.log.error({ nodeId: this.nodeId, pids: legacy }, `${new LegacyNodeRunning(legacy).message}; this node gives back its partitions until then`)
+    for (const p of this.held.keys()) this.handOver(p, true)
+    return true
+  }
+
+  /**
+   * Nodes registering the same reaktors (the same fingerprint) can all run every partition: no
+   * eligibility then. Otherwise a node can run a partition when it registers each running reaktor
+   * of it that not every member registers.
+   */
+  private async eligibility (members: readonly number[], fingerprints: ReadonlyMap<number, string>): Promise<ClusterView['eligible']> {
+    const me = this.lock.pid!
+    const fingerprintOf = (pid: number): string => pid === me ? this.fingerprint : fingerprints.get(pid) ?? this.fingerprint
+    if (members.every((pid) => fingerprintOf(pid) === this.fingerprint)) return undefined
+    this.registeredByFingerprint.set(this.fingerprint, new Set(this.registeredIds))
+    const missing = members.filter((pid) => !this.registeredByFingerprint.has(fingerprintOf(pid)))
+    for (const [, node] of await store.readRegistered(this.db, missing)) this.registeredByFingerprint.set(node.fingerprint, new Set(node.registered))
+    const sets = new Map(members.map((pid) => [pid, this.registeredByFingerprint.get(fingerprintOf(pid)) ?? new Set<string>()]))
+    const key = [...new Set(sets.values())].length + ':' + [...new Set(members.map(fingerprintOf))].sort().join(',')
+    if (this.partialRunning?.key !== key) {
+      // Ids some member registers and another does not: only their partitions need a capable node.
+      const all = [...sets.values()]
+      const union = new Set(all.flatMap((s) => [...s]))
+      const partial = [...union].filter((id) => !all.every((s) => s.has(id)))
+      const byPartition = new Map<number, string[]>()
+      for (const { reaktorId, partition } of await store.readRunningIds(this.db, partial)) {
+        byPartition.set(partition, [...(byPartition.get(partition) ?? []), reaktorId])
+      }
+      this.partialRunning = { key, byPartition }
+    }
+    const byPartition = this.partialRunning.byPartition
+    return (p, pid) => (byPartition.get(p) ?? []).every((id) => sets.get(pid)?.has(id) === true)
+  }
+
+  /**
+   * Gives a partition back. Handover (balance): its runners finish their in-flight runs without
+   * an abort; `halt` (an earlier-version node appeared): they are aborted. Then the results are
+   * flushed, the owner cleared, the lock released and announced, so that the next holder (an
+   * under-share node, notified at once) continues each reaktor from its stored next run.
+   */
+  private handOver (partition: number, halt = false): void {
+    const hp = this.held.get(partition)
+    if (hp === undefined || hp.leaving) return
+    hp.leaving = true
+    for (const [id, runner] of hp.runners) this.drain(id, partition, runner, halt ? runner.halt('handed over') : runner.finish())
+    hp.runners.clear()
+    const settling = [...this.draining.values()].filter((d) => d.partition === partition).map(async (d) => await d.done)
+    const current = (): boolean => this.held.get(partition) === hp && hp.epoch === this.epoch && this.phase === 'running'
+    void Promise.all(settling).then(async () => {
+      if (!current()) return
+      await this.batcher.flush().catch((err) => this.log.warn({ err, partition }, 'handover: could not persist the last run results'))
+      await store.releasePartitions(this.db, this.nodeId, [partition]).catch((err) => this.log.warn({ err, partition }, 'handover: could not clear the owner'))
+      if (!current()) return
+      this.held.delete(partition)
+      const notHeld = await this.lock.unlock([partition])
+      if (notHeld.length > 0) this.log.error({ partition }, 'advisory lock was not held at release (bookkeeping bug)')
+      await store.announcePartitions(this.db, [partition])
+      this.log.debug({ nodeId: this.nodeId, partition }, 'partition handed over between runs')
+    }).catch((err) => {
+      this.log.warn({ err, partition }, 'could not hand over partition')
+    })
   }
 
   /**
    * The lock connection broke: every lock is gone with it, so every run stops NOW (another node
-   * may take these reaktors over at any moment). Then reconnect and compete again.
+   * may take these partitions over at any moment). Then reconnect and compete again.
    */
   private fence (err: unknown): void {
     this.epoch++
-    this.heldKeys.clear()
-    const fenced = [...this.owned.values()]
-    this.owned.clear()
-    // Handovers in progress lost their lock too: their run is aborted like the others.
-    for (const draining of this.draining.values()) void draining.runner.halt('lock connection lost')
-    for (const own of fenced) this.drain(own, own.runner.halt('lock connection lost'))
+    const aborted: string[] = []
+    for (const hp of this.held.values()) {
+      for (const [id, runner] of hp.runners) {
+        aborted.push(id)
+        this.drain(id, hp.partition, runner, runner.halt('lock connection lost'))
+      }
+    }
+    this.held.clear()
+    // Handovers and stops in progress lost their lock too: their runs are aborted like the others.
+    for (const d of this.draining.values()) void d.runner.halt('lock connection lost')
     if (this.phase !== 'running' && this.phase !== 'starting') return
-    this.log.error({ err, nodeId: this.nodeId, aborted: fenced.map((o) => o.reaktorId) }, 'scheduler lock connection lost: all runs aborted (fencing); reconnecting')
+    this.log.error({ err, nodeId: this.nodeId, aborted: aborted.length <= 20 ? aborted : undefined, count: aborted.length },
+      'scheduler lock connection lost: all runs aborted (fencing); reconnecting')
     if (this.phase === 'running') this.scheduleReconnect()
   }
 
@@ -753,15 +945,18 @@ export class Scheduler {
     if (this.phase !== 'running' || this.lock.alive) return
     try {
       await this.lock.connect()
+      await this.publish()
       // A reconnect is never a cold start: the restart rules belong to boot only.
       await this.lock.holdSharedMembership()
       this.reconnectDelay = this.reconnectMinMs
       this.log.info({ nodeId: this.nodeId, pid: this.lock.pid }, 'scheduler lock connection re-established; competing for ownership again')
       if (this.phase !== 'running') { await this.lock.close(); return }
+      this.censusDirty = true
       this.requestReconcile()
     } catch (err) {
       this.reconnectDelay = Math.min(this.reconnectDelay * 2, this.reconnectMaxMs)
-      this.log.warn({ err, retryInMs: this.reconnectDelay }, 'scheduler lock connection: reconnect failed')
+      const hint = err instanceof LockRefused ? ' (PostgreSQL lock table full: raise max_locks_per_transaction)' : ''
+      this.log.warn({ err, retryInMs: this.reconnectDelay }, `scheduler lock connection: reconnect failed${hint}`)
       this.lock.destroy()
       this.scheduleReconnect()
     }
@@ -789,12 +984,11 @@ export class Scheduler {
   }
 }
 
-/** Fisher–Yates, on a copy. */
-function shuffle<T> (items: readonly T[]): T[] {
-  const out = [...items]
-  for (let i = out.length - 1; i > 0; i--) {
+/** Fisher–Yates, in place. */
+function shuffle<T> (items: T[]): T[] {
+  for (let i = items.length - 1; i > 0; i--) {
     const j = Math.floor(Math.random() * (i + 1))
-    ;[out[i], out[j]] = [out[j], out[i]]
+    ;[items[i], items[j]] = [items[j], items[i]]
   }
-  return out
+  return items
 }

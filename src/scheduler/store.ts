@@ -1,6 +1,7 @@
 import { sql, type Kysely } from 'kysely'
 import type { Database, PollingReaktorRow } from '../db/schema.js'
-import { CLUSTER_LOCK_NAMESPACE, REAKTOR_LOCK_NAMESPACE } from './keys.js'
+import { CLUSTER_LOCK_NAMESPACE, MEMBERSHIP_KEY, PARTITION_LOCK_NAMESPACE, PARTITIONED_PROTOCOL_KEY } from './keys.js'
+import { MAX_PARTITIONS, PARTITION_HASH } from './partitions.js'
 
 /**
  * The SQL of the scheduler: the persisted state record of every polling reaktor (spec 2.2).
@@ -9,6 +10,8 @@ import { CLUSTER_LOCK_NAMESPACE, REAKTOR_LOCK_NAMESPACE } from './keys.js'
 
 /** LISTEN/NOTIFY channel of state changes; the payload is the reaktor id. */
 export const NOTIFY_CHANNEL = 'reaktor_polling'
+/** LISTEN/NOTIFY channel of released partitions; the payload is the partition number. */
+export const PARTITION_CHANNEL = 'reaktor_partitions'
 
 export type PollingState = 'running' | 'stopped'
 
@@ -20,6 +23,7 @@ export interface ScheduleRow {
   version: string
   nextRun: Date | null
   consecutiveFailures: number
+  partition: number | null
 }
 
 /** The latest result of one reaktor's runs, waiting for the next batched flush. */
@@ -33,12 +37,16 @@ export interface RunRecord {
   /** `state_version` the runner was started under: the result applies only while it still matches. */
   version: string
   owner: string
+  partition: number
+  /** Generation of the partition when this node took it: a later takeover makes this write stale. */
+  generation: string
 }
 
 export interface BootRegistration {
   reaktorId: string
   interval: string
   autoStart: boolean
+  partition: number
 }
 
 /*
@@ -46,165 +54,249 @@ export interface BootRegistration {
  * `(namespace, key)` shows as classid = namespace, objid = key as an unsigned 32-bit oid, objsubid 2.
  */
 const THIS_DATABASE = sql`(select oid from pg_database where datname = current_database())`
-const reaktorKey = (column: string): ReturnType<typeof sql> => sql`(hashtext(${sql.ref(column)})::bigint & 4294967295)::oid`
-const reaktorLocks = sql`
-  select l.objid, l.pid from pg_locks as l
+const partitionLocks = sql`
+  select l.objid::bigint::int as partition, l.pid from pg_locks as l
   where l.locktype = 'advisory' and l.database = ${THIS_DATABASE} and l.granted
-    and l.classid = ${REAKTOR_LOCK_NAMESPACE}::bigint::oid and l.objsubid = 2
+    and l.classid = ${PARTITION_LOCK_NAMESPACE}::bigint::oid and l.objsubid = 2
 `
 
+export class PartitionCountMismatch extends Error {
+  constructor (readonly configured: number, readonly stored: number) {
+    super(`PARTITIONS=${configured} does not match this cluster: its database was first started with ${stored} partitions, ` +
+      `and the count cannot change afterwards (every node must map each reaktor to the same partition). Unset PARTITIONS or set it to ${stored}.`)
+    this.name = 'PartitionCountMismatch'
+  }
+}
+
 /**
- * The state records, for status and list. `owner` is shown only while some session holds the
- * reaktor's advisory lock: the column of a node that died (kill -9) is stale from the moment
- * PostgreSQL ended its session, long before a reconcile pass clears or a new owner overwrites it.
+ * The partition count of this cluster. The first node to start on a database stores its own
+ * (`configured`, else the default) with the partition rows; every later node reads it, and one
+ * configured differently refuses to start.
+ */
+export async function ensurePartitions (db: Kysely<Database>, configured: number | undefined, fallback: number): Promise<number> {
+  const wanted = configured ?? fallback
+  await sql`
+    insert into reaktor_cluster (id, partitions, partition_hash) values (1, ${wanted}, ${PARTITION_HASH})
+    on conflict (id) do nothing
+  `.execute(db)
+  const stored = await db.selectFrom('reaktor_cluster').select(['partitions', 'partition_hash']).executeTakeFirstOrThrow()
+  if (stored.partition_hash !== PARTITION_HASH) {
+    throw new Error(`this cluster maps reaktors to partitions with "${stored.partition_hash}", this version with "${PARTITION_HASH}"; start a version that matches the cluster`)
+  }
+  if (configured !== undefined && configured !== stored.partitions) throw new PartitionCountMismatch(configured, stored.partitions)
+  if (stored.partitions < 1 || stored.partitions > MAX_PARTITIONS) throw new Error(`stored partition count ${stored.partitions} is out of range`)
+  await sql`
+    insert into reaktor_partitions (partition) select g from generate_series(0, ${stored.partitions - 1}::int) as g
+    on conflict (partition) do nothing
+  `.execute(db)
+  return stored.partitions
+}
+
+/**
+ * The state records, for status and list. `owner` is the node holding the reaktor's partition,
+ * shown only while the reaktor runs and some session holds that partition's lock: the owner of a
+ * node that died (kill -9) is gone from the moment PostgreSQL ended its session.
  */
 export async function readRows (db: Kysely<Database>, ids: readonly string[]): Promise<PollingReaktorRow[]> {
   if (ids.length === 0) return []
   const { rows } = await sql<PollingReaktorRow>`
+    with held as (${partitionLocks})
     select p.reaktor_id, p.state, p.interval, p.last_run, p.next_run, p.updated_at, p.last_error,
-           p.consecutive_failures, p.state_version, p.last_run_id,
-           case when exists (select 1 from (${reaktorLocks}) as held where held.objid = ${reaktorKey('p.reaktor_id')})
-                then p.owner end as owner
+           p.consecutive_failures, p.state_version, p.last_run_id, p.partition,
+           case when p.state = 'running' and exists (select 1 from held where held.partition = p.partition)
+                then rp.owner end as owner
     from polling_reaktors as p
+    left join reaktor_partitions as rp on rp.partition = p.partition
     where p.reaktor_id = any(${[...ids]}::text[])
   `.execute(db)
   return rows
 }
 
-/** One row of the reconcile view: the schedule plus what the lock table says about it. */
-export interface ReconcileRow extends ScheduleRow {
-  owner: string | null
-  /** Some OTHER session (another node) holds this reaktor's key right now. */
-  heldElsewhere: boolean
+/** Who holds what, from pg_locks: one cheap statement per full reconcile pass. */
+export interface LockView {
+  /** Live nodes of this version: sessions holding the membership and the protocol lock. */
+  members: number[]
+  /** Membership holders WITHOUT the protocol lock: nodes of the previous version. */
+  legacy: number[]
+  /** Partition → pid of the session holding it. */
+  holders: Map<number, number>
+  /** Member pid → the registration fingerprint it published (absent: not published yet). */
+  fingerprints: Map<number, string>
 }
 
-export interface ReconcileView {
-  /** Of the ids asked for: those this node owns (any state), and running ones nobody else holds. */
-  rows: ReconcileRow[]
-  /** Running reaktors among the registered ids: the n of the fair share. */
-  running: number
-  /** Sessions holding the cluster-membership lock, i.e. live nodes: the k of the fair share. */
-  members: number
-  /** Fewest reaktor locks any OTHER live node holds (null: no other node): is anyone under share? */
-  leastLoaded: number | null
-}
-
-/**
- * Everything one reconcile pass needs, in ONE statement. Running reaktors held by another node
- * are counted but not returned: at steady state a pass reads about n/k rows, not all n.
- */
-export async function readReconcileView (
-  db: Kysely<Database>,
-  opts: { ids: readonly string[], owned: readonly string[], registered: readonly string[], lockPid: number }
-): Promise<ReconcileView> {
-  const { rows } = await sql<{
-    members: number, least_loaded: number | null, running: number, reaktor_id: string | null, state: PollingState, state_version: string,
-    next_run: Date | null, consecutive_failures: number, owner: string | null, held_elsewhere: boolean
-  }>`
-    with held as (
-      ${reaktorLocks}
-    ), others as (
-      select objid from held where pid <> ${opts.lockPid}
-    ), nodes as (
-      select distinct l.pid from pg_locks as l
-      where l.locktype = 'advisory' and l.database = ${THIS_DATABASE} and l.granted
-        and l.classid = ${CLUSTER_LOCK_NAMESPACE}::bigint::oid and l.objid = 0 and l.objsubid = 2
-    ), counts as (
-      select
-        (select count(*) from nodes)::int as members,
-        (select min(x.locks) from (
-           select n.pid, count(h.pid) as locks from nodes as n left join held as h on h.pid = n.pid
-           where n.pid <> ${opts.lockPid} group by n.pid
-         ) as x)::int as least_loaded,
-        (select count(*) from polling_reaktors
-         where state = 'running' and reaktor_id = any(${[...opts.registered]}::text[]))::int as running
-    )
-    select c.members, c.least_loaded, c.running, v.reaktor_id, v.state, v.state_version, v.next_run, v.consecutive_failures,
-           v.owner, v.held_elsewhere
-    from counts as c
-    left join (
-      select p.*, exists (select 1 from others as o where o.objid = ${reaktorKey('p.reaktor_id')}) as held_elsewhere
-      from polling_reaktors as p
-      where p.reaktor_id = any(${[...opts.ids]}::text[])
-    ) as v on v.reaktor_id = any(${[...opts.owned]}::text[]) or (v.state = 'running' and not v.held_elsewhere)
+export async function readLockView (db: Kysely<Database>): Promise<LockView> {
+  const { rows } = await sql<{ ns: number, key: number, pid: number, fingerprint: string | null }>`
+    select l.classid::bigint::int as ns, l.objid::bigint::int as key, l.pid, n.fingerprint
+    from pg_locks as l
+    left join reaktor_nodes as n on n.lock_pid = l.pid and l.classid = ${CLUSTER_LOCK_NAMESPACE}::bigint::oid
+    where l.locktype = 'advisory' and l.database = ${THIS_DATABASE} and l.granted and l.objsubid = 2
+      and l.classid in (${CLUSTER_LOCK_NAMESPACE}::bigint::oid, ${PARTITION_LOCK_NAMESPACE}::bigint::oid)
   `.execute(db)
+  const membership = new Set<number>()
+  const protocol = new Set<number>()
+  const holders = new Map<number, number>()
+  const fingerprints = new Map<number, string>()
+  for (const r of rows) {
+    if (r.ns === PARTITION_LOCK_NAMESPACE) {
+      holders.set(r.key, r.pid)
+      continue
+    }
+    if (r.key === MEMBERSHIP_KEY) membership.add(r.pid)
+    if (r.key === PARTITIONED_PROTOCOL_KEY) protocol.add(r.pid)
+    if (r.fingerprint !== null) fingerprints.set(r.pid, r.fingerprint)
+  }
   return {
-    members: rows[0]?.members ?? 0,
-    leastLoaded: rows[0]?.least_loaded ?? null,
-    running: rows[0]?.running ?? 0,
-    rows: rows.filter((r) => r.reaktor_id !== null).map((r) => ({
-      reaktorId: r.reaktor_id!,
-      state: r.state,
-      version: String(r.state_version),
-      nextRun: r.next_run,
-      consecutiveFailures: r.consecutive_failures,
-      owner: r.owner,
-      heldElsewhere: r.held_elsewhere
-    }))
+    members: [...membership].filter((pid) => protocol.has(pid)),
+    legacy: [...membership].filter((pid) => !protocol.has(pid)),
+    holders,
+    fingerprints
   }
 }
 
-/**
- * Clears the `owner` of reaktors whose lock nobody holds (their node died or was fenced and no
- * node has taken them over yet). The lock table is checked in the statement itself: a node that
- * has just taken the lock keeps its claim, and one taking it later overwrites the null.
- */
-export async function clearStaleOwners (db: Kysely<Database>, ids: readonly string[]): Promise<number> {
-  if (ids.length === 0) return 0
-  const res = await sql`
-    update polling_reaktors as p set owner = null
-    where p.reaktor_id = any(${[...ids]}::text[]) and p.owner is not null
-      and not exists (select 1 from (${reaktorLocks}) as held where held.objid = ${reaktorKey('p.reaktor_id')})
+/** Running reaktors per partition (the weights of even spreading). */
+export async function readCensus (db: Kysely<Database>): Promise<Map<number, number>> {
+  const { rows } = await sql<{ partition: number, running: number }>`
+    select partition, count(*)::int as running from polling_reaktors
+    where state = 'running' and partition is not null group by partition
   `.execute(db)
-  return Number(res.numAffectedRows ?? 0)
+  return new Map(rows.map((r) => [r.partition, r.running]))
 }
 
-/** Tells every node to reconcile these ids now (a released lock is taken over at once). */
+/** Publishes what this node registers, under its lock session (before it joins the cluster). */
+export async function publishNode (
+  db: Kysely<Database>, node: { pid: number, nodeId: string, fingerprint: string, registered: readonly string[] }
+): Promise<void> {
+  await db.transaction().execute(async (trx) => {
+    // Rows of sessions that are no members any more (dead nodes; a reused pid is overwritten).
+    await sql`
+      delete from reaktor_nodes where lock_pid <> ${node.pid} and lock_pid not in (
+        select l.pid from pg_locks as l where l.locktype = 'advisory' and l.database = ${THIS_DATABASE}
+          and l.classid = ${CLUSTER_LOCK_NAMESPACE}::bigint::oid and l.objid = ${MEMBERSHIP_KEY} and l.objsubid = 2)
+    `.execute(trx)
+    await sql`
+      insert into reaktor_nodes (lock_pid, node_id, fingerprint, registered) values (${node.pid}, ${node.nodeId}, ${node.fingerprint}, ${[...node.registered]}::text[])
+      on conflict (lock_pid) do update set node_id = excluded.node_id, fingerprint = excluded.fingerprint,
+        registered = excluded.registered, joined_at = now()
+    `.execute(trx)
+  })
+}
+
+/** The ids a node published (only read when the nodes of a cluster register different reaktors). */
+export async function readRegistered (db: Kysely<Database>, pids: readonly number[]): Promise<Map<number, { fingerprint: string, registered: string[] }>> {
+  if (pids.length === 0) return new Map()
+  const rows = await db.selectFrom('reaktor_nodes').select(['lock_pid', 'fingerprint', 'registered'])
+    .where('lock_pid', 'in', [...pids]).execute()
+  return new Map(rows.map((r) => [r.lock_pid, { fingerprint: r.fingerprint, registered: r.registered }]))
+}
+
+/** Which of these ids are running, with their partition. */
+export async function readRunningIds (db: Kysely<Database>, ids: readonly string[]): Promise<Array<{ reaktorId: string, partition: number }>> {
+  if (ids.length === 0) return []
+  const { rows } = await sql<{ reaktor_id: string, partition: number }>`
+    select reaktor_id, partition from polling_reaktors
+    where reaktor_id = any(${[...ids]}::text[]) and state = 'running' and partition is not null
+  `.execute(db)
+  return rows.map((r) => ({ reaktorId: r.reaktor_id, partition: r.partition }))
+}
+
+const scheduleColumns = sql`p.reaktor_id, p.state, p.state_version, p.next_run, p.consecutive_failures, p.partition`
+function toScheduleRow (r: { reaktor_id: string, state: PollingState, state_version: string, next_run: Date | null, consecutive_failures: number, partition: number | null }): ScheduleRow {
+  return {
+    reaktorId: r.reaktor_id,
+    state: r.state,
+    version: String(r.state_version),
+    nextRun: r.next_run,
+    consecutiveFailures: r.consecutive_failures,
+    partition: r.partition
+  }
+}
+
+/** The running reaktors of some partitions (read under their locks: the schedule is final). */
+export async function readRunningIn (db: Kysely<Database>, partitions: readonly number[]): Promise<ScheduleRow[]> {
+  if (partitions.length === 0) return []
+  const { rows } = await sql<any>`
+    select ${scheduleColumns} from polling_reaktors as p
+    where p.partition = any(${[...partitions]}::int[]) and p.state = 'running'
+  `.execute(db)
+  return rows.map(toScheduleRow)
+}
+
+/** The schedule of some ids, whatever their state. */
+export async function readSchedule (db: Kysely<Database>, ids: readonly string[]): Promise<ScheduleRow[]> {
+  if (ids.length === 0) return []
+  const { rows } = await sql<any>`
+    select ${scheduleColumns} from polling_reaktors as p where p.reaktor_id = any(${[...ids]}::text[])
+  `.execute(db)
+  return rows.map(toScheduleRow)
+}
+
+/**
+ * Marks partitions whose lock this node has just taken as its own: a new generation each, so that
+ * the late writes of a previous holder (fenced, not yet aware) no longer move their schedule.
+ */
+export async function claimPartitions (db: Kysely<Database>, nodeId: string, partitions: readonly number[]): Promise<Map<number, string>> {
+  if (partitions.length === 0) return new Map()
+  const { rows } = await sql<{ partition: number, generation: string }>`
+    update reaktor_partitions set owner = ${nodeId}, generation = generation + 1
+    where partition = any(${[...partitions]}::int[])
+    returning partition, generation
+  `.execute(db)
+  return new Map(rows.map((r) => [r.partition, String(r.generation)]))
+}
+
+/** Clears the owner of partitions this node gives back (only while it is still the one named). */
+export async function releasePartitions (db: Kysely<Database>, nodeId: string, partitions: readonly number[]): Promise<void> {
+  if (partitions.length === 0) return
+  await sql`
+    update reaktor_partitions set owner = null
+    where partition = any(${[...partitions]}::int[]) and owner = ${nodeId}
+  `.execute(db)
+}
+
+/** Tells every node to reconcile these ids now. */
 export async function announce (db: Kysely<Database>, ids: readonly string[]): Promise<void> {
   if (ids.length === 0) return
   await sql`select pg_notify(${NOTIFY_CHANNEL}, id) from unnest(${[...ids]}::text[]) as id`.execute(db)
 }
 
-/**
- * The advisory-lock key of each id: PostgreSQL's own `hashtext`, so every node (whatever its
- * language or version) derives the same key from the same id.
- */
-export async function lockKeys (db: Kysely<Database>, ids: readonly string[]): Promise<Map<string, number>> {
-  if (ids.length === 0) return new Map()
-  const { rows } = await sql<{ id: string, key: number }>`
-    select id, hashtext(id) as key from unnest(${[...ids]}::text[]) as id
-  `.execute(db)
-  return new Map(rows.map((r) => [r.id, Number(r.key)]))
+/** Tells every node that these partitions are free (an under-share node takes them at once). */
+export async function announcePartitions (db: Kysely<Database>, partitions: readonly number[]): Promise<void> {
+  if (partitions.length === 0) return
+  await sql`select pg_notify(${PARTITION_CHANNEL}, ${partitions.join(',')})`.execute(db)
 }
 
 /**
- * Boot-time rows and restart rules (DESIGN.md section 4). Always: a registered reaktor without a
- * row gets one, `running` when autoStart (first run due at once) else `stopped` — inserting a row
- * changes no existing state, so a node joining a live cluster does it too. Only at a cluster cold
- * start: a `running` row whose autoStart is false becomes `stopped` (a manual start is required),
- * and stale owners (all nodes were dead) are cleared. A stored `stopped` is never touched (the
- * operator's stop is respected) and a stored `next_run` is never overwritten.
+ * Boot-time rows and restart rules (README "Polling semantics"). Always: a registered reaktor
+ * without a row gets one, `running` when autoStart (first run due at once) else `stopped` —
+ * inserting a row changes no existing state, so a node joining a live cluster does it too; the
+ * interval and the partition of every registered row are brought in step with the code. Only at
+ * a cluster cold start: a `running` row whose autoStart is false becomes `stopped` (a manual start
+ * is required), and stale owners (all nodes were dead) are cleared. A stored `stopped` is never
+ * touched (the operator's stop is respected) and a stored `next_run` is never overwritten.
+ * Returns the ids inserted as running, for the caller to announce to their partition's holder.
  */
 export async function applyBootRules (
   db: Kysely<Database>, regs: readonly BootRegistration[], at: Date, coldStart: boolean
-): Promise<{ inserted: number, stopped: number }> {
-  if (regs.length === 0) return { inserted: 0, stopped: 0 }
+): Promise<{ inserted: number, stopped: number, startedIds: string[] }> {
+  if (regs.length === 0) return { inserted: 0, stopped: 0, startedIds: [] }
   const ids = regs.map((r) => r.reaktorId)
   const intervals = regs.map((r) => r.interval)
   const autos = regs.map((r) => r.autoStart)
+  const partitions = regs.map((r) => r.partition)
   return await db.transaction().execute(async (trx) => {
-    const inserted = await sql`
-      insert into polling_reaktors (reaktor_id, state, interval, next_run, updated_at)
+    const { rows: inserted } = await sql<{ reaktor_id: string, state: PollingState }>`
+      insert into polling_reaktors (reaktor_id, state, interval, next_run, updated_at, partition)
       select v.id, case when v.auto then 'running' else 'stopped' end, v.interval,
-             case when v.auto then ${at}::timestamptz end, ${at}::timestamptz
-      from unnest(${ids}::text[], ${intervals}::text[], ${autos}::boolean[]) as v(id, interval, auto)
+             case when v.auto then ${at}::timestamptz end, ${at}::timestamptz, v.partition
+      from unnest(${ids}::text[], ${intervals}::text[], ${autos}::boolean[], ${partitions}::int[]) as v(id, interval, auto, partition)
       on conflict (reaktor_id) do nothing
+      returning reaktor_id, state
     `.execute(trx)
-    // The interval is definition, not state: keep the row in step with the code.
+    // The interval is definition, not state: keep the row in step with the code (and its partition).
     await sql`
-      update polling_reaktors as p set interval = v.interval
-      from unnest(${ids}::text[], ${intervals}::text[]) as v(id, interval)
-      where p.reaktor_id = v.id and p.interval <> v.interval
+      update polling_reaktors as p set interval = v.interval, partition = v.partition
+      from unnest(${ids}::text[], ${intervals}::text[], ${partitions}::int[]) as v(id, interval, partition)
+      where p.reaktor_id = v.id and (p.interval <> v.interval or p.partition is distinct from v.partition)
     `.execute(trx)
     let stopped = 0
     if (coldStart) {
@@ -216,12 +308,10 @@ export async function applyBootRules (
         where p.reaktor_id = v.id and p.state = 'running' and not v.auto
       `.execute(trx)
       stopped = Number(res.numAffectedRows ?? 0)
-      await sql`
-        update polling_reaktors set owner = null
-        where reaktor_id = any(${ids}::text[]) and owner is not null
-      `.execute(trx)
+      await sql`update polling_reaktors set owner = null where owner is not null`.execute(trx)
+      await sql`update reaktor_partitions set owner = null where owner is not null`.execute(trx)
     }
-    return { inserted: Number(inserted.numAffectedRows ?? 0), stopped }
+    return { inserted: inserted.length, stopped, startedIds: inserted.filter((r) => r.state === 'running').map((r) => r.reaktor_id) }
   })
 }
 
@@ -236,15 +326,16 @@ export interface StateWrite {
  * Writes a start (awaited before the caller is answered) and announces it. Only a `stopped` (or
  * missing) row changes: the first run is due at once. `changed` is false when it was already running.
  */
-export async function writeStart (db: Kysely<Database>, id: string, interval: string, at: Date): Promise<StateWrite> {
+export async function writeStart (db: Kysely<Database>, id: string, interval: string, at: Date, partition: number | null = null): Promise<StateWrite> {
   // The NOTIFY is sent on commit of this very statement: no listener can see it before the row.
   const { rows } = await sql<{ state_version: string }>`
     with changed as (
-      insert into polling_reaktors as p (reaktor_id, state, interval, next_run, updated_at, state_version)
-      values (${id}, 'running', ${interval}, ${at}::timestamptz, ${at}::timestamptz, 1)
+      insert into polling_reaktors as p (reaktor_id, state, interval, next_run, updated_at, state_version, partition)
+      values (${id}, 'running', ${interval}, ${at}::timestamptz, ${at}::timestamptz, 1, ${partition}::int)
       on conflict (reaktor_id) do update
         set state = 'running', interval = excluded.interval, next_run = excluded.next_run,
-            updated_at = excluded.updated_at, owner = null, state_version = p.state_version + 1
+            updated_at = excluded.updated_at, owner = null, state_version = p.state_version + 1,
+            partition = coalesce(excluded.partition, p.partition)
         where p.state = 'stopped'
       returning p.reaktor_id, p.state_version
     )
@@ -258,7 +349,7 @@ export async function writeStart (db: Kysely<Database>, id: string, interval: st
  * it was already stopped; `version` is the row's version either way (the caller refuses to start a
  * runner from any older read of the row: that read predates this stop).
  */
-export async function writeStop (db: Kysely<Database>, id: string, interval: string, at: Date): Promise<StateWrite> {
+export async function writeStop (db: Kysely<Database>, id: string, interval: string, at: Date, partition: number | null = null): Promise<StateWrite> {
   const { rows } = await sql<{ state_version: string }>`
     with changed as (
       update polling_reaktors as p
@@ -273,8 +364,8 @@ export async function writeStop (db: Kysely<Database>, id: string, interval: str
   // Already stopped (or never seen): make sure the row exists, and report its version.
   const { rows: current } = await sql<{ state_version: string }>`
     with inserted as (
-      insert into polling_reaktors (reaktor_id, state, interval, updated_at)
-      values (${id}, 'stopped', ${interval}, ${at}::timestamptz)
+      insert into polling_reaktors (reaktor_id, state, interval, updated_at, partition)
+      values (${id}, 'stopped', ${interval}, ${at}::timestamptz, ${partition}::int)
       on conflict (reaktor_id) do nothing
       returning state_version
     )
@@ -286,61 +377,34 @@ export async function writeStop (db: Kysely<Database>, id: string, interval: str
 }
 
 /**
- * Claims reaktors whose advisory lock this node has just taken, each under the `state_version` it
- * saw running. Returns the rows actually claimed, as they are now: a reaktor stopped (or stopped
- * and started again) since that read is not claimed, so no runner starts from a stale read. Run
- * under the lock, so `next_run` is final: the previous owner flushed its last result before it
- * released the lock (or died, and its unflushed batch is lost anyway).
- */
-export async function claimOwner (
-  db: Kysely<Database>, nodeId: string, claims: ReadonlyArray<{ reaktorId: string, version: string }>
-): Promise<ScheduleRow[]> {
-  if (claims.length === 0) return []
-  const { rows } = await sql<{ reaktor_id: string, state_version: string, next_run: Date | null, consecutive_failures: number }>`
-    update polling_reaktors as p set owner = ${nodeId}
-    from unnest(${claims.map((c) => c.reaktorId)}::text[], ${claims.map((c) => c.version)}::bigint[]) as v(id, version)
-    where p.reaktor_id = v.id and p.state = 'running' and p.state_version = v.version
-    returning p.reaktor_id, p.state_version, p.next_run, p.consecutive_failures
-  `.execute(db)
-  return rows.map((r) => ({
-    reaktorId: r.reaktor_id,
-    state: 'running',
-    version: String(r.state_version),
-    nextRun: r.next_run,
-    consecutiveFailures: r.consecutive_failures
-  }))
-}
-
-/**
- * Whether another node owned a running reaktor when it was last seen: no node holds the
- * membership lock, yet some did not shut down cleanly (a shutdown clears its owners). Either the
- * whole cluster crashed, or the nodes are only disconnected (a database restart) and about to
- * reconnect: a booting node then waits a little before it calls it a cold start.
+ * Whether another node held a partition with running reaktors when it was last seen: no node
+ * holds the membership lock, yet some did not shut down cleanly (a shutdown clears its owners).
+ * Either the whole cluster crashed, or the nodes are only disconnected (a database restart) and
+ * about to reconnect: a booting node then waits a little before it calls it a cold start.
  */
 export async function othersOwnedRunning (db: Kysely<Database>, nodeId: string): Promise<boolean> {
   const { rows } = await sql<{ found: boolean }>`
     select exists (
-      select 1 from polling_reaktors where state = 'running' and owner is not null and owner <> ${nodeId}
+      select 1 from reaktor_partitions as rp
+      where rp.owner is not null and rp.owner <> ${nodeId}
+        and exists (select 1 from polling_reaktors as p where p.partition = rp.partition and p.state = 'running')
     ) as found
   `.execute(db)
   return rows[0]?.found === true
 }
 
-/** At shutdown: nobody runs these until another node takes them over. */
-export async function releaseOwner (db: Kysely<Database>, nodeId: string, ids: readonly string[]): Promise<void> {
-  if (ids.length === 0) return
-  await sql`
-    update polling_reaktors set owner = null
-    where reaktor_id = any(${[...ids]}::text[]) and owner = ${nodeId}
-  `.execute(db)
+/** At shutdown: nothing names this node any more (which is what tells a clean stop from a crash). */
+export async function releaseOwner (db: Kysely<Database>, nodeId: string): Promise<void> {
+  await sql`update reaktor_partitions set owner = null where owner = ${nodeId}`.execute(db)
+  await sql`update polling_reaktors set owner = null where owner = ${nodeId}`.execute(db)
 }
 
 /**
  * One statement for a whole batch of run results. The result columns (`last_run`, `last_error`,
  * ...) only move forward in time; the schedule columns (`next_run`, `owner`) are written only while
- * the row is still `running` under the version the run belonged to and no other node has claimed
- * it since, so a flush landing after a stop (or a stop + start, or a takeover by another node after
- * this one was fenced) never brings back a next run or an owner.
+ * the row is still `running` under the version the run belonged to and its partition is still in
+ * the generation the runner's node took it in, so a flush landing after a stop (or a stop + start,
+ * or a takeover by another node after this one was fenced) never brings back a next run or an owner.
  */
 export async function writeRunResults (db: Kysely<Database>, batch: readonly RunRecord[]): Promise<number> {
   if (batch.length === 0) return 0
@@ -350,20 +414,26 @@ export async function writeRunResults (db: Kysely<Database>, batch: readonly Run
       last_run_id = v.run_id,
       last_error = v.last_error,
       consecutive_failures = v.failures,
-      next_run = case when p.state = 'running' and p.state_version = v.version and coalesce(p.owner, v.owner) = v.owner
+      next_run = case when p.state = 'running' and p.state_version = v.version and v.current_partition
                       then v.next_run else p.next_run end,
-      owner = case when p.state = 'running' and p.state_version = v.version and coalesce(p.owner, v.owner) = v.owner
+      owner = case when p.state = 'running' and p.state_version = v.version and v.current_partition
                    then v.owner else p.owner end
-    from unnest(
-      ${batch.map((r) => r.reaktorId)}::text[],
-      ${batch.map((r) => r.lastRun.toISOString())}::timestamptz[],
-      ${batch.map((r) => r.runId)}::text[],
-      ${batch.map((r) => r.lastError)}::text[],
-      ${batch.map((r) => r.consecutiveFailures)}::int[],
-      ${batch.map((r) => r.nextRun.toISOString())}::timestamptz[],
-      ${batch.map((r) => r.version)}::bigint[],
-      ${batch.map((r) => r.owner)}::text[]
-    ) as v(id, last_run, run_id, last_error, failures, next_run, version, owner)
+    from (
+      select v.*, coalesce(rp.generation = v.generation, false) as current_partition
+      from unnest(
+        ${batch.map((r) => r.reaktorId)}::text[],
+        ${batch.map((r) => r.lastRun.toISOString())}::timestamptz[],
+        ${batch.map((r) => r.runId)}::text[],
+        ${batch.map((r) => r.lastError)}::text[],
+        ${batch.map((r) => r.consecutiveFailures)}::int[],
+        ${batch.map((r) => r.nextRun.toISOString())}::timestamptz[],
+        ${batch.map((r) => r.version)}::bigint[],
+        ${batch.map((r) => r.owner)}::text[],
+        ${batch.map((r) => r.partition)}::int[],
+        ${batch.map((r) => r.generation)}::bigint[]
+      ) as v(id, last_run, run_id, last_error, failures, next_run, version, owner, partition, generation)
+      left join reaktor_partitions as rp on rp.partition = v.partition
+    ) as v
     where p.reaktor_id = v.id and (p.last_run is null or p.last_run <= v.last_run)
   `.execute(db)
   return Number(res.numAffectedRows ?? 0)

@@ -25,6 +25,8 @@ export interface EmbeddedOptions {
   database?: string
   /** Port on 127.0.0.1; default: a free one. A restart on the same port keeps clients' URLs valid. */
   port?: number
+  /** Extra server settings (`-c name=value`), e.g. a small lock table for a test. Names and values: [a-z0-9_.]. */
+  serverSettings?: Readonly<Record<string, string | number>>
   log: { info: (obj: object, msg: string) => void, warn: (obj: object, msg: string) => void }
 }
 
@@ -132,8 +134,12 @@ export async function startEmbeddedPostgres (options: EmbeddedOptions): Promise<
 
   const port = options.port ?? await freePort()
   const logFile = path.join(clusterDir, 'server.log')
+  const settings = Object.entries(options.serverSettings ?? {}).map(([name, value]) => {
+    if (!/^[a-z0-9_.]+$/i.test(name) || !/^[a-z0-9_.]+$/i.test(String(value))) throw new Error(`embedded PostgreSQL: bad server setting ${name}=${String(value)}`)
+    return ` -c ${name}=${String(value)}`
+  }).join('')
   await run(bin.pg_ctl, ['start', '-D', clusterDir, '-w', '-t', '60', '-l', logFile, '-o',
-    `-p ${port} -c listen_addresses=127.0.0.1 -c unix_socket_directories=''`]).catch(async (err) => {
+    `-p ${port} -c listen_addresses=127.0.0.1 -c unix_socket_directories=''${settings}`]).catch(async (err) => {
     const tail = await fs.readFile(logFile, 'utf8').then((s) => s.trim().split('\n').slice(-5).join(' | '), () => '')
     throw new Error(`embedded PostgreSQL in ${clusterDir} did not start: ${tail || (err as Error).message}`)
   })

@@ -144,6 +144,10 @@ const CENSUS_MAX_AGE_MS = 10_000
 /** The running rows of the held partitions are compared with the runners this often (lost notifications). */
 const ROWS_RESYNC_MS = 30_000
 const LOCK_REFUSAL_MAX_BACKOFF_MS = 60_000
+/** Partition locks taken per statement: after a refusal, at most this many were taken in vain. */
+const LOCK_CHUNK = 64
+/** Partitions given back after a refusal, so that PostgreSQL keeps room for other sessions' locks. */
+const LOCK_HEADROOM = 64
 
 /**
  * The distributed timer. One instance per node.
@@ -344,6 +348,7 @@ export class Scheduler {
       this.registeredIds = [...this.reaktors.keys()].sort()
       this.fingerprint = createHash('sha256').update(this.registeredIds.join('\n')).digest('base64url')
       await this.lock.connect()
+      await this.warnIfLockTableSmall()
       await this.publish()
       const cold = await this.probeColdStart()
       // Still holding the exclusive lock: nodes booting meanwhile wait in holdSharedMembership
@@ -370,6 +375,21 @@ export class Scheduler {
     this.phase = 'running'
     this.armTick()
     this.requestReconcile()
+  }
+
+  /**
+   * PostgreSQL's shared lock table has about max_locks_per_transaction x (max_connections +
+   * max_prepared_transactions) entries for every session together; say so at start when the
+   * partition locks alone would take half of it.
+   */
+  private async warnIfLockTableSmall (): Promise<void> {
+    const { rows } = await this.lock.query<{ slots: number }>(`select current_setting('max_locks_per_transaction')::int *
+      (current_setting('max_connections')::int + current_setting('max_prepared_transactions')::int) as slots`)
+    const slots = rows[0]?.slots ?? Number.POSITIVE_INFINITY
+    if (this.partitionCount * 2 > slots) {
+      this.log.warn({ partitions: this.partitionCount, lockTableSlots: slots, setting: 'max_locks_per_transaction' },
+        `${this.partitionCount} partitions take more than half of this PostgreSQL server's lock table (about ${slots} entries for all sessions): raise max_locks_per_transaction, or use fewer PARTITIONS for a new cluster`)
+    }
   }
 
   /** Tells the other nodes what this one registers (keyed by its lock session), before it joins. */
@@ -771,31 +791,45 @@ export class Scheduler {
   }
 
   /**
-   * Takes the locks of free partitions, claims them (a new generation each) and starts the runners
-   * of their running reaktors. Returns how many partitions were lost to another node.
+   * Takes the locks of free partitions (a chunk per statement), claims them (a new generation
+   * each) and starts the runners of their running reaktors. Returns how many partitions were lost
+   * to another node or not tried because PostgreSQL refused a lock.
    */
   private async acquire (partitions: number[], epoch: number, orphans: ReadonlySet<number>): Promise<number> {
-    let granted: Set<number>
-    try {
-      granted = await this.lock.tryLocks(partitions)
-      if (this.refusal !== undefined) {
-        this.log.info({ nodeId: this.nodeId, refusedForMs: Math.round(performance.now() - this.refusal.since) }, 'PostgreSQL grants advisory locks again')
-        this.refusal = undefined
+    let lost = 0
+    for (let i = 0; i < partitions.length; i += LOCK_CHUNK) {
+      const chunk = partitions.slice(i, i + LOCK_CHUNK)
+      let granted: Set<number>
+      try {
+        granted = await this.lock.tryLocks(chunk)
+      } catch (err) {
+        if (!(err instanceof LockRefused)) throw err
+        // The statement failed part-way: the locks it took before the refusal are held anyway
+        // (session locks ignore the rollback). They were never recorded: give them back.
+        const now = await this.lock.heldPartitions()
+        await this.lock.unlock(chunk.filter((p) => now.has(p) && !this.held.has(p)))
+        if (epoch !== this.epoch) return 0
+        this.noteRefusal(err)
+        return lost + partitions.length - i
       }
-    } catch (err) {
-      if (!(err instanceof LockRefused)) throw err
-      // The statement failed part-way: the locks it took before the refusal are held anyway.
-      const now = await this.lock.heldPartitions()
-      granted = new Set(partitions.filter((p) => now.has(p)))
-      this.noteRefusal(err)
+      if (epoch !== this.epoch) return 0
+      lost += chunk.length - granted.size
+      if (granted.size > 0) await this.claim([...granted], epoch, orphans)
+      if (epoch !== this.epoch) return 0
     }
-    if (epoch !== this.epoch) return 0
-    const got = [...granted]
-    if (got.length === 0) return partitions.length
+    if (this.refusal !== undefined) {
+      this.log.info({ nodeId: this.nodeId, refusedForMs: Math.round(performance.now() - this.refusal.since) }, 'PostgreSQL grants advisory locks again')
+      this.refusal = undefined
+    }
+    return lost
+  }
+
+  /** Records partitions just locked as held (a new generation each) and starts their runners. */
+  private async claim (got: number[], epoch: number, orphans: ReadonlySet<number>): Promise<void> {
     const at = performance.now()
     try {
       const generations = await store.claimPartitions(this.db, this.nodeId, got)
-      if (epoch !== this.epoch) return 0
+      if (epoch !== this.epoch) return
       for (const p of got) {
         this.held.set(p, { partition: p, generation: generations.get(p) ?? '0', epoch, runners: new Map(), leaving: false })
         this.freeSince.delete(p)
@@ -807,13 +841,12 @@ export class Scheduler {
       throw err
     }
     const rows = await store.readRunningIn(this.db, got)
-    if (epoch !== this.epoch) return 0
+    if (epoch !== this.epoch) return
     const unknown = rows.filter((r) => !this.reaktors.has(r.reaktorId)).length
     if (unknown > 0) this.partialRunning = undefined
     await this.startRunners(rows, epoch)
     this.log.info({ nodeId: this.nodeId, partitions: got.length <= 20 ? got : undefined, count: got.length, reaktors: rows.length - unknown, ...this.lastShare, held: this.held.size },
       'took ownership of partitions')
-    return partitions.length - got.length
   }
 
   private mayAcquire (): boolean {
@@ -828,14 +861,21 @@ export class Scheduler {
     this.lockRefusals++
     this.onLockRefused?.()
     const delayMs = this.refusal === undefined ? this.lockRefusalBackoffMs : Math.min(this.refusal.delayMs * 2, LOCK_REFUSAL_MAX_BACKOFF_MS)
-    const message = `PostgreSQL refused advisory locks (its shared lock table is full): this node holds ${this.held.size} of ${this.partitionCount} partitions ` +
-      'and retries with backoff. Raise max_locks_per_transaction on the PostgreSQL server (restart needed), or look for another client holding many locks'
+    const message = `PostgreSQL refused advisory locks (its shared lock table is full): this node holds ${this.held.size} of ${this.partitionCount} partitions, ` +
+      `gives back up to ${LOCK_HEADROOM} to leave room for other sessions, and retries with backoff. ` +
+      'Raise max_locks_per_transaction on the PostgreSQL server (restart needed), use fewer PARTITIONS for a new cluster, or look for another client holding many locks'
     if (this.refusal === undefined) {
       this.log.error({ err, nodeId: this.nodeId, held: this.held.size, partitions: this.partitionCount, setting: 'max_locks_per_transaction' }, message)
     } else {
       this.log.debug({ err, retryInMs: delayMs }, 'advisory locks still refused')
     }
     this.refusal = { since: this.refusal?.since ?? performance.now(), retryAt: performance.now() + delayMs, delayMs, message }
+    // A full lock table fails every session of the server (even new connections need a slot):
+    // leave room, giving back some partitions, the empty ones first (between runs, like a handover).
+    const spare = [...this.held.values()].filter((hp) => !hp.leaving)
+      .sort((a, b) => (this.weights.get(a.partition) ?? 0) - (this.weights.get(b.partition) ?? 0))
+      .slice(0, LOCK_HEADROOM)
+    for (const hp of spare) this.handOver(hp.partition)
   }
 
   /** A node of the previous version shares the database: run nothing while it is alive. */

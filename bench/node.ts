@@ -8,6 +8,8 @@
  * - `drain`:    no-op aktor returning true (back to back); counts runs.
  * - `probe`:    returns false; reports each run's start time to run.ts (start → first run).
  * - `failover`: returns true after 5 ms; reports the first run of each take-over to run.ts.
+ * - `ledger`:   returns false after 20 ms; while watching, records every run (reaktor, wall-clock
+ *               start and end) for the kill -9 scenario's overlap and failover analysis.
  */
 import { setTimeout as sleep } from 'node:timers/promises'
 import { buildApp } from '../src/app.js'
@@ -23,7 +25,7 @@ export interface NodeOptions {
   reaktors: number
   interval: string
   intervalMs: number
-  behaviour: 'interval' | 'drain' | 'probe' | 'failover'
+  behaviour: 'interval' | 'drain' | 'probe' | 'failover' | 'ledger'
   autoStart: boolean
   /** false: this node never competes for ownership (it only forwards API calls). */
   compete: boolean
@@ -34,6 +36,11 @@ const opts = JSON.parse(process.argv[2]) as NodeOptions
 const n = opts.reaktors
 
 const runWindow = new RunWindow(n, opts.intervalMs)
+/** Runs recorded while watching (ledger behaviour): [reaktor index, start, end] in wall-clock ms. */
+let ledger: Array<[number, number, number]> | undefined
+const inFlight = new Map<number, number>()
+let cpuAtBegin = process.cpuUsage()
+let flushAtBegin = { flushes: 0, rows: 0 }
 
 function registration (i: number): PollingReaktorRegistration {
   const id = reaktorId(i)
@@ -60,6 +67,19 @@ function registration (i: number): PollingReaktorRegistration {
         ...base,
         createReaktor: () => () => {
           process.send?.({ type: 'run', reaktorId: id, nodeId: opts.nodeId, at: wallNow() })
+          return false
+        }
+      }
+    case 'ledger':
+      return {
+        ...base,
+        createReaktor: () => async () => {
+          const start = wallNow()
+          runWindow.intervalRun(i)
+          inFlight.set(i, start)
+          await sleep(20)
+          inFlight.delete(i)
+          ledger?.push([i, start, wallNow()])
           return false
         }
       }
@@ -99,13 +119,40 @@ try {
     logger: true
   })
   const url = opts.listen ? await app.listen({ port: 0, host: '127.0.0.1' }) : undefined
+  const index = new Map(Array.from({ length: n }, (_, i) => [reaktorId(i), i]))
   serveParent({
-    stats: () => ({ everRan: runWindow.everRan, owned: app.scheduler.ownedReaktorIds().length }),
-    begin: () => runWindow.begin(),
+    stats: () => ({ everRan: runWindow.everRan, owned: app.scheduler.ownedReaktorIds().length, partitions: app.scheduler.heldPartitions().length }),
+    begin: () => {
+      cpuAtBegin = process.cpuUsage()
+      flushAtBegin = app.scheduler.flushStats
+      return runWindow.begin()
+    },
     report: () => {
       const mem = process.memoryUsage()
-      return { ...runWindow.end(), rss: mem.rss, heapUsed: mem.heapUsed, flush: app.scheduler.flushStats }
-    }
+      const cpu = process.cpuUsage(cpuAtBegin)
+      const flush = app.scheduler.flushStats
+      return {
+        ...runWindow.end(),
+        rss: mem.rss,
+        heapUsed: mem.heapUsed,
+        flush,
+        flushedInWindow: { flushes: flush.flushes - flushAtBegin.flushes, rows: flush.rows - flushAtBegin.rows },
+        cpuMs: (cpu.user + cpu.system) / 1000,
+        owned: app.scheduler.ownedReaktorIds().length,
+        lockRefusals: app.scheduler.lockRefusals,
+        problem: app.scheduler.problem ?? null
+      }
+    },
+    watch: () => {
+      ledger = []
+      return { at: wallNow() }
+    },
+    /** The ledger so far, the runs in flight (no end yet), and the reaktors this node owns. */
+    ledger: () => ({
+      runs: ledger ?? [],
+      inFlight: [...inFlight],
+      owned: app.scheduler.ownedReaktorIds().map((id) => index.get(id))
+    })
   }, async () => { await app.close() })
   process.send?.({ type: 'ready', url, pid: process.pid })
 } catch (err) {

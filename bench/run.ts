@@ -5,7 +5,8 @@
  * Each process under test runs in its own child process, and so does the load generator. Prints
  * one table per scenario and writes everything to bench/results/latest.json.
  *
- * --profile: the service's HTTP server runs with --cpu-prof (profiles in bench/results/profiles).
+ * --profile: the service's HTTP server and the scheduler nodes run with --cpu-prof (profiles in
+ * bench/results/profiles; `node bench/profile-summary.ts FILE` prints the hottest functions).
  */
 import { spawn } from 'node:child_process'
 import { randomBytes } from 'node:crypto'
@@ -28,8 +29,8 @@ const runs = (n: number): boolean => only === undefined || only.includes(n)
 
 /** Every duration and count of the run; quick mode keeps the whole run under 2 minutes. */
 const P = quick
-  ? { httpSeconds: 2, warmupSeconds: 1, rounds: 1, connections: 32, s4Reaktors: 10_000, s4WindowMs: 6000, s4SettleMs: 3000, s5WindowMs: 2000, s6Samples: 5, s7Kills: 2, s9Fresh: 1, s9Warm: 1, catchUpMs: 10_000 }
-  : { httpSeconds: 10, warmupSeconds: 2, rounds: 2, connections: 32, s4Reaktors: 10_000, s4WindowMs: 30_000, s4SettleMs: 6000, s5WindowMs: 10_000, s6Samples: 20, s7Kills: 10, s9Fresh: 2, s9Warm: 3, catchUpMs: 60_000 }
+  ? { httpSeconds: 2, warmupSeconds: 1, rounds: 1, connections: 32, s4Reaktors: 10_000, s4WindowMs: 6000, s4SettleMs: 3000, s5WindowMs: 2000, s6Samples: 5, s7Kills: 2, s9Fresh: 1, s9Warm: 1, catchUpMs: 10_000, s11WindowMs: 6000, s11Cases: [0], s11Kills: 1 }
+  : { httpSeconds: 10, warmupSeconds: 2, rounds: 2, connections: 32, s4Reaktors: 10_000, s4WindowMs: 30_000, s4SettleMs: 6000, s5WindowMs: 10_000, s6Samples: 20, s7Kills: 10, s9Fresh: 2, s9Warm: 3, catchUpMs: 60_000, s11WindowMs: 30_000, s11Cases: [0, 1, 2], s11Kills: 3 }
 const INTERVAL_MS = 3000
 const RESULTS_DIR = path.join(BENCH_DIR, 'results')
 
@@ -200,7 +201,8 @@ function nodeOptions (databaseUrl: string, tmp: string, over: Partial<NodeOption
 }
 
 function startNode (name: string, opts: NodeOptions): ChildHandle {
-  const child = forkChild(name, 'node.ts', [JSON.stringify(opts)])
+  const execArgv = profile ? ['--cpu-prof', `--cpu-prof-dir=${path.join(RESULTS_DIR, 'profiles')}`] : []
+  const child = forkChild(name, 'node.ts', [JSON.stringify(opts)], { execArgv })
   cleanups.push(async () => await child.shutdown())
   return child
 }
@@ -392,6 +394,157 @@ async function scenario7 (tmp: string): Promise<void> {
   results.s7 = { failovers }
 }
 
+// ------------------------------------------------------------------ scale (partitioned ownership)
+
+/** Busy core-seconds of the whole machine so far (every process: nodes, PostgreSQL, this one). */
+async function busyCoreSeconds (): Promise<number> {
+  const [cpu] = (await fs.readFile('/proc/stat', 'utf8')).split('\n')
+  const [, user, nice, system, , , irq, softirq, steal] = cpu.trim().split(/\s+/).map(Number)
+  return (user + nice + system + irq + softirq + steal) / 100
+}
+
+interface ScaleCase { label: string, reaktors: number, nodes: number, interval: string, intervalMs: number, p99Target: number }
+
+const SCALE_CASES: ScaleCase[] = [
+  { label: '20,000 at 3s, 1 node', reaktors: 20_000, nodes: 1, interval: '3s', intervalMs: 3000, p99Target: 100 },
+  { label: '50,000 at 3s, 3 nodes', reaktors: 50_000, nodes: 3, interval: '3s', intervalMs: 3000, p99Target: 250 },
+  { label: '100,000 at 30s, 3 nodes', reaktors: 100_000, nodes: 3, interval: '30s', intervalMs: 30_000, p99Target: 250 }
+]
+
+/** Starts the nodes of a case (the first alone: the cold start inserts the rows), waits for an even spread. */
+async function startCluster (tmp: string, db: string, c: { reaktors: number, nodes: number, interval: string, intervalMs: number, behaviour: NodeOptions['behaviour'] }, name: string): Promise<ChildHandle[]> {
+  const nodes: ChildHandle[] = []
+  for (let i = 0; i < c.nodes; i++) {
+    nodes.push(startNode(`${name}-${i}`, nodeOptions(db, tmp, { nodeId: `${name}-${i}`, reaktors: c.reaktors, interval: c.interval, intervalMs: c.intervalMs, behaviour: c.behaviour })))
+    await nodes[i].ready
+  }
+  const even = c.reaktors / c.nodes
+  await until(`an even spread of ${c.reaktors} reaktors over ${c.nodes} nodes`, 120_000, async () => {
+    const owned = await Promise.all(nodes.map(async (n) => Number((await n.request({ type: 'stats' })).owned)))
+    return owned.reduce((a, b) => a + b, 0) === c.reaktors && owned.every((o) => Math.abs(o - even) <= 0.1 * even)
+  })
+  return nodes
+}
+
+async function scaleCase (tmp: string, c: ScaleCase, index: number): Promise<Row> {
+  note(`scenario 11: ${c.label} (window ${P.s11WindowMs / 1000} s)`)
+  const db = await createDatabase(`bench_s11_${index}`)
+  const t0 = Date.now()
+  const nodes = await startCluster(tmp, db, { ...c, behaviour: 'interval' }, `s11-${index}`)
+  const spreadMs = Date.now() - t0
+  // A full interval after the spread settled: every reaktor has run on its current owner.
+  await delay(Math.max(P.s4SettleMs, c.intervalMs + 1000))
+  const cpu0 = await busyCoreSeconds()
+  const begins = await Promise.all(nodes.map(async (n) => await n.request({ type: 'begin' })))
+  await delay(Math.max(P.s11WindowMs, c.intervalMs))
+  const reports = await Promise.all(nodes.map(async (n) => await n.request({ type: 'report' })))
+  const cpu1 = await busyCoreSeconds()
+  await Promise.all(nodes.map(async (n) => await n.shutdown()))
+  const windowMs = mean(reports.map((r, i) => Number(r.at) - Number(begins[i].at)))
+  const expected = c.reaktors * windowMs / c.intervalMs
+  const cycles = reports.reduce((a, r) => a + Number(r.cycles), 0)
+  const runs = reports.reduce((a, r) => a + Number(r.runs), 0)
+  const share = cycles / expected
+  const p99 = Math.max(...reports.map((r) => Number(r.gapP99)))
+  const owned = reports.map((r) => Number(r.owned))
+  const even = c.reaktors / c.nodes
+  const evenOk = owned.every((o) => Math.abs(o - even) <= 0.1 * even)
+  const flushed = reports.reduce((a, r) => a + Number((r.flushedInWindow as { rows: number }).rows), 0)
+  const statements = reports.reduce((a, r) => a + Number((r.flushedInWindow as { flushes: number }).flushes), 0)
+  const refusals = reports.reduce((a, r) => a + Number(r.lockRefusals), 0)
+  const cpuPerRunUs = (cpu1 - cpu0) * 1e6 / Math.max(1, runs)
+  const nodeCpuPerRunUs = reports.reduce((a, r) => a + Number(r.cpuMs), 0) * 1000 / Math.max(1, runs)
+  const rss = reports.map((r) => Number(r.rss) / 2 ** 20)
+  const row: Row = {
+    case: c.label,
+    'window s': round(windowMs / 1000, 1),
+    'expected runs': Math.round(expected),
+    'runs, phase-corrected': Math.round(cycles),
+    share: `${round(share * 100, 1)} %`,
+    'gap−interval p99 ms (worst node)': round(p99, 1),
+    'owned per node': owned.join(' / '),
+    'results flushed (statements)': `${flushed} (${statements})`,
+    'lock refusals': refusals,
+    'CPU µs/run, all processes': Math.round(cpuPerRunUs),
+    'CPU µs/run, nodes': Math.round(nodeCpuPerRunUs),
+    'RSS MB per node': rss.map((r) => Math.round(r)).join(' / '),
+    'spread after s': round(spreadMs / 1000, 1),
+    met: pass(share >= 0.95 && p99 <= c.p99Target && (c.nodes === 1 || evenOk) && refusals === 0)
+  }
+  results[`s11_${index}`] = { ...c, windowMs, expected, cycles, runs, share, p99, owned, flushed, statements, refusals, cpuPerRunUs, nodeCpuPerRunUs, rss, spreadMs, reports }
+  return row
+}
+
+/** kill -9 of one of 3 nodes holding about 3,000 reaktors each: failover of every orphan, no overlap. */
+async function scaleKill (tmp: string, index: number): Promise<Row> {
+  const reaktors = 9000
+  note(`scenario 11: kill -9 of one of 3 nodes with ${reaktors / 3} reaktors each (${index + 1}/${P.s11Kills})`)
+  const db = await createDatabase(`bench_s11_kill_${index}`)
+  const nodes = await startCluster(tmp, db, { reaktors, nodes: 3, interval: '3s', intervalMs: 3000, behaviour: 'ledger' }, `s11k-${index}`)
+  await delay(4000)
+  await Promise.all(nodes.map(async (n) => await n.request({ type: 'watch' })))
+  await delay(3500)
+  const [victim, ...survivors] = nodes
+  const before = await victim.request({ type: 'ledger' })
+  const killedAt = wallNow()
+  victim.proc.kill('SIGKILL')
+  await victim.exited
+  await delay(8000)
+  const after = await Promise.all(survivors.map(async (n) => await n.request({ type: 'ledger' })))
+  await Promise.all(survivors.map(async (n) => await n.shutdown()))
+  type Run = [number, number, number]
+  // The victim's runs: recorded ones, and those in flight at the kill (they end with the process).
+  const victimRuns: Run[] = [...(before.runs as Run[]), ...(before.inFlight as Array<[number, number]>).map(([i, start]): Run => [i, start, killedAt])]
+  const orphans = before.owned as number[]
+  const byReaktor = new Map<number, Run[]>()
+  for (const run of [...victimRuns, ...after.flatMap((a) => a.runs as Run[])]) byReaktor.set(run[0], [...(byReaktor.get(run[0]) ?? []), run])
+  let overlaps = 0
+  for (const list of byReaktor.values()) {
+    list.sort((a, b) => a[1] - b[1])
+    for (let i = 1; i < list.length; i++) if (list[i][1] < list[i - 1][2]) overlaps++
+  }
+  const toFirstRun: number[] = []
+  const lateness: number[] = []
+  let missing = 0
+  for (const i of orphans) {
+    const runs = byReaktor.get(i) ?? []
+    const first = runs.find((r) => r[1] > killedAt)
+    if (first === undefined) { missing++; continue }
+    toFirstRun.push(first[1] - killedAt)
+    // When it was due: one interval after its last run on the victim ended (or at once).
+    const last = runs.filter((r) => r[1] <= killedAt).pop()
+    const due = last === undefined ? killedAt : Math.max(killedAt, last[2] + 3000)
+    lateness.push(first[1] - due)
+  }
+  results[`s11_kill_${index}`] = { orphans: orphans.length, missing, overlaps, toFirstRun, lateness, runs: victimRuns.length + after.reduce((a, x) => a + (x.runs as Run[]).length, 0) }
+  return {
+    kill: index + 1,
+    orphans: orphans.length,
+    'ran again': orphans.length - missing,
+    'to first run p50 ms': Math.round(median(toFirstRun)),
+    'to first run max ms': Math.round(Math.max(...toFirstRun)),
+    'after due p50 ms': Math.round(median(lateness)),
+    'after due max ms': Math.round(Math.max(...lateness)),
+    'ledger runs': Number((results[`s11_kill_${index}`] as { runs: number }).runs),
+    overlaps,
+    met: pass(missing === 0 && overlaps === 0 && Math.max(...lateness) <= 3000)
+  }
+}
+
+async function scenario11 (tmp: string): Promise<void> {
+  const rows: Row[] = []
+  for (const i of P.s11Cases) rows.push(await scaleCase(tmp, SCALE_CASES[i], i))
+  print('Scenario 11: ownership at scale (partitions), no-op aktor, every run result persisted in batches, targets: ≥ 95 % of expected runs, p99 gap excess ≤ 100 ms (1 node) / 250 ms (3 nodes), nodes within 10 % of an even share, no lock error', rows)
+  const r0 = results.s11_0 as { rss: number[], reaktors: number } | undefined
+  if (r0 !== undefined) {
+    const perTenK = r0.rss[0] / (r0.reaktors / 10_000)
+    print('Scenario 11: memory (20,000 reaktors on one node)', [{ 'RSS MB': round(r0.rss[0], 0), 'RSS MB per 10,000 reaktors': round(perTenK, 0), target: '< 200', met: pass(perTenK < 200) }])
+  }
+  const kills: Row[] = []
+  for (let k = 0; k < P.s11Kills; k++) kills.push(await scaleKill(tmp, k))
+  print('Scenario 11: kill -9 of one of 3 nodes, 9,000 reaktors at 3s with 20 ms runs; "after due": first run on a survivor minus max(kill, when it was due); target: every orphan runs again, no overlap, after due ≤ 3,000 ms', kills)
+}
+
 // ------------------------------------------------------------------ start-up
 
 /** Starts `node src/server.ts` on DATA_DIR and resolves with the times of its log milestones. */
@@ -504,6 +657,7 @@ async function main (): Promise<void> {
   if (runs(7)) await scenario7(tmp)
   if (runs(9)) await scenario9(tmp)
   if (runs(10)) await scenario10(ours)
+  if (runs(11)) await scenario11(tmp)
 
   const elapsed = round((Date.now() - started) / 1000, 0)
   process.stdout.write(`\ntotal ${elapsed} s\n`)

@@ -1,5 +1,6 @@
 import fp from 'fastify-plugin'
-import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom-client'
+import { collectDefaultMetrics, Gauge, Histogram, Registry } from 'prom-client'
+import { PollingRunMetrics } from '../metrics/polling-runs.js'
 
 declare module 'fastify' {
   interface FastifyInstance {
@@ -9,8 +10,8 @@ declare module 'fastify' {
 
 export interface ServiceMetrics {
   registry: Registry
-  pollingRuns: Counter<'reaktor' | 'outcome'>
-  pollingRunSeconds: Histogram<'reaktor'>
+  /** Runs by reaktor and outcome, and their durations (compact: per-reaktor numbers, rendered at scrape). */
+  pollingRuns: PollingRunMetrics
 }
 
 /**
@@ -29,19 +30,8 @@ export default fp(async (fastify) => {
     buckets: [0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1, 5],
     registers: [registry]
   })
-  const pollingRuns = new Counter({
-    name: 'reaktor_polling_runs_total',
-    help: 'Finished polling reaktor runs on this node, by outcome (more_work, no_work, failed)',
-    labelNames: ['reaktor', 'outcome'] as const,
-    registers: [registry]
-  })
-  const pollingRunSeconds = new Histogram({
-    name: 'reaktor_polling_run_duration_seconds',
-    help: 'Duration of polling reaktor runs on this node',
-    labelNames: ['reaktor'] as const,
-    buckets: [0.001, 0.01, 0.1, 1, 10, 60, 300],
-    registers: [registry]
-  })
+  const pollingRuns = new PollingRunMetrics()
+  pollingRuns.register(registry)
   // Read at scrape time; the scheduler is decorated after this plugin, hence the lookup then.
   const owned = new Gauge({
     name: 'reaktor_polling_owned',
@@ -53,7 +43,7 @@ export default fp(async (fastify) => {
   })
   void owned
 
-  fastify.decorate('metrics', { registry, pollingRuns, pollingRunSeconds })
+  fastify.decorate('metrics', { registry, pollingRuns })
 
   // On every response: the labelled child of each (method, route, status) is looked up once and
   // kept, so a request neither builds a label object nor hashes it (prom-client's observe(labels)

@@ -29,7 +29,7 @@ export interface SchedulerPluginOptions {
  * completes before the db plugin destroys the pool.
  */
 export default fp<SchedulerPluginOptions>(async (fastify, opts) => {
-  const { pollingRuns, pollingRunSeconds, registry } = fastify.metrics
+  const { pollingRuns, registry } = fastify.metrics
   const lockRefusals = new Counter({
     name: 'reaktor_polling_lock_refusals_total',
     help: 'Times PostgreSQL refused this node an advisory lock (shared lock table full: raise max_locks_per_transaction)',
@@ -45,8 +45,7 @@ export default fp<SchedulerPluginOptions>(async (fastify, opts) => {
     partitions: fastify.config.partitions,
     onLockRefused: () => lockRefusals.inc(),
     onRunEnd: ({ reaktorId, outcome, durationMs }) => {
-      pollingRuns.inc({ reaktor: reaktorId, outcome })
-      pollingRunSeconds.observe({ reaktor: reaktorId }, durationMs / 1000)
+      pollingRuns.record(reaktorId, outcome, durationMs / 1000)
     },
     ...opts.overrides
   })

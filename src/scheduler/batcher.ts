@@ -40,7 +40,7 @@ export class RunResultBatcher {
   /** Results PostgreSQL kept refusing, dropped so that they no longer hold the others back. */
   rowsDropped = 0
 
-  constructor (private readonly opts: { db: Kysely<Database>, intervalMs: number, log: SchedulerLogger }) {}
+  constructor (private readonly opts: { db: Kysely<Database>, owner: string, intervalMs: number, log: SchedulerLogger }) {}
 
   get size (): number {
     return this.pending.size
@@ -89,7 +89,7 @@ export class RunResultBatcher {
    */
   private async write (batch: Pending[]): Promise<void> {
     try {
-      await writeRunResults(this.opts.db, batch.map((p) => p.record))
+      await writeRunResults(this.opts.db, this.opts.owner, batch.map((p) => p.record))
       this.flushes++
       this.rowsFlushed += batch.length
       return

@@ -77,6 +77,8 @@ export class LockConnection {
     }
     this.client = client
     this.alive = true
+    // Whatever was queued on the previous connection failed with it; start a fresh line.
+    this.chain = Promise.resolve()
     const { rows } = await this.query<{ pid: number }>('select pg_backend_pid() as pid')
     this.pid = rows[0].pid
     // The server side of the lease. After a network cut PostgreSQL keeps this session (and its
@@ -97,7 +99,16 @@ export class LockConnection {
     client.end().catch(() => {})
   }
 
+  /** Statements run one after the other (pg deprecates queueing on a busy client). */
+  private chain: Promise<unknown> = Promise.resolve()
+
   async query<R extends pg.QueryResultRow = any>(text: string, values: unknown[] = []): Promise<pg.QueryResult<R>> {
+    const next = this.chain.then(async () => await this.send<R>(text, values))
+    this.chain = next.catch(() => {})
+    return await next
+  }
+
+  private async send<R extends pg.QueryResultRow>(text: string, values: unknown[]): Promise<pg.QueryResult<R>> {
     const client = this.client
     if (client === undefined || !this.alive) throw new LockConnectionLost()
     try {

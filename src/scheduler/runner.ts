@@ -43,6 +43,32 @@ export interface RunnerOptions {
   onRunEnd: (record: RunRecord, outcome: RunOutcome, durationMs: number) => void
 }
 
+/**
+ * The abort side of one run. Its AbortController is made only when the aktor reads
+ * `context.signal` (most never do, and one per run is a measurable cost at thousands of runs a
+ * second); an abort before that is remembered and the signal is born aborted.
+ */
+class RunAbort {
+  private controller: AbortController | undefined
+  reason: unknown
+
+  constructor (readonly runId: string) {}
+
+  get signal (): AbortSignal {
+    if (this.controller === undefined) {
+      this.controller = new AbortController()
+      if (this.reason !== undefined) this.controller.abort(this.reason)
+    }
+    return this.controller.signal
+  }
+
+  abort (reason: unknown): void {
+    if (this.reason !== undefined) return
+    this.reason = reason
+    this.controller?.abort(reason)
+  }
+}
+
 /** How a finished run went (the `outcome` label of `reaktor_polling_runs_total`). */
 export type RunOutcome = 'more_work' | 'no_work' | 'failed'
 
@@ -55,8 +81,12 @@ export type RunOutcome = 'more_work' | 'no_work' | 'failed'
  */
 export class ReaktorRunner {
   private timer: NodeJS.Timeout | undefined
+  /** The timer of "one interval after the run ended", re-armed with refresh() (no allocation per run). */
+  private intervalTimer: NodeJS.Timeout | undefined
   private immediate: NodeJS.Immediate | undefined
-  private controller: AbortController | undefined
+  /** The run's timeout, likewise re-armed per run; it acts only while `current` is that run. */
+  private timeoutTimer: NodeJS.Timeout | undefined
+  private current: RunAbort | undefined
   private inFlight: Promise<void> | undefined
   private aktor: PollingAktor | undefined
   private halted = false
@@ -96,9 +126,10 @@ export class ReaktorRunner {
     if (!this.halted) {
       this.halted = true
       this.cancelScheduled()
-      this.controller?.abort(new RunStoppedError(reason))
+      this.current?.abort(new RunStoppedError(reason))
     }
     await this.inFlight
+    this.clearTimeoutTimer()
   }
 
   /**
@@ -113,12 +144,21 @@ export class ReaktorRunner {
       this.cancelScheduled()
     }
     await this.inFlight
+    this.clearTimeoutTimer()
+  }
+
+  private clearTimeoutTimer (): void {
+    if (this.inFlight !== undefined || this.timeoutTimer === undefined) return
+    clearTimeout(this.timeoutTimer)
+    this.timeoutTimer = undefined
   }
 
   private cancelScheduled (): void {
     if (this.timer !== undefined) clearTimeout(this.timer)
+    if (this.intervalTimer !== undefined) clearTimeout(this.intervalTimer)
     if (this.immediate !== undefined) clearImmediate(this.immediate)
     this.timer = undefined
+    this.intervalTimer = undefined
     this.immediate = undefined
   }
 
@@ -139,22 +179,41 @@ export class ReaktorRunner {
     }
   }
 
+  /** The next run one effective interval from now (the run just ended). */
+  private scheduleInterval (): void {
+    if (this.halted || this.finishing) return
+    const interval = this.opts.effectiveIntervalMs
+    if (interval > MAX_TIMER_MS) { this.scheduleAt(this.opts.now() + interval); return }
+    if (this.intervalTimer === undefined) this.intervalTimer = setTimeout(() => this.launch(), interval)
+    else this.intervalTimer.refresh()
+  }
+
   private launch (): void {
     // runOnce never rejects by design; should it ever, the reaktor must not stall silently and the
     // process must not die of an unhandled rejection.
-    const run: Promise<void> = this.runOnce().catch((err) => {
-      this.safeLog('error', { reaktorId: this.opts.reaktorId, thrown: describe(err) }, 'polling reaktor runner failed unexpectedly')
-    }).finally(() => {
+    const run: Promise<void> = this.runOnce().then(() => {
       if (this.inFlight === run) this.inFlight = undefined
+    }, (err) => {
+      if (this.inFlight === run) this.inFlight = undefined
+      this.safeLog('error', { reaktorId: this.opts.reaktorId, thrown: describe(err) }, 'polling reaktor runner failed unexpectedly')
     })
     this.inFlight = run
+  }
+
+  private onTimeout (run: RunAbort): void {
+    // An aktor that ignores its signal keeps the reaktor blocked until it settles (runs never
+    // overlap): say so now, not only when (if ever) it returns.
+    const { reaktorId, reaktor } = this.opts
+    this.safeLog('warn', { reaktorId, runId: run.runId, timeoutMs: reaktor.timeoutMs }, 'polling reaktor run timed out; its signal is aborted and no other run of it starts until this one settles')
+    run.abort(new RunTimeoutError(reaktor.timeoutMs))
   }
 
   private async runOnce (): Promise<void> {
     if (this.halted || this.finishing) return
     let may = false
     try {
-      may = await this.opts.mayRun()
+      const answer = this.opts.mayRun()
+      may = typeof answer === 'boolean' ? answer : await answer
     } catch (err) {
       this.safeLog('warn', { reaktorId: this.opts.reaktorId, thrown: describe(err) }, 'polling reaktor: ownership check failed; run skipped')
     }
@@ -163,24 +222,23 @@ export class ReaktorRunner {
     const parentLog = this.opts.log
     const runId = randomUUID()
     let startedAt = now()
-    const controller = new AbortController()
-    this.controller = controller
+    const run = new RunAbort(runId)
+    this.current = run
     this.runs++
-    const timeout = setTimeout(() => {
-      // An aktor that ignores its signal keeps the reaktor blocked until it settles (runs never
-      // overlap): say so now, not only when (if ever) it returns.
-      this.safeLog('warn', { reaktorId, runId, timeoutMs: reaktor.timeoutMs }, 'polling reaktor run timed out; its signal is aborted and no other run of it starts until this one settles')
-      controller.abort(new RunTimeoutError(reaktor.timeoutMs))
-    }, reaktor.timeoutMs)
+    if (this.timeoutTimer === undefined) {
+      this.timeoutTimer = setTimeout(() => { if (this.current !== undefined) this.onTimeout(this.current) }, reaktor.timeoutMs)
+    } else {
+      this.timeoutTimer.refresh()
+    }
     let result: unknown
     let error: unknown
     let failed = false
     try {
       this.aktor ??= reaktor.registration.createReaktor()
-      // The child logger is built only when the aktor uses it (most runs never log).
+      // The signal and the child logger are built only when the aktor uses them (most runs never do).
       let log: SchedulerLogger | undefined
       const context = {
-        signal: controller.signal,
+        get signal (): AbortSignal { return run.signal },
         get log (): SchedulerLogger { return (log ??= parentLog.child({ reaktorId, runId })) },
         settings: reaktor.app.settings,
         reaktorId,
@@ -193,18 +251,17 @@ export class ReaktorRunner {
       error = err
       failed = true
     } finally {
-      clearTimeout(timeout)
-      this.controller = undefined
+      this.current = undefined
     }
     // Stopped, released or fenced meanwhile: the result schedules (and records) nothing.
     if (this.halted) return
     const endedAt = now()
     // Whatever the bookkeeping below does (a logger or an observer throwing), the next run is scheduled.
-    let nextRun = endedAt + this.opts.effectiveIntervalMs
+    let more = false
     try {
-      if (!failed && controller.signal.aborted) {
+      if (!failed && run.reason !== undefined) {
         failed = true
-        error = controller.signal.reason
+        error = run.reason
       }
       if (!failed && typeof result !== 'boolean') {
         failed = true
@@ -213,17 +270,16 @@ export class ReaktorRunner {
       const outcome: RunOutcome = failed ? 'failed' : result === true ? 'more_work' : 'no_work'
       if (failed) this.failures++
       else this.failures = 0
-      if (outcome === 'more_work') nextRun = endedAt
+      more = outcome === 'more_work'
       const lastError = failed ? describe(error) : null
       this.opts.onRunEnd({
         reaktorId,
         runId,
-        lastRun: new Date(startedAt),
-        nextRun: new Date(nextRun),
+        lastRun: startedAt,
+        nextRun: more ? endedAt : endedAt + this.opts.effectiveIntervalMs,
         lastError,
         consecutiveFailures: this.failures,
         version: this.opts.version,
-        owner: this.opts.nodeId,
         partition: this.opts.partition,
         generation: this.opts.generation
       }, outcome, endedAt - startedAt)
@@ -234,7 +290,8 @@ export class ReaktorRunner {
         parentLog.debug({ reaktorId, runId, result, ms: endedAt - startedAt }, 'polling reaktor run finished')
       }
     } finally {
-      this.scheduleAt(nextRun)
+      if (more) this.scheduleAt(endedAt)
+      else this.scheduleInterval()
     }
   }
 

@@ -262,7 +262,7 @@ export class Scheduler {
     this.onLockRefused = opts.onLockRefused
     this.reconcileHook = opts.reconcileHook
     if (opts.wantsOwnership !== undefined) this.wantsOwnership = (p) => opts.wantsOwnership!(p, this)
-    this.batcher = new RunResultBatcher({ db: this.db, intervalMs: opts.flushIntervalMs ?? 200, log: this.log })
+    this.batcher = new RunResultBatcher({ db: this.db, owner: opts.nodeId, intervalMs: opts.flushIntervalMs ?? 200, log: this.log })
     this.lock = new LockConnection({
       url: opts.databaseUrl,
       applicationName: `reaktor-scheduler ${opts.nodeId}`.slice(0, 63),

@@ -30,13 +30,13 @@ export interface ScheduleRow {
 export interface RunRecord {
   reaktorId: string
   runId: string
-  lastRun: Date
-  nextRun: Date
+  /** Epoch ms (numbers, not Dates: thousands of these are made every second). */
+  lastRun: number
+  nextRun: number
   lastError: string | null
   consecutiveFailures: number
   /** `state_version` the runner was started under: the result applies only while it still matches. */
   version: string
-  owner: string
   partition: number
   /** Generation of the partition when this node took it: a later takeover makes this write stale. */
   generation: string
@@ -406,7 +406,7 @@ export async function releaseOwner (db: Kysely<Database>, nodeId: string): Promi
  * the generation the runner's node took it in, so a flush landing after a stop (or a stop + start,
  * or a takeover by another node after this one was fenced) never brings back a next run or an owner.
  */
-export async function writeRunResults (db: Kysely<Database>, batch: readonly RunRecord[]): Promise<number> {
+export async function writeRunResults (db: Kysely<Database>, owner: string, batch: readonly RunRecord[]): Promise<number> {
   if (batch.length === 0) return 0
   const res = await sql`
     update polling_reaktors as p set
@@ -417,21 +417,21 @@ export async function writeRunResults (db: Kysely<Database>, batch: readonly Run
       next_run = case when p.state = 'running' and p.state_version = v.version and v.current_partition
                       then v.next_run else p.next_run end,
       owner = case when p.state = 'running' and p.state_version = v.version and v.current_partition
-                   then v.owner else p.owner end
+                   then ${owner}::text else p.owner end
     from (
-      select v.*, coalesce(rp.generation = v.generation, false) as current_partition
+      select v.*, to_timestamp(v.last_run_ms / 1000) as last_run, to_timestamp(v.next_run_ms / 1000) as next_run,
+             coalesce(rp.generation = v.generation, false) as current_partition
       from unnest(
         ${batch.map((r) => r.reaktorId)}::text[],
-        ${batch.map((r) => r.lastRun.toISOString())}::timestamptz[],
+        ${batch.map((r) => r.lastRun)}::float8[],
         ${batch.map((r) => r.runId)}::text[],
         ${batch.map((r) => r.lastError)}::text[],
         ${batch.map((r) => r.consecutiveFailures)}::int[],
-        ${batch.map((r) => r.nextRun.toISOString())}::timestamptz[],
+        ${batch.map((r) => r.nextRun)}::float8[],
         ${batch.map((r) => r.version)}::bigint[],
-        ${batch.map((r) => r.owner)}::text[],
         ${batch.map((r) => r.partition)}::int[],
         ${batch.map((r) => r.generation)}::bigint[]
-      ) as v(id, last_run, run_id, last_error, failures, next_run, version, owner, partition, generation)
+      ) as v(id, last_run_ms, run_id, last_error, failures, next_run_ms, version, partition, generation)
       left join reaktor_partitions as rp on rp.partition = v.partition
     ) as v
     where p.reaktor_id = v.id and (p.last_run is null or p.last_run <= v.last_run)

@@ -129,12 +129,19 @@ try {
     },
     report: () => {
       const mem = process.memoryUsage()
+      // With --expose-gc (scenario 11): the live heap, without the garbage not yet collected.
+      const gc = (globalThis as { gc?: () => void }).gc
+      gc?.()
+      gc?.()
+      const live = gc === undefined ? undefined : process.memoryUsage()
       const cpu = process.cpuUsage(cpuAtBegin)
       const flush = app.scheduler.flushStats
       return {
         ...runWindow.end(),
         rss: mem.rss,
         heapUsed: mem.heapUsed,
+        liveHeap: live?.heapUsed ?? null,
+        liveRss: live?.rss ?? null,
         flush,
         flushedInWindow: { flushes: flush.flushes - flushAtBegin.flushes, rows: flush.rows - flushAtBegin.rows },
         cpuMs: (cpu.user + cpu.system) / 1000,

@@ -5,6 +5,7 @@
  * reaktor kept running after each change.
  */
 import t from 'tap'
+import { sql } from 'kysely'
 import { buildRegistry } from '../src/apps/registry.js'
 import type { LoadedApp } from '../src/apps/types.js'
 import type { PollingReaktorRegistration } from '../src/sdk/types.js'
@@ -64,6 +65,15 @@ t.test('handover under load: nodes join and leave, no run overlaps, none is abor
   await waitFor(() => allRanSince(mark), { what: 'every reaktor to run after node-c joined' })
   const spread = [...nodes].map(([node, s]) => `${node} ${s.ownedReaktorIds().length}`).join(', ')
   t.pass(`three nodes: ${spread}`)
+  // Every node's results reach the rows, whoever took the partition last: the stored next run of
+  // these back-to-back reaktors follows their runs (a write refused as stale would freeze it).
+  const stale = await waitFor(async () => {
+    const { rows } = await sql<{ stale: number, owners: number }>`
+      select count(*) filter (where next_run < now() - interval '2 s')::int as stale, count(distinct owner)::int as owners
+      from polling_reaktors where state = 'running'`.execute(db)
+    return rows[0].stale === 0 && rows[0].owners === 3 ? rows[0] : undefined
+  }, { what: 'every stored next run to be fresh, written by all three nodes' })
+  t.same(stale, { stale: 0, owners: 3 })
   const aborts = ledger.filter((r) => r.aborted !== undefined)
   t.same(aborts.map((r) => `${r.id}@${r.node}: ${String(r.aborted)}`), [], 'no run was aborted by a handover')
 

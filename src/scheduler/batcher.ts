@@ -9,14 +9,11 @@ import { writeRunResults, type RunRecord } from './store.js'
  * thousands of single-row writes per second. A crash loses at most the unflushed batch (last run
  * times), never a state change: start/stop are written directly, before they are acknowledged.
  */
+/** Rows per statement of a flush. */
+const MAX_ROWS = 1000
 /** A row PostgreSQL refused this many times (data error, not an outage) is dropped, with an error log. */
 const MAX_ROW_REJECTIONS = 3
 
-interface Pending {
-  record: RunRecord
-  /** Times a statement holding only rows like this one was refused for a data error. */
-  rejections: number
-}
 
 /**
  * PostgreSQL refused the DATA (SQLSTATE class 22 "data exception", 23 "integrity constraint
@@ -30,7 +27,10 @@ function isRejectedData (err: unknown): boolean {
 }
 
 export class RunResultBatcher {
-  private pending = new Map<string, Pending>()
+  /** The latest result per reaktor. Runners reuse one record object each (no allocation per run). */
+  private pending = new Map<string, RunRecord>()
+  /** Per reaktor: times a statement holding only its row was refused for a data error (rare). */
+  private readonly rejections = new Map<string, number>()
   private timer: NodeJS.Timeout | undefined
   private chain: Promise<void> = Promise.resolve()
   private closed = false
@@ -48,7 +48,8 @@ export class RunResultBatcher {
 
   record (record: RunRecord): void {
     if (this.closed) return
-    this.pending.set(record.reaktorId, { record, rejections: 0 })
+    this.pending.set(record.reaktorId, record)
+    if (this.rejections.size > 0) this.rejections.delete(record.reaktorId)
     this.arm(this.opts.intervalMs)
   }
 
@@ -71,14 +72,17 @@ export class RunResultBatcher {
     if (this.pending.size === 0) return
     const batch = [...this.pending.values()]
     this.pending.clear()
-    try {
-      await this.write(batch)
-    } catch (err) {
-      // An outage: keep what failed unless a newer result of the same reaktor arrived meanwhile.
-      this.keep(batch)
-      this.opts.log.warn({ err, rows: batch.length }, 'could not persist polling run results; retrying')
-      this.arm(Math.max(this.opts.intervalMs, 1000))
-      throw err
+    // At most MAX_ROWS per statement: encoding a statement runs on the thread every timer shares.
+    for (let i = 0; i < batch.length; i += MAX_ROWS) {
+      try {
+        await this.write(batch.slice(i, i + MAX_ROWS))
+      } catch (err) {
+        // An outage: keep what failed unless a newer result of the same reaktor arrived meanwhile.
+        this.keep(batch.slice(i))
+        this.opts.log.warn({ err, rows: batch.length - i }, 'could not persist polling run results; retrying')
+        this.arm(Math.max(this.opts.intervalMs, 1000))
+        throw err
+      }
     }
   }
 
@@ -87,9 +91,9 @@ export class RunResultBatcher {
    * halves and each half written on its own, down to the refused rows: the others persist (a few
    * statements more, only when it happens), the refused ones are retried a few times, then dropped.
    */
-  private async write (batch: Pending[]): Promise<void> {
+  private async write (batch: RunRecord[]): Promise<void> {
     try {
-      await writeRunResults(this.opts.db, this.opts.owner, batch.map((p) => p.record))
+      await writeRunResults(this.opts.db, this.opts.owner, batch)
       this.flushes++
       this.rowsFlushed += batch.length
       return
@@ -102,21 +106,23 @@ export class RunResultBatcher {
         return
       }
       const [refused] = batch
-      refused.rejections++
-      const { reaktorId, runId } = refused.record
-      if (refused.rejections >= MAX_ROW_REJECTIONS) {
+      const { reaktorId, runId } = refused
+      const attempts = (this.rejections.get(reaktorId) ?? 0) + 1
+      this.rejections.set(reaktorId, attempts)
+      if (attempts >= MAX_ROW_REJECTIONS) {
+        this.rejections.delete(reaktorId)
         this.rowsDropped++
-        this.opts.log.error({ err, reaktorId, runId, attempts: refused.rejections }, 'polling run result refused by the database; dropped (the next run writes a new one)')
+        this.opts.log.error({ err, reaktorId, runId, attempts }, 'polling run result refused by the database; dropped (the next run writes a new one)')
       } else {
         this.keep([refused])
-        this.opts.log.warn({ err, reaktorId, runId, attempts: refused.rejections }, 'polling run result refused by the database; retrying it on its own')
+        this.opts.log.warn({ err, reaktorId, runId, attempts }, 'polling run result refused by the database; retrying it on its own')
         this.arm(Math.max(this.opts.intervalMs, 1000))
       }
     }
   }
 
-  private keep (rows: Pending[]): void {
-    for (const row of rows) if (!this.pending.has(row.record.reaktorId)) this.pending.set(row.record.reaktorId, row)
+  private keep (rows: RunRecord[]): void {
+    for (const row of rows) if (!this.pending.has(row.reaktorId)) this.pending.set(row.reaktorId, row)
   }
 
   /** Final flush at shutdown; nothing is accepted afterwards. */

@@ -89,6 +89,8 @@ export class ReaktorRunner {
   private current: RunAbort | undefined
   private inFlight: Promise<void> | undefined
   private aktor: PollingAktor | undefined
+  /** The result of the latest run, one object reused per run (it waits in the batch for a flush). */
+  private record: RunRecord | undefined
   private halted = false
   /** Handover: no new run is scheduled, but the in-flight one finishes and is recorded. */
   private finishing = false
@@ -272,17 +274,13 @@ export class ReaktorRunner {
       else this.failures = 0
       more = outcome === 'more_work'
       const lastError = failed ? describe(error) : null
-      this.opts.onRunEnd({
-        reaktorId,
-        runId,
-        lastRun: startedAt,
-        nextRun: more ? endedAt : endedAt + this.opts.effectiveIntervalMs,
-        lastError,
-        consecutiveFailures: this.failures,
-        version: this.opts.version,
-        partition: this.opts.partition,
-        generation: this.opts.generation
-      }, outcome, endedAt - startedAt)
+      const record = this.record ??= { reaktorId, runId, lastRun: 0, nextRun: 0, lastError: null, consecutiveFailures: 0, version: this.opts.version, partition: this.opts.partition, generation: this.opts.generation }
+      record.runId = runId
+      record.lastRun = startedAt
+      record.nextRun = more ? endedAt : endedAt + this.opts.effectiveIntervalMs
+      record.lastError = lastError
+      record.consecutiveFailures = this.failures
+      this.opts.onRunEnd(record, outcome, endedAt - startedAt)
       if (failed) {
         // A thrown non-Error (an object without a usable toString, say) is logged as its description.
         this.safeLog('warn', { err: error instanceof Error ? error : undefined, error: lastError, reaktorId, runId, consecutiveFailures: this.failures }, 'polling reaktor run failed')

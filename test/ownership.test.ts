@@ -258,3 +258,28 @@ t.test('a node booting while every live node is momentarily disconnected (databa
   t.ok(Date.now() - booted >= 450, `after the settle wait (${Date.now() - booted} ms)`)
   t.equal((await row(db, 'manual'))!.state, 'stopped', 'running + autoStart false → stopped')
 })
+
+t.test('a stop through another node aborts the last run of a partition being handed over', async (t) => {
+  const url = await createTestDatabase(t)
+  const { db } = database(t, url)
+  // Two running reaktors in different partitions with runs that end only when aborted: when a
+  // second node joins, one partition is handed over and waits for its run to end on its own.
+  const ids = ['hold-1', 'hold-2']
+  t.not(partitionOf(ids[0], DEFAULT_PARTITIONS), partitionOf(ids[1], DEFAULT_PARTITIONS))
+  const onA = ids.map((id) => probe(id, async (_n, ctx) => await untilAborted(ctx.signal), { interval: '100ms', autoStart: true }))
+  const a = scheduler(t, db, url, { nodeId: 'node-a', reaktors: registry(onA.map((p) => p.registration)) })
+  await a.start()
+  await waitFor(() => onA.every((p) => p.runs.length === 1), { what: 'both runs in flight on node a' })
+  const onB = ids.map((id) => probe(id, () => false, { interval: '100ms' }))
+  const b = scheduler(t, db, url, { nodeId: 'node-b', reaktors: registry(onB.map((p) => p.registration)) })
+  await b.start()
+  await waitFor(() => a.ownedReaktorIds().length === 1, { what: 'node a to hand one partition over' })
+  const leaving = ids.find((id) => !a.ownedReaktorIds().includes(id))!
+  const run = onA[ids.indexOf(leaving)].runs[0]
+  t.equal(run.aborted, undefined, 'a handover does not abort the run in flight')
+  t.equal(await b.stopReaktor(leaving), true, 'stopped through node b')
+  await waitFor(() => run.aborted !== undefined, { timeoutMs: 2000, what: 'the handed-over run to be aborted by the stop' })
+  t.type(run.aborted, RunStoppedError)
+  await waitFor(async () => (await reaktorLocks(db, leaving))[0]?.pid === b.lockConnectionPid, { what: 'the partition to reach node b' })
+  t.equal(onB[ids.indexOf(leaving)].runs.length, 0, 'and the stopped reaktor does not run there')
+})

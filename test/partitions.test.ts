@@ -101,3 +101,15 @@ t.test('nodes registering different reaktors: a partition goes to a node that ca
   settle(alone, [1, 2], none)
   t.ok(alone.holders.has(3), 'held even when no node registers everything in it')
 })
+
+t.test('partitions being handed over count as gone: a slow handover does not make a node give away more', async (t) => {
+  const weights = new Map([0, 1, 2, 3, 4, 5, 6, 7].map((p) => [p, 1]))
+  const holders = new Map([0, 1, 2, 3, 4, 5, 6, 7].map((p) => [p, 1]))
+  const view = { me: 1, members: [1, 2], holders, weights, partitions: 8 }
+  const first = planOwnership(view, { orphans: new Set(), keep: new Set(), leaving: new Set() })
+  t.equal(first.give.length, 4, 'half of the load is handed over')
+  // Next pass: those four still wait for their last runs (still locked by this node).
+  const second = planOwnership(view, { orphans: new Set(), keep: new Set(), leaving: new Set(first.give) })
+  t.same(second.give, [], 'nothing more is given away meanwhile')
+  t.same(second.take, [], 'and nothing is taken back')
+})

@@ -102,13 +102,13 @@ export class LockConnection {
   /** Statements run one after the other (pg deprecates queueing on a busy client). */
   private chain: Promise<unknown> = Promise.resolve()
 
-  async query<R extends pg.QueryResultRow = any>(text: string, values: unknown[] = []): Promise<pg.QueryResult<R>> {
-    const next = this.chain.then(async () => await this.send<R>(text, values))
+  async query<R extends pg.QueryResultRow = any>(text: string, values: unknown[] = [], opts: { refusable?: boolean } = {}): Promise<pg.QueryResult<R>> {
+    const next = this.chain.then(async () => await this.send<R>(text, values, opts.refusable === true))
     this.chain = next.catch(() => {})
     return await next
   }
 
-  private async send<R extends pg.QueryResultRow>(text: string, values: unknown[]): Promise<pg.QueryResult<R>> {
+  private async send<R extends pg.QueryResultRow>(text: string, values: unknown[], refusable: boolean): Promise<pg.QueryResult<R>> {
     const client = this.client
     if (client === undefined || !this.alive) throw new LockConnectionLost()
     try {
@@ -116,8 +116,9 @@ export class LockConnection {
       this.lastOkAt = performance.now()
       return result
     } catch (err) {
-      // A full lock table is an answer, not a broken session: the locks held stay held.
-      if (isResourceRefusal(err) && client === this.client && this.alive) throw new LockRefused(err)
+      // A full lock table, when taking partition locks, is an answer, not a broken session: the
+      // locks held stay held. (Anywhere else, any failure means the session cannot be trusted.)
+      if (refusable && isResourceRefusal(err) && client === this.client && this.alive) throw new LockRefused(err)
       // Any other failure of these few, simple statements means we can no longer trust the session
       // (a statement error would be a bug; a timeout or a broken socket is a lost connection).
       this.lost(client, err)
@@ -141,7 +142,8 @@ export class LockConnection {
     if (partitions.length === 0) return new Set()
     const { rows } = await this.query<{ key: number, ok: boolean }>(
       'select k as key, pg_try_advisory_lock($1::int4, k) as ok from unnest($2::int4[]) as k',
-      [PARTITION_LOCK_NAMESPACE, partitions]
+      [PARTITION_LOCK_NAMESPACE, partitions],
+      { refusable: true }
     )
     return new Set(rows.filter((r) => r.ok).map((r) => Number(r.key)))
   }
@@ -172,10 +174,16 @@ export class LockConnection {
     return rows[0].ok
   }
 
+  /**
+   * Marks this session as a node that owns by partition, before it touches the membership lock
+   * (exclusive or shared): a membership holder without this mark is a node of the previous version.
+   */
+  async holdProtocol (): Promise<void> {
+    await this.query('select pg_advisory_lock_shared($1::int4, $2::int4)', [CLUSTER_LOCK_NAMESPACE, PARTITIONED_PROTOCOL_KEY])
+  }
+
   /** Joins the cluster: held shared for the life of the connection. Never blocks on other members. */
   async holdSharedMembership (): Promise<void> {
-    // The protocol lock first: a member seen without it is a node of the previous version.
-    await this.query('select pg_advisory_lock_shared($1::int4, $2::int4)', [CLUSTER_LOCK_NAMESPACE, PARTITIONED_PROTOCOL_KEY])
     // Blocks only while a cold-starting node applies the restart rules under the exclusive lock.
     await this.query('select pg_advisory_lock_shared($1::int4, $2::int4)', [CLUSTER_LOCK_NAMESPACE, MEMBERSHIP_KEY])
   }
@@ -193,6 +201,11 @@ export class LockConnection {
     this.client = undefined
     if (wasAlive) await client.query('select pg_advisory_unlock_all()').catch(() => {})
     await client.end().catch(() => {})
+  }
+
+  /** Gives up on a connection that is up but could not be set up: the same as losing it (fencing). */
+  drop (err: unknown): void {
+    if (this.client !== undefined) this.lost(this.client, err)
   }
 
   /** Drops the connection without unlocking (crash simulation). */

@@ -112,6 +112,9 @@ export function planOwnership (view: ClusterView, opts: PlanOptions): Plan {
       if (!opts.leaving.has(p)) free.push(p)
       continue
     }
+    // Being handed over: already counted as gone (else every pass would give away another batch
+    // while a long run delays the handover).
+    if (holder === view.me && opts.leaving.has(p)) continue
     if (holder === view.me) mine.push(p)
     if (load.has(holder)) {
       load.set(holder, load.get(holder)! + weight(p))
@@ -148,9 +151,11 @@ export function planOwnership (view: ClusterView, opts: PlanOptions): Plan {
   }
 
   const give: number[] = []
+  const given = new Set<number>()
   const others = members.filter((m) => m !== view.me)
   const hand = (p: number, receiver: number): void => {
     give.push(p)
+    given.add(p)
     myLoad -= weight(p)
     myCount -= 1
     load.set(receiver, load.get(receiver)! + weight(p))
@@ -165,13 +170,13 @@ export function planOwnership (view: ClusterView, opts: PlanOptions): Plan {
     }
     // Load, heaviest first: from this node while it is above the share, to a member that stays
     // within it. Both ends then lie within the old extremes, so the spread strictly evens out.
-    for (const p of movable.filter((x) => weight(x) > 0 && !give.includes(x)).sort((a, b) => weight(b) - weight(a))) {
+    for (const p of movable.filter((x) => weight(x) > 0 && !given.has(x)).sort((a, b) => weight(b) - weight(a))) {
       if (myLoad <= share) break
       const receiver = others.filter((m) => canRun(p, m)).sort((a, b) => load.get(a)! - load.get(b)! || a - b)[0]
       if (receiver !== undefined && load.get(receiver)! + weight(p) <= share) hand(p, receiver)
     }
     // Empty partitions, by count.
-    for (const p of movable.filter((x) => weight(x) === 0 && !give.includes(x))) {
+    for (const p of movable.filter((x) => weight(x) === 0 && !given.has(x))) {
       if (myCount <= partitionShare) break
       const receiver = ranked(count).find((m) => m !== view.me)!
       if (count.get(receiver)! >= partitionShare) break

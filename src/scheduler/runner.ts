@@ -219,7 +219,10 @@ export class ReaktorRunner {
     } catch (err) {
       this.safeLog('warn', { reaktorId: this.opts.reaktorId, thrown: describe(err) }, 'polling reaktor: ownership check failed; run skipped')
     }
-    if (!may || this.halted || this.finishing) return
+    if (this.halted || this.finishing) return
+    // Not now (the lock connection did not answer, say): try again an interval later rather than
+    // never; a runner that really lost its reaktor is halted by the scheduler meanwhile.
+    if (!may) { this.scheduleInterval(); return }
     const { reaktorId, reaktor, now } = this.opts
     const parentLog = this.opts.log
     const runId = randomUUID()

@@ -128,6 +128,8 @@ interface HeldPartition {
   runners: Map<string, ReaktorRunner>
   /** Being handed over or given back: no new runner starts in it. */
   leaving: boolean
+  /** The last runs of runners let go of in this partition (stop, restart), until they settle. */
+  settling: Set<Promise<void>>
 }
 
 /** A runner that no longer owns its reaktor and whose last run has not settled yet. */
@@ -224,6 +226,11 @@ export class Scheduler {
   private tickTimer: NodeJS.Timeout | undefined
   private reconnectTimer: NodeJS.Timeout | undefined
   private reconnectDelay: number
+  private reconnecting = false
+  /** Membership held on the current connection: passes run only then (not between connect and join). */
+  private joined = false
+  /** Partitions deleted from `held` whose unlock is on its way (not strays). */
+  private readonly releasing = new Set<number>()
   private coldStarted: boolean | undefined
   private readonly coldStartSettleMs: number
   private readonly onRunEnd: ((run: RunEnd) => void) | undefined
@@ -350,6 +357,7 @@ export class Scheduler {
       await this.lock.connect()
       await this.warnIfLockTableSmall()
       await this.publish()
+      await this.lock.holdProtocol()
       const cold = await this.probeColdStart()
       // Still holding the exclusive lock: nodes booting meanwhile wait in holdSharedMembership
       // and see a live cluster, so the restart rules are applied exactly once.
@@ -365,6 +373,7 @@ export class Scheduler {
       if (!cold) await store.announce(this.db, applied.startedIds)
       this.coldStarted = cold
       if (this.phase !== 'starting') throw new Error('scheduler stopped while starting')
+      this.joined = true
       this.log.info({ nodeId: this.nodeId, coldStart: cold, reaktors: this.reaktors.size, partitions: this.partitionCount, inserted: applied.inserted, stopped: applied.stopped },
         cold ? 'scheduler started: cluster cold start, restart rules applied' : 'scheduler started: joined a live cluster')
     } catch (err) {
@@ -614,8 +623,11 @@ export class Scheduler {
 
   /** Start/stop of some ids (notified, or through this node): only those of held partitions matter here. */
   private async idsPass (ids: string[]): Promise<void> {
-    const mine = ids.filter((id) => this.heldFor(id) !== undefined)
-    if (mine.length === 0 || !this.lock.alive) return
+    if (!this.joined || !this.lock.alive) return
+    // Ids of held partitions, and ids whose runner is settling (a handover's last run is aborted
+    // by a stop through any node, not only through this one).
+    const mine = ids.filter((id) => this.heldFor(id) !== undefined || this.draining.has(id))
+    if (mine.length === 0) return
     const epoch = this.epoch
     const rows = await store.readSchedule(this.db, mine)
     if (epoch !== this.epoch || this.phase !== 'running') return
@@ -623,6 +635,8 @@ export class Scheduler {
     const start: store.ScheduleRow[] = []
     for (const id of mine) {
       const row = byId.get(id)
+      const settling = this.draining.get(id)?.runner
+      if (settling !== undefined && (row === undefined || row.state !== 'running' || row.version !== settling.version)) void settling.halt('stopped')
       const runner = this.heldFor(id)?.runners.get(id)
       // Stopped, or stopped and started again (new version): this run series is over.
       if (runner !== undefined && (row === undefined || row.state !== 'running' || row.version !== runner.version)) this.releaseRunner(id)
@@ -632,22 +646,20 @@ export class Scheduler {
   }
 
   /**
-   * Starts runners for running rows read under the partition lock. With a reconcile hook (tests),
-   * the rows are read once more between the two hooks, like a claim: a reaktor stopped in between
-   * (through any node) is not started.
+   * Starts runners for running rows read under the partition lock. The rows are read once more
+   * right before, like a claim: a reaktor stopped (or stopped and started) in between, through any
+   * node, is not started from the first read but looked at again.
    */
   private async startRunners (rows: store.ScheduleRow[], epoch: number): Promise<void> {
     let ready = rows.filter((r) => this.reaktors.has(r.reaktorId) && !this.draining.has(r.reaktorId))
     if (ready.length === 0) return
-    if (this.reconcileHook !== undefined) {
-      await this.reconcileHook('locked', ready.map((r) => r.reaktorId))
-      const again = new Map((await store.readSchedule(this.db, ready.map((r) => r.reaktorId))).map((r) => [r.reaktorId, r]))
-      const changed = ready.filter((r) => again.get(r.reaktorId)?.version !== r.version)
-      ready = ready.filter((r) => again.get(r.reaktorId)?.version === r.version && again.get(r.reaktorId)?.state === 'running')
-      if (changed.length > 0) this.requestReconcile(changed.map((r) => r.reaktorId))
-      if (epoch !== this.epoch) return
-      await this.reconcileHook('claimed', ready.map((r) => r.reaktorId))
-    }
+    await this.reconcileHook?.('locked', ready.map((r) => r.reaktorId))
+    const again = new Map((await store.readSchedule(this.db, ready.map((r) => r.reaktorId))).map((r) => [r.reaktorId, r]))
+    if (epoch !== this.epoch) return
+    const changed = ready.filter((r) => again.get(r.reaktorId)?.version !== r.version)
+    ready = ready.filter((r) => again.get(r.reaktorId)?.version === r.version && again.get(r.reaktorId)?.state === 'running')
+    if (changed.length > 0) this.requestReconcile(changed.map((r) => r.reaktorId))
+    await this.reconcileHook?.('claimed', ready.map((r) => r.reaktorId))
     if (epoch !== this.epoch || this.phase !== 'running') return
     for (const row of ready) this.ensureRunner(row)
   }
@@ -708,12 +720,15 @@ export class Scheduler {
    * settled, then lets reconcile look at the id again.
    */
   private drain (reaktorId: string, partition: number, runner: ReaktorRunner, work: Promise<void>): void {
+    const hp = this.held.get(partition)
     const done: Promise<void> = work.catch((err) => {
       this.log.warn({ err, reaktorId }, 'polling reaktor runner did not settle cleanly')
     }).finally(() => {
       if (this.draining.get(reaktorId)?.done === done) this.draining.delete(reaktorId)
+      hp?.settling.delete(done)
       this.requestReconcile([reaktorId])
     })
+    hp?.settling.add(done)
     this.draining.set(reaktorId, { done, runner, partition })
   }
 
@@ -730,11 +745,20 @@ export class Scheduler {
    */
   private async fullPass (): Promise<void> {
     const me = this.lock.pid
-    if (!this.lock.alive || me === undefined) return
+    if (!this.joined || !this.lock.alive || me === undefined) return
     const epoch = this.epoch
     const view = await store.readLockView(this.db)
     if (epoch !== this.epoch || this.phase !== 'running') return
     if (this.noteLegacy(view.legacy)) return
+    // Locks this session holds that the bookkeeping does not know (a statement that failed after
+    // taking some): give them back, or nobody would run those partitions.
+    const strays = [...view.holders].filter(([p, pid]) => pid === me && !this.held.has(p) && !this.releasing.has(p)).map(([p]) => p)
+    if (strays.length > 0) {
+      this.log.warn({ partitions: strays.length }, 'releasing partition locks held without bookkeeping')
+      await this.lock.unlock(strays)
+      for (const p of strays) view.holders.delete(p)
+    }
+    if (!view.fingerprints.has(me)) await this.publish()
     if (this.censusDirty || performance.now() - this.censusAt > CENSUS_MAX_AGE_MS) {
       this.censusDirty = false
       this.censusAt = performance.now()
@@ -761,6 +785,11 @@ export class Scheduler {
     this.lastShare = plan.share
     for (const p of plan.give) this.handOver(p)
     const take = plan.take.filter((p) => this.wantsOwnership(p) && !this.held.has(p))
+    if (take.length === 0 && this.refusal !== undefined && this.mayAcquire()) {
+      // Nothing left to take (others took what this node gave back): no refusal stands.
+      this.log.info({ nodeId: this.nodeId }, 'no partition lock wanted any more; the lock refusal is over')
+      this.refusal = undefined
+    }
     if (take.length > 0 && this.mayAcquire()) {
       const lost = await this.acquire(take, epoch, orphans)
       // Lost races (another node took some first): look again at once with the new holders.
@@ -831,7 +860,7 @@ export class Scheduler {
       const generations = await store.claimPartitions(this.db, this.nodeId, got)
       if (epoch !== this.epoch) return
       for (const p of got) {
-        this.held.set(p, { partition: p, generation: generations.get(p) ?? '0', epoch, runners: new Map(), leaving: false })
+        this.held.set(p, { partition: p, generation: generations.get(p) ?? '0', epoch, runners: new Map(), leaving: false, settling: new Set() })
         this.freeSince.delete(p)
         if (orphans.has(p)) this.keepUntil.set(p, at + 10 * this.orphanGraceMs)
       }
@@ -840,11 +869,18 @@ export class Scheduler {
       if (epoch === this.epoch) await this.lock.unlock(got).catch(() => {})
       throw err
     }
-    const rows = await store.readRunningIn(this.db, got)
-    if (epoch !== this.epoch) return
+    let rows: store.ScheduleRow[]
+    try {
+      rows = await store.readRunningIn(this.db, got)
+      if (epoch !== this.epoch) return
+      await this.startRunners(rows, epoch)
+    } catch (err) {
+      // Held, but runners not started: the next pass compares rows and runners again at once.
+      this.rowsCheckedAt = Number.NEGATIVE_INFINITY
+      throw err
+    }
     const unknown = rows.filter((r) => !this.reaktors.has(r.reaktorId)).length
     if (unknown > 0) this.partialRunning = undefined
-    await this.startRunners(rows, epoch)
     this.log.info({ nodeId: this.nodeId, partitions: got.length <= 20 ? got : undefined, count: got.length, reaktors: rows.length - unknown, ...this.lastShare, held: this.held.size },
       'took ownership of partitions')
   }
@@ -932,19 +968,33 @@ export class Scheduler {
     hp.leaving = true
     for (const [id, runner] of hp.runners) this.drain(id, partition, runner, halt ? runner.halt('handed over') : runner.finish())
     hp.runners.clear()
-    const settling = [...this.draining.values()].filter((d) => d.partition === partition).map(async (d) => await d.done)
     const current = (): boolean => this.held.get(partition) === hp && hp.epoch === this.epoch && this.phase === 'running'
-    void Promise.all(settling).then(async () => {
+    const release = async (): Promise<void> => {
+      // Until every last run of the partition has settled (a stop may have let go of one before).
+      while (hp.settling.size > 0) await Promise.all([...hp.settling])
       if (!current()) return
-      await this.batcher.flush().catch((err) => this.log.warn({ err, partition }, 'handover: could not persist the last run results'))
+      try {
+        await this.batcher.flush()
+      } catch (err) {
+        // The next holder continues from the stored next runs: release only once they are written.
+        this.log.warn({ err, partition }, 'handover: could not persist the last run results; retrying')
+        setTimeout(() => { if (current()) void release().catch(() => {}) }, 1000)
+        return
+      }
       await store.releasePartitions(this.db, this.nodeId, [partition]).catch((err) => this.log.warn({ err, partition }, 'handover: could not clear the owner'))
       if (!current()) return
       this.held.delete(partition)
-      const notHeld = await this.lock.unlock([partition])
-      if (notHeld.length > 0) this.log.error({ partition }, 'advisory lock was not held at release (bookkeeping bug)')
+      this.releasing.add(partition)
+      try {
+        const notHeld = await this.lock.unlock([partition])
+        if (notHeld.length > 0) this.log.error({ partition }, 'advisory lock was not held at release (bookkeeping bug)')
+      } finally {
+        this.releasing.delete(partition)
+      }
       await store.announcePartitions(this.db, [partition])
       this.log.debug({ nodeId: this.nodeId, partition }, 'partition handed over between runs')
-    }).catch((err) => {
+    }
+    release().catch((err) => {
       this.log.warn({ err, partition }, 'could not hand over partition')
     })
   }
@@ -955,6 +1005,8 @@ export class Scheduler {
    */
   private fence (err: unknown): void {
     this.epoch++
+    this.joined = false
+    this.releasing.clear()
     const aborted: string[] = []
     for (const hp of this.held.values()) {
       for (const [id, runner] of hp.runners) {
@@ -982,23 +1034,31 @@ export class Scheduler {
   }
 
   private async reconnect (): Promise<void> {
-    if (this.phase !== 'running' || this.lock.alive) return
+    if (this.phase !== 'running' || this.lock.alive || this.reconnecting) return
+    this.reconnecting = true
     try {
       await this.lock.connect()
       await this.publish()
       // A reconnect is never a cold start: the restart rules belong to boot only.
+      await this.lock.holdProtocol()
       await this.lock.holdSharedMembership()
       this.reconnectDelay = this.reconnectMinMs
       this.log.info({ nodeId: this.nodeId, pid: this.lock.pid }, 'scheduler lock connection re-established; competing for ownership again')
       if (this.phase !== 'running') { await this.lock.close(); return }
+      this.joined = true
       this.censusDirty = true
       this.requestReconcile()
     } catch (err) {
       this.reconnectDelay = Math.min(this.reconnectDelay * 2, this.reconnectMaxMs)
-      const hint = err instanceof LockRefused ? ' (PostgreSQL lock table full: raise max_locks_per_transaction)' : ''
+      const refused = (err as { cause?: { code?: unknown } })?.cause?.code
+      const hint = typeof refused === 'string' && refused.startsWith('53') ? ' (PostgreSQL is short of resources: for "out of shared memory" raise max_locks_per_transaction)' : ''
       this.log.warn({ err, retryInMs: this.reconnectDelay }, `scheduler lock connection: reconnect failed${hint}`)
-      this.lock.destroy()
+      // Up but not set up: lost like any connection (fencing), so nothing taken on it survives.
+      if (this.lock.alive) this.lock.drop(err)
+      else this.lock.destroy()
       this.scheduleReconnect()
+    } finally {
+      this.reconnecting = false
     }
   }
 

@@ -167,11 +167,10 @@ export async function publishNode (
   db: Kysely<Database>, node: { pid: number, nodeId: string, fingerprint: string, registered: readonly string[] }
 ): Promise<void> {
   await db.transaction().execute(async (trx) => {
-    // Rows of sessions that are no members any more (dead nodes; a reused pid is overwritten).
+    // Rows of sessions that are gone (dead nodes; a reused pid is overwritten below). A node that
+    // has published but not joined yet is a live session: its row stays.
     await sql`
-      delete from reaktor_nodes where lock_pid <> ${node.pid} and lock_pid not in (
-        select l.pid from pg_locks as l where l.locktype = 'advisory' and l.database = ${THIS_DATABASE}
-          and l.classid = ${CLUSTER_LOCK_NAMESPACE}::bigint::oid and l.objid = ${MEMBERSHIP_KEY} and l.objsubid = 2)
+      delete from reaktor_nodes where lock_pid <> ${node.pid} and lock_pid not in (select pid from pg_stat_activity)
     `.execute(trx)
     await sql`
       insert into reaktor_nodes (lock_pid, node_id, fingerprint, registered) values (${node.pid}, ${node.nodeId}, ${node.fingerprint}, ${[...node.registered]}::text[])
@@ -262,7 +261,8 @@ export async function announce (db: Kysely<Database>, ids: readonly string[]): P
 /** Tells every node that these partitions are free (an under-share node takes them at once). */
 export async function announcePartitions (db: Kysely<Database>, partitions: readonly number[]): Promise<void> {
   if (partitions.length === 0) return
-  await sql`select pg_notify(${PARTITION_CHANNEL}, ${partitions.join(',')})`.execute(db)
+  // The receivers look at pg_locks anyway; the count keeps the payload far below its 8000 bytes.
+  await sql`select pg_notify(${PARTITION_CHANNEL}, ${String(partitions.length)})`.execute(db)
 }
 
 /**

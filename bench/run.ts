@@ -6,7 +6,7 @@
  * one table per scenario and writes everything to bench/results/latest.json.
  *
  * --profile: the service's HTTP server and the scheduler nodes run with --cpu-prof (profiles in
- * bench/results/profiles; `node bench/profile-summary.ts FILE` prints the hottest functions).
+ * bench/results/profiles; `node --import tsx bench/profile.ts FILE` prints the hottest functions).
  */
 import { spawn } from 'node:child_process'
 import { randomBytes } from 'node:crypto'

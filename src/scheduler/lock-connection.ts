@@ -24,7 +24,8 @@ export class LockRefused extends Error {
   }
 }
 
-function isResourceRefusal (err: unknown): boolean {
+/** SQLSTATE class 53: the server is short of a resource (a full lock table: 53200 out of shared memory). */
+export function isResourceRefusal (err: unknown): boolean {
   const code = (err as { code?: unknown } | null)?.code
   return typeof code === 'string' && code.startsWith('53')
 }

@@ -6,7 +6,7 @@ import type { RegisteredPollingReaktor } from '../apps/types.js'
 import type { Database, PollingReaktorRow } from '../db/schema.js'
 import { RunResultBatcher } from './batcher.js'
 import { formatDuration } from '../duration.js'
-import { LockConnection, LockRefused } from './lock-connection.js'
+import { isResourceRefusal, LockConnection, LockRefused } from './lock-connection.js'
 import type { SchedulerLogger } from './logger.js'
 import { DEFAULT_PARTITIONS, partitionOf, planOwnership, type ClusterView, type OwnershipShare } from './partitions.js'
 import { ReaktorRunner, type RunOutcome } from './runner.js'
@@ -843,7 +843,15 @@ export class Scheduler {
       }
       if (epoch !== this.epoch) return 0
       lost += chunk.length - granted.size
-      if (granted.size > 0) await this.claim([...granted], epoch, orphans)
+      try {
+        if (granted.size > 0) await this.claim([...granted], epoch, orphans)
+      } catch (err) {
+        // The locks fit, but then the table was too full for the claim's own write (every writing
+        // transaction takes a lock-table slot): the same refusal. The claim gave the locks back.
+        if (!isResourceRefusal(err) || epoch !== this.epoch) throw err
+        this.noteRefusal(err)
+        return lost + partitions.length - i
+      }
       if (epoch !== this.epoch) return 0
     }
     if (this.refusal !== undefined) {
@@ -893,7 +901,7 @@ export class Scheduler {
    * PostgreSQL's lock table is full. Keep what is held, try again later (doubling up to a minute),
    * and say once, clearly, what to change: no error loop, and /readyz and /metrics show it.
    */
-  private noteRefusal (err: LockRefused): void {
+  private noteRefusal (err: unknown): void {
     this.lockRefusals++
     this.onLockRefused?.()
     const delayMs = this.refusal === undefined ? this.lockRefusalBackoffMs : Math.min(this.refusal.delayMs * 2, LOCK_REFUSAL_MAX_BACKOFF_MS)

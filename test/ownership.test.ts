@@ -283,3 +283,19 @@ t.test('a stop through another node aborts the last run of a partition being han
   await waitFor(async () => (await reaktorLocks(db, leaving))[0]?.pid === b.lockConnectionPid, { what: 'the partition to reach node b' })
   t.equal(onB[ids.indexOf(leaving)].runs.length, 0, 'and the stopped reaktor does not run there')
 })
+
+t.test('a start or stop whose notification was lost is picked up by the periodic rows check', async (t) => {
+  const url = await createTestDatabase(t)
+  const { db } = database(t, url)
+  const quiet = probe('quiet', () => false, { interval: '100ms' })
+  const s = scheduler(t, db, url, { reaktors: registry([quiet.registration]), rowsCheckMs: 1000 })
+  await s.start()
+  // Written as a start would be, but without its NOTIFY (as if the notification had been lost).
+  await sql`update polling_reaktors set state = 'running', next_run = now(), state_version = state_version + 1 where reaktor_id = 'quiet'`.execute(db)
+  await waitFor(() => quiet.runs.length >= 1, { timeoutMs: 5000, what: 'the periodic check to start it' })
+  await sql`update polling_reaktors set state = 'stopped', next_run = null, state_version = state_version + 1 where reaktor_id = 'quiet'`.execute(db)
+  await waitFor(() => s.ownedReaktorIds().length === 0, { timeoutMs: 5000, what: 'the periodic check to stop it' })
+  const runs = quiet.runs.length
+  await waitFor(() => s.heldPartitions().length === DEFAULT_PARTITIONS, { what: 'the partitions still held' })
+  t.ok(quiet.runs.length <= runs + 1, 'no runs after the stop was seen')
+})

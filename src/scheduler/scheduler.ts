@@ -52,6 +52,8 @@ export interface SchedulerOptions {
    * share (liveness before balance). Default 3 s.
    */
   orphanGraceMs?: number
+  /** Every held partition's running rows are compared with its runners about this often (the fallback for a lost notification). Default 30 s. */
+  rowsCheckMs?: number
   /** After PostgreSQL refused a lock (full lock table), no new lock is tried for this long, doubling up to 60 s. Default 1 s. */
   lockRefusalBackoffMs?: number
   /**
@@ -144,7 +146,6 @@ type Phase = 'idle' | 'starting' | 'running' | 'stopping' | 'stopped'
 /** Running reaktors per partition are re-counted at least this often (and at once after a state change). */
 const CENSUS_MAX_AGE_MS = 10_000
 /** The running rows of the held partitions are compared with the runners this often (lost notifications). */
-const ROWS_RESYNC_MS = 30_000
 const LOCK_REFUSAL_MAX_BACKOFF_MS = 60_000
 /** Partition locks taken per statement: after a refusal, at most this many were taken in vain. */
 const LOCK_CHUNK = 64
@@ -187,6 +188,7 @@ export class Scheduler {
   private readonly reconnectMaxMs: number
   private readonly orphanGraceMs: number
   private readonly lockRefusalBackoffMs: number
+  private readonly rowsCheckMs: number
   private readonly configuredPartitions: number | undefined
   private readonly lock: LockConnection
   private readonly batcher: RunResultBatcher
@@ -209,7 +211,9 @@ export class Scheduler {
   private weights = new Map<number, number>()
   private censusAt = Number.NEGATIVE_INFINITY
   private censusDirty = true
-  private rowsCheckedAt = 0
+  /** Where the next slice of the periodic rows check starts, and whether the next one takes all. */
+  private resyncCursor = 0
+  private resyncAll = false
   /** Clusters whose nodes register different reaktors: the registrations of the other fingerprints. */
   private readonly registeredByFingerprint = new Map<string, Set<string>>()
   private partialRunning: { key: string, byPartition: Map<number, string[]> } | undefined
@@ -262,6 +266,7 @@ export class Scheduler {
     this.reconnectMaxMs = opts.reconnectMaxMs ?? 5000
     this.orphanGraceMs = opts.orphanGraceMs ?? 3000
     this.lockRefusalBackoffMs = opts.lockRefusalBackoffMs ?? 1000
+    this.rowsCheckMs = opts.rowsCheckMs ?? 30_000
     this.configuredPartitions = opts.partitions
     this.reconnectDelay = this.reconnectMinMs
     this.coldStartSettleMs = opts.coldStartSettleMs ?? 6000
@@ -795,22 +800,31 @@ export class Scheduler {
       // Lost races (another node took some first): look again at once with the new holders.
       if (lost > 0 && epoch === this.epoch) this.dirtyAll = true
     }
-    if (at - this.rowsCheckedAt >= ROWS_RESYNC_MS) {
-      this.rowsCheckedAt = at
-      await this.resyncRows(epoch)
-    }
+    await this.resyncRows(epoch)
   }
 
-  /** The fallback for lost notifications: the running rows of the held partitions against the runners. */
+  /**
+   * The fallback for lost notifications: the running rows of the held partitions against the
+   * runners. A slice per pass, so that every held partition is checked about every 30 s without
+   * reading tens of thousands of rows at once (that would hold up every timer of this node).
+   */
   private async resyncRows (epoch: number): Promise<void> {
-    const partitions = [...this.held.values()].filter((hp) => !hp.leaving).map((hp) => hp.partition)
-    const rows = await store.readRunningIn(this.db, partitions)
+    const held = [...this.held.values()].filter((hp) => !hp.leaving).map((hp) => hp.partition).sort((a, b) => a - b)
+    if (held.length === 0) return
+    const count = this.resyncAll ? held.length : Math.max(1, Math.ceil(held.length * this.reconcileIntervalMs / this.rowsCheckMs))
+    this.resyncAll = false
+    const first = Math.max(0, held.findIndex((p) => p >= this.resyncCursor))
+    const slice = Array.from({ length: Math.min(count, held.length) }, (_v, i) => held[(first + i) % held.length])
+    this.resyncCursor = slice[slice.length - 1] + 1
+    const rows = await store.readRunningIn(this.db, slice)
     if (epoch !== this.epoch || this.phase !== 'running') return
     const running = new Map(rows.map((r) => [r.reaktorId, r]))
     const changed: string[] = []
-    for (const id of this.ownedReaktorIds()) {
-      const row = running.get(id)
-      if (row === undefined || row.version !== this.heldFor(id)?.runners.get(id)?.version) changed.push(id)
+    for (const p of slice) {
+      for (const [id, runner] of this.held.get(p)?.runners ?? []) {
+        const row = running.get(id)
+        if (row === undefined || row.version !== runner.version) changed.push(id)
+      }
     }
     for (const row of rows) if (this.reaktors.has(row.reaktorId) && this.heldFor(row.reaktorId)?.runners.has(row.reaktorId) !== true) changed.push(row.reaktorId)
     if (changed.length > 0) {
@@ -884,7 +898,7 @@ export class Scheduler {
       await this.startRunners(rows, epoch)
     } catch (err) {
       // Held, but runners not started: the next pass compares rows and runners again at once.
-      this.rowsCheckedAt = Number.NEGATIVE_INFINITY
+      this.resyncAll = true
       throw err
     }
     const unknown = rows.filter((r) => !this.reaktors.has(r.reaktorId)).length

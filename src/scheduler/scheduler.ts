@@ -145,7 +145,6 @@ type Phase = 'idle' | 'starting' | 'running' | 'stopping' | 'stopped'
 
 /** Running reaktors per partition are re-counted at least this often (and at once after a state change). */
 const CENSUS_MAX_AGE_MS = 10_000
-/** The running rows of the held partitions are compared with the runners this often (lost notifications). */
 const LOCK_REFUSAL_MAX_BACKOFF_MS = 60_000
 /** Partition locks taken per statement: after a refusal, at most this many were taken in vain. */
 const LOCK_CHUNK = 64

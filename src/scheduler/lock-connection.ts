@@ -13,8 +13,8 @@ export class LockConnectionLost extends Error {
 }
 
 /**
- * PostgreSQL refused a lock for lack of room in its shared lock table (SQLSTATE class 53,
- * "insufficient resources": `out of shared memory`, hint max_locks_per_transaction). The
+ * PostgreSQL refused a lock for lack of room in its shared lock table (SQLSTATE 53200
+ * `out of shared memory`, hint max_locks_per_transaction). The
  * connection itself is fine and keeps every lock it held.
  */
 export class LockRefused extends Error {
@@ -24,10 +24,9 @@ export class LockRefused extends Error {
   }
 }
 
-/** SQLSTATE class 53: the server is short of a resource (a full lock table: 53200 out of shared memory). */
+/** SQLSTATE 53200 out_of_shared_memory: what PostgreSQL answers when its lock table is full. */
 export function isResourceRefusal (err: unknown): boolean {
-  const code = (err as { code?: unknown } | null)?.code
-  return typeof code === 'string' && code.startsWith('53')
+  return (err as { code?: unknown } | null)?.code === '53200'
 }
 
 export interface LockConnectionOptions {

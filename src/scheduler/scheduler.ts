@@ -146,6 +146,8 @@ type Phase = 'idle' | 'starting' | 'running' | 'stopping' | 'stopped'
 /** Running reaktors per partition are re-counted at least this often (and at once after a state change). */
 const CENSUS_MAX_AGE_MS = 10_000
 const LOCK_REFUSAL_MAX_BACKOFF_MS = 60_000
+/** A handover retries its final flush this many times, a second apart, before it releases anyway. */
+const HANDOVER_FLUSH_ATTEMPTS = 30
 /** Partition locks taken per statement: after a refusal, at most this many were taken in vain. */
 const LOCK_CHUNK = 64
 /** Partitions given back after a refusal, so that PostgreSQL keeps room for other sessions' locks. */
@@ -377,6 +379,7 @@ export class Scheduler {
       if (!cold) await store.announce(this.db, applied.startedIds)
       this.coldStarted = cold
       if (this.phase !== 'starting') throw new Error('scheduler stopped while starting')
+      if (!this.lock.alive) throw new Error('the scheduler lock connection was lost while starting')
       this.joined = true
       this.log.info({ nodeId: this.nodeId, coldStart: cold, reaktors: this.reaktors.size, partitions: this.partitionCount, inserted: applied.inserted, stopped: applied.stopped },
         cold ? 'scheduler started: cluster cold start, restart rules applied' : 'scheduler started: joined a live cluster')
@@ -644,7 +647,7 @@ export class Scheduler {
       const runner = this.heldFor(id)?.runners.get(id)
       // Stopped, or stopped and started again (new version): this run series is over.
       if (runner !== undefined && (row === undefined || row.state !== 'running' || row.version !== runner.version)) this.releaseRunner(id)
-      if (row?.state === 'running' && this.heldFor(id)?.runners.has(id) !== true) start.push(row)
+      if (row?.state === 'running' && this.heldFor(id) !== undefined && this.heldFor(id)?.runners.has(id) !== true) start.push(row)
     }
     await this.startRunners(start, epoch)
   }
@@ -662,6 +665,7 @@ export class Scheduler {
     if (epoch !== this.epoch) return
     const changed = ready.filter((r) => again.get(r.reaktorId)?.version !== r.version)
     ready = ready.filter((r) => again.get(r.reaktorId)?.version === r.version && again.get(r.reaktorId)?.state === 'running')
+      .map((r) => again.get(r.reaktorId)!)
     if (changed.length > 0) this.requestReconcile(changed.map((r) => r.reaktorId))
     await this.reconcileHook?.('claimed', ready.map((r) => r.reaktorId))
     if (epoch !== this.epoch || this.phase !== 'running') return
@@ -781,8 +785,13 @@ export class Scheduler {
     for (const [p, since] of this.freeSince) if (at - since >= this.orphanGraceMs) orphans.add(p)
     for (const [p, until] of this.keepUntil) if (until <= at) this.keepUntil.delete(p)
     const leaving = new Set([...this.held.values()].filter((hp) => hp.leaving).map((hp) => hp.partition))
+    for (const p of this.releasing) leaving.add(p)
+    // A partition whose stopped reaktor's run has not settled yet is not handed over now: its
+    // other reaktors would wait for that run too.
+    const keep = new Set(this.keepUntil.keys())
+    for (const hp of this.held.values()) if (hp.settling.size > 0) keep.add(hp.partition)
     const cluster: ClusterView = { me, members, holders: view.holders, weights: this.weights, partitions: this.partitionCount, eligible }
-    const plan = planOwnership(cluster, { orphans, keep: new Set(this.keepUntil.keys()), leaving, shuffle })
+    const plan = planOwnership(cluster, { orphans, keep, leaving, shuffle })
     if (plan.share.share !== this.lastShare.share || plan.share.members !== this.lastShare.members) {
       this.log.debug({ nodeId: this.nodeId, ...plan.share }, 'fair share changed')
     }
@@ -814,9 +823,9 @@ export class Scheduler {
     this.resyncAll = false
     const first = Math.max(0, held.findIndex((p) => p >= this.resyncCursor))
     const slice = Array.from({ length: Math.min(count, held.length) }, (_v, i) => held[(first + i) % held.length])
-    this.resyncCursor = slice[slice.length - 1] + 1
     const rows = await store.readRunningIn(this.db, slice)
     if (epoch !== this.epoch || this.phase !== 'running') return
+    this.resyncCursor = slice[slice.length - 1] + 1
     const running = new Map(rows.map((r) => [r.reaktorId, r]))
     const changed: string[] = []
     for (const p of slice) {
@@ -859,8 +868,9 @@ export class Scheduler {
       try {
         if (granted.size > 0) await this.claim([...granted], epoch, orphans)
       } catch (err) {
-        // The locks fit, but then the table was too full for the claim's own write (every writing
-        // transaction takes a lock-table slot): the same refusal. The claim gave the locks back.
+        // The locks fit, but then the table was too full for the claim's own statements (every
+        // writing transaction takes a lock-table slot): the same refusal. A failed claim gave the
+        // locks back; partitions claimed before a failed read stay held and are re-checked.
         if (!isResourceRefusal(err) || epoch !== this.epoch) throw err
         this.noteRefusal(err)
         return lost + partitions.length - i
@@ -990,6 +1000,7 @@ export class Scheduler {
     for (const [id, runner] of hp.runners) this.drain(id, partition, runner, halt ? runner.halt('handed over') : runner.finish())
     hp.runners.clear()
     const current = (): boolean => this.held.get(partition) === hp && hp.epoch === this.epoch && this.phase === 'running'
+    let attempts = 0
     const release = async (): Promise<void> => {
       // Until every last run of the partition has settled (a stop may have let go of one before).
       while (hp.settling.size > 0) await Promise.all([...hp.settling])
@@ -997,10 +1008,16 @@ export class Scheduler {
       try {
         await this.batcher.flush()
       } catch (err) {
-        // The next holder continues from the stored next runs: release only once they are written.
-        this.log.warn({ err, partition }, 'handover: could not persist the last run results; retrying')
-        setTimeout(() => { if (current()) void release().catch(() => {}) }, 1000)
-        return
+        // The next holder continues from the stored next runs: release once they are written, or
+        // after HANDOVER_FLUSH_ATTEMPTS seconds anyway (then at worst one early run each).
+        if (++attempts < HANDOVER_FLUSH_ATTEMPTS) {
+          this.log.warn({ err, partition, attempts }, 'handover: could not persist the last run results; retrying')
+          setTimeout(() => {
+            if (current()) release().catch((e) => this.log.warn({ err: e, partition }, 'could not hand over partition'))
+          }, 1000).unref()
+          return
+        }
+        this.log.warn({ err, partition, attempts }, 'handover: the last run results could not be persisted; releasing the partition anyway')
       }
       await store.releasePartitions(this.db, this.nodeId, [partition]).catch((err) => this.log.warn({ err, partition }, 'handover: could not clear the owner'))
       if (!current()) return
@@ -1057,6 +1074,7 @@ export class Scheduler {
   private async reconnect (): Promise<void> {
     if (this.phase !== 'running' || this.lock.alive || this.reconnecting) return
     this.reconnecting = true
+    this.joined = false
     try {
       await this.lock.connect()
       await this.publish()

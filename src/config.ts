@@ -2,7 +2,7 @@ import { hostname } from 'node:os'
 import path from 'node:path'
 import { parseDuration } from './duration.js'
 
-/** Every setting of the service, validated once at start (DESIGN.md section 1). */
+/** Every setting of the service, validated once at start (the README's "Configuration" table). */
 export interface Config {
   port: number
   host: string

@@ -1,7 +1,7 @@
 import t from 'tap'
 import { ConfigError, loadConfig } from '../src/config.js'
 
-t.test('defaults follow DESIGN.md section 1', async (t) => {
+t.test('defaults follow the README configuration table', async (t) => {
   const c = loadConfig({})
   t.equal(c.port, 3000)
   t.equal(c.host, '127.0.0.1')

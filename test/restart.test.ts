@@ -20,7 +20,7 @@ async function states (app: FastifyInstance): Promise<Record<string, string>> {
   return Object.fromEntries((res.json().pollingReaktors as Array<{ reaktorDefinitionId: string, state: string }>).map((s) => [s.reaktorDefinitionId, s.state]))
 }
 
-/** The reaktors of the restart table (spec section 3), named after their stored state and autoStart. */
+/** The reaktors of the restart table (README "Operating polling reaktors"), named after their stored state and autoStart. */
 function registrations (): PollingReaktorRegistration[] {
   return [
     { id: 'new-auto', autoStart: true },

@@ -63,7 +63,7 @@ export function parseAllowedOrigins (config: unknown, app: string, log: Log): st
 /**
  * The Content-Security-Policy of an app. Scripts, styles, images and fonts: same origin plus the
  * allowed origins; inline styles allowed; inline scripts only the token helper (by hash).
- * Deliberately no `default-src` and no `connect-src`: fetch/XHR are governed by CORS (spec 4.8).
+ * Deliberately no `default-src` and no `connect-src`: fetch/XHR are governed by CORS.
  */
 export function buildCsp (origins: readonly string[]): string {
   const sources = ["'self'", ...origins].join(' ')

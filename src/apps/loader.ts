@@ -135,7 +135,7 @@ async function loadApp (dir: string, env: Env): Promise<LoadedApp> {
 }
 
 /**
- * Loads every app folder of REAKTOR_APPS_DIR (DESIGN.md section 3), in name order. A missing
+ * Loads every app folder of REAKTOR_APPS_DIR (README "Writing a reaktor app"), in name order. A missing
  * folder means no apps; any problem with an app stops the start with one message naming it.
  * The registrations themselves are checked by `buildRegistry`.
  */

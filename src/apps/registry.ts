@@ -1,7 +1,7 @@
 import { MAX_TIMER_MS, parseDuration } from '../duration.js'
 import type { AppRegistry, LoadedApp, RegisteredPollingReaktor, RegisteredReaktor } from './types.js'
 
-/** Shortest interval the distributed timer runs a polling reaktor at (spec section 8). */
+/** Shortest interval the distributed timer runs a polling reaktor at: 3 s. */
 export const MIN_POLLING_INTERVAL_MS = 3000
 export const DEFAULT_POLLING_TIMEOUT = '5m'
 export const DEFAULT_AKTOR_TIMEOUT = '30s'

@@ -28,7 +28,7 @@ export interface SessionsTable {
   revoked_at: Date | null
 }
 
-/** The persisted state record of a polling reaktor (spec 2.2 plus DESIGN.md section 4 extras). */
+/** The persisted state record of a polling reaktor (the status fields the README lists, plus scheduler bookkeeping). */
 export interface PollingReaktorsTable {
   reaktor_id: string
   state: 'running' | 'stopped'

@@ -61,7 +61,7 @@ function coalesce<T> (read: (key: string) => Promise<T>, generation: () => numbe
   }
 }
 
-/** Spec 4.1–4.4: start, stop, status and list of polling reaktors. Thin: the scheduler does the work. */
+/** Start, stop, status and list of polling reaktors. Thin: the scheduler does the work. */
 const routes: FastifyPluginAsyncTypebox = async (fastify) => {
   // Status and list answered from memory while that stays as right as a read per request
   // (start/stop on any node: always visible; run results: at most 100 ms later); see status-cache.ts.

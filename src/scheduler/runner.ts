@@ -73,7 +73,7 @@ class RunAbort {
 export type RunOutcome = 'more_work' | 'no_work' | 'failed'
 
 /**
- * Times ONE owned reaktor (DESIGN.md section 4): runs one at a time, `true` → the next run at once
+ * Times ONE owned reaktor (README "Operating polling reaktors"): runs one at a time, `true` → the next run at once
  * (through setImmediate, so a long drain never starves I/O), `false` or a failure → one effective
  * interval after the run ended. `createReaktor()` is called once per runner, i.e. once per start
  * or takeover (again on the next run if it threw), so an aktor may keep state across runs of one

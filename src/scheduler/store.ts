@@ -4,7 +4,7 @@ import { CLUSTER_LOCK_NAMESPACE, MEMBERSHIP_KEY, PARTITION_LOCK_NAMESPACE, PARTI
 import { MAX_PARTITIONS, PARTITION_HASH } from './partitions.js'
 
 /**
- * The SQL of the scheduler: the persisted state record of every polling reaktor (spec 2.2).
+ * The SQL of the scheduler: the persisted state record of every polling reaktor.
  * Functions take `db` first (a Kysely instance on the pool, or a transaction).
  */
 

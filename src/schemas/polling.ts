@@ -10,7 +10,7 @@ export const MessageBody = Type.Object({
 
 const Timestamp = Type.Union([Type.String({ format: 'date-time' }), Type.Null()])
 
-/** Spec 4.3 (`state`, `interval`, `lastRun`, `nextRun`) plus the extras of DESIGN.md section 4. */
+/** `state`, `interval`, `lastRun`, `nextRun`, plus the extras the README's "Operating polling reaktors" lists. */
 export const PollingStatus = Type.Object({
   reaktorDefinitionId: Type.String(),
   state: Type.Union([Type.Literal('running'), Type.Literal('stopped')]),

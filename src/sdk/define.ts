@@ -6,12 +6,12 @@ import type { PollingReaktorRegistration, ReaktorAppModule, ReaktorRegistration 
  * failing at start-up or at its first run.
  */
 
-/** A polling reaktor registration (spec 2.1); its aktor must return `boolean` (or `Promise<boolean>`). */
+/** A polling reaktor registration; its aktor must return `boolean` (or `Promise<boolean>`). */
 export function definePollingReaktor (registration: PollingReaktorRegistration): PollingReaktorRegistration {
   return registration
 }
 
-/** A standard reaktor registration (spec 2.4), callable through `POST /api/v1/aktor/{reaktorDefinitionId}`. */
+/** A standard reaktor registration, callable through `POST /api/v1/aktor/{reaktorDefinitionId}`. */
 export function defineReaktor<I = any, O = unknown> (registration: ReaktorRegistration<I, O>): ReaktorRegistration<I, O> {
   return registration
 }

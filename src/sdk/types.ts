@@ -38,7 +38,7 @@ export type AktorOutput<A> = A extends (...args: any[]) => infer O ? Awaited<O> 
  */
 export type PollingAktor = Aktor<void, boolean>
 
-/** Spec 2.1: a polling reaktor registration. */
+/** A polling reaktor registration. */
 export interface PollingReaktorRegistration {
   /** Unique across all apps; the `{reaktorId}` of `/api/v1/polling/{reaktorId}/…`. */
   reaktorDefinitionId: string
@@ -54,7 +54,7 @@ export interface PollingReaktorRegistration {
   createReaktor: () => PollingAktor
 }
 
-/** Spec 2.4: a standard reaktor, called through `POST /api/v1/aktor/{reaktorDefinitionId}`. */
+/** A standard reaktor, called through `POST /api/v1/aktor/{reaktorDefinitionId}`. */
 export interface ReaktorRegistration<I = any, O = unknown> {
   reaktorDefinitionId: string
   label?: string

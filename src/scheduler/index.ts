@@ -1,6 +1,7 @@
 export { Scheduler, UnknownReaktorError, LegacyNodeRunning, type SchedulerOptions, type PollingReaktorStatus, type OwnershipShare } from './scheduler.js'
 export { REAKTOR_LOCK_NAMESPACE, CLUSTER_LOCK_NAMESPACE, PARTITION_LOCK_NAMESPACE, LockRefused } from './lock-connection.js'
 export { partitionOf, DEFAULT_PARTITIONS, MAX_PARTITIONS } from './partitions.js'
-export { NOTIFY_CHANNEL, PARTITION_CHANNEL, PartitionCountMismatch, type PollingState } from './store.js'
+export { NOTIFY_CHANNEL, type PollingState } from './store.js'
+export { PARTITION_CHANNEL, PartitionCountMismatch } from './partition-store.js'
 export { RunTimeoutError, RunStoppedError } from './runner.js'
 export type { SchedulerLogger } from './logger.js'

@@ -1,6 +1,7 @@
 import pg from 'pg'
 import { performance } from 'node:perf_hooks'
-import { NOTIFY_CHANNEL, PARTITION_CHANNEL } from './store.js'
+import { PARTITION_CHANNEL } from './partition-store.js'
+import { NOTIFY_CHANNEL } from './store.js'
 import { CLUSTER_LOCK_NAMESPACE, MEMBERSHIP_KEY, PARTITION_LOCK_NAMESPACE, PARTITIONED_PROTOCOL_KEY } from './keys.js'
 
 export { CLUSTER_LOCK_NAMESPACE, PARTITION_LOCK_NAMESPACE, REAKTOR_LOCK_NAMESPACE } from './keys.js'

@@ -1,0 +1,144 @@
+import type { Kysely } from 'kysely'
+import { MIN_POLLING_INTERVAL_MS } from '../apps/registry.js'
+import type { RegisteredPollingReaktor } from '../apps/types.js'
+import type { Database } from '../db/schema.js'
+import type { SchedulerLogger } from './logger.js'
+import type { RunOutcome } from './runner.js'
+import type { PollingState } from './store.js'
+
+/** The scheduler's options, their defaults, and the errors and shapes it hands out. */
+
+export interface SchedulerOptions {
+  /** Kysely on the shared pool: state reads/writes and the batched run results. */
+  db: Kysely<Database>
+  /** For the scheduler's own dedicated connection (advisory locks + LISTEN); never pooled. */
+  databaseUrl: string
+  /** The polling reaktors registered in THIS node's code; a node only ever runs these. */
+  reaktors: ReadonlyMap<string, RegisteredPollingReaktor>
+  nodeId: string
+  log: SchedulerLogger
+  /**
+   * The partition count this node expects (PARTITIONS). Unset: whatever the cluster's database
+   * stores (the default, 256, on a new one). A node whose count differs from the stored one refuses to start.
+   */
+  partitions?: number
+  /** How long stop() waits for in-flight runs after aborting their signals. Default 10 s. */
+  shutdownGraceMs?: number
+  /** Floor of every interval (3 s). Tests lower it. */
+  minIntervalMs?: number
+  /** Wall clock (epoch ms) for the persisted timestamps and the due-time arithmetic. */
+  now?: () => number
+  /** Fallback ownership reconcile + lock-connection ping period. Default 1 s. */
+  reconcileIntervalMs?: number
+  /** Run results are flushed at most this often, in one statement. Default 200 ms. */
+  flushIntervalMs?: number
+  /** A run starts without a fresh ping when the lock connection answered within this. Default 2 s. */
+  lockCheckMaxAgeMs?: number
+  /**
+   * A lock-connection statement slower than this counts as a dead connection (network cut): the
+   * node fences itself. Must stay well below the server-side keepalive bound (see LockConnection),
+   * so the node has stopped its runs before PostgreSQL drops its session. Default 5 s.
+   */
+  lockQueryTimeoutMs?: number
+  /** Reconnect backoff of the lock connection, doubled per failure, ±20 % jitter. Default 250 ms … 5 s. */
+  reconnectMinMs?: number
+  reconnectMaxMs?: number
+  /**
+   * A partition that no node has held for this long is taken by any node, even beyond its fair
+   * share (liveness before balance). Default 3 s.
+   */
+  orphanGraceMs?: number
+  /** Every held partition's running rows are compared with its runners about this often (the fallback for a lost notification). Default 30 s. */
+  rowsCheckMs?: number
+  /** After PostgreSQL refused a lock (full lock table), no new lock is tried for this long, doubling up to 60 s. Default 1 s. */
+  lockRefusalBackoffMs?: number
+  /**
+   * Ownership policy hook, asked before competing for a free partition, on top of the built-in
+   * even spreading; default: always. A node that declines simply leaves the lock to another node;
+   * correctness never depends on this answer, only on the advisory lock.
+   */
+  wantsOwnership?: (partition: number) => boolean
+  /** Told of every finished run on this node (metrics). Must not throw; a throw is ignored. */
+  onRunEnd?: (run: RunEnd) => void
+  /** Told each time PostgreSQL refuses a lock (metrics). */
+  onLockRefused?: () => void
+  /**
+   * At boot, when no node holds the membership lock but partitions with running reaktors still
+   * name other nodes (those nodes did not shut down cleanly: crashed, or only disconnected by a
+   * database restart), wait up to this long for one of them to reconnect before calling it a cold
+   * start. Default 6 s: the reconnect backoff's ceiling (5 s + 20 % jitter).
+   */
+  coldStartSettleMs?: number
+  /** Tests only: awaited before a runner starts, to widen the race windows of a takeover on purpose. */
+  reconcileHook?: (step: 'locked' | 'claimed', reaktorIds: readonly string[]) => void | Promise<void>
+}
+
+/** One finished run, as the `onRunEnd` observer sees it. */
+export interface RunEnd {
+  reaktorId: string
+  outcome: RunOutcome
+  durationMs: number
+}
+
+/** What status and list show; timestamps as Dates, the route formats them. */
+export interface PollingReaktorStatus {
+  reaktorDefinitionId: string
+  state: PollingState
+  interval: string
+  effectiveInterval: string
+  lastRun: Date | null
+  nextRun: Date | null
+  updatedAt: Date | null
+  lastError: string | null
+  consecutiveFailures: number
+  owner: string | null
+  label: string | null
+  description: string | null
+  autoStart: boolean
+}
+
+export class UnknownReaktorError extends Error {
+  constructor (public readonly reaktorId: string) {
+    super(`Polling reaktor "${reaktorId}" is not registered`)
+    this.name = 'UnknownReaktorError'
+  }
+}
+
+/** A node of the previous version (one lock per reaktor) shares the database: never run side by side. */
+export class LegacyNodeRunning extends Error {
+  constructor (pids: readonly number[]) {
+    super(`a node of an earlier reaktor-service version (one advisory lock per reaktor) is running on this database (lock session pid ${pids.join(', ')}); ` +
+      'the two versions must not run reaktors side by side: stop every node of the earlier version, then start this one')
+    this.name = 'LegacyNodeRunning'
+  }
+}
+
+/** Every tunable with its default, in one place (what production runs; tests lower some). */
+export const SCHEDULER_DEFAULTS = {
+  shutdownGraceMs: 10_000,
+  minIntervalMs: MIN_POLLING_INTERVAL_MS,
+  reconcileIntervalMs: 1000,
+  flushIntervalMs: 200,
+  lockCheckMaxAgeMs: 2000,
+  lockQueryTimeoutMs: 5000,
+  reconnectMinMs: 250,
+  reconnectMaxMs: 5000,
+  orphanGraceMs: 3000,
+  rowsCheckMs: 30_000,
+  lockRefusalBackoffMs: 1000,
+  coldStartSettleMs: 6000
+} as const satisfies Partial<SchedulerOptions>
+
+export type SchedulerSettings = Omit<SchedulerOptions, keyof typeof SCHEDULER_DEFAULTS | 'now'> &
+  { [K in keyof typeof SCHEDULER_DEFAULTS]: number } & { now: () => number }
+
+/** The options with every default filled in. */
+export function withDefaults (opts: SchedulerOptions): SchedulerSettings {
+  const defined = Object.fromEntries(Object.entries(opts).filter(([, v]) => v !== undefined))
+  return { ...SCHEDULER_DEFAULTS, now: Date.now, ...defined } as SchedulerSettings
+}
+
+/** The effective interval of a reaktor: its own, but never below the floor. */
+export function effectiveIntervalMs (reaktor: RegisteredPollingReaktor, minIntervalMs: number): number {
+  return Math.max(reaktor.intervalMs, minIntervalMs)
+}

@@ -1,0 +1,186 @@
+import { performance } from 'node:perf_hooks'
+import type { RunResultBatcher } from './batcher.js'
+import type { LockConnection } from './lock-connection.js'
+import type { SchedulerLogger } from './logger.js'
+import { effectiveIntervalMs, type SchedulerSettings } from './options.js'
+import { ReaktorRunner } from './runner.js'
+import type * as store from './store.js'
+
+/** What the parts of the scheduler share: the Scheduler owns it, its parts read and update it. */
+export interface SchedulerContext {
+  readonly settings: SchedulerSettings
+  /** The scheduler's own logger (runs log through `settings.log`, bound to their reaktor). */
+  readonly log: SchedulerLogger
+  readonly lock: LockConnection
+  readonly batcher: RunResultBatcher
+  /** The cluster's partition count (known once started) and each registered id's partition. */
+  partitions: number
+  readonly partitionOfId: Map<string, number>
+  /** Grows each time the lock connection is lost: locks taken under an older epoch are gone. */
+  epoch: number
+  /** Membership held on the current connection: passes run only then (not between connect and join). */
+  joined: boolean
+  running: () => boolean
+  requestReconcile: (ids?: Iterable<string>) => void
+}
+
+/** A partition whose lock this node holds. */
+export interface HeldPartition {
+  partition: number
+  /** Generation of the partition row when this node took it (fences late writes after a takeover). */
+  generation: string
+  /** Lock-connection generation the lock was taken on. */
+  epoch: number
+  /** Runners of this partition's reaktors. */
+  runners: Map<string, ReaktorRunner>
+  /** Being handed over or given back: no new runner starts in it. */
+  leaving: boolean
+  /** The last runs of runners let go of in this partition (stop, restart), until they settle. */
+  settling: Set<Promise<void>>
+}
+
+/** A runner that no longer owns its reaktor and whose last run has not settled yet. */
+interface Draining {
+  done: Promise<void>
+  runner: ReaktorRunner
+  partition: number
+}
+
+/**
+ * The partitions this node holds and the runners of their reaktors: starting a runner (never from
+ * a read older than a start/stop this node acknowledged), letting one go (its last run settles in
+ * `draining` before the reaktor can start again), and the ownership check before each run.
+ */
+export class PartitionRunners {
+  /** Partitions this node holds the lock of. */
+  readonly held = new Map<number, HeldPartition>()
+  /** Runners let go of (stop, restart, handover, fencing) whose last run has not settled yet. */
+  readonly draining = new Map<string, Draining>()
+  /**
+   * The newest `state_version` this node wrote (start/stop) per reaktor: a runner is never started
+   * from an older read of the row, i.e. a read that predates a stop this node acknowledged.
+   */
+  private readonly writtenVersion = new Map<string, bigint>()
+
+  constructor (private readonly ctx: SchedulerContext) {}
+
+  /** Ids this node currently owns (and times). */
+  ownedIds (): string[] {
+    const ids: string[] = []
+    for (const hp of this.held.values()) if (!hp.leaving) ids.push(...hp.runners.keys())
+    return ids.sort()
+  }
+
+  /** Every runner of this node: owned ones and those still settling. */
+  all (): ReaktorRunner[] {
+    const runners: ReaktorRunner[] = []
+    for (const hp of this.held.values()) runners.push(...hp.runners.values())
+    for (const d of this.draining.values()) runners.push(d.runner)
+    return runners
+  }
+
+  noteWrittenVersion (reaktorId: string, version: string | null): void {
+    if (version === null) return
+    const v = BigInt(version)
+    if (v > (this.writtenVersion.get(reaktorId) ?? -1n)) this.writtenVersion.set(reaktorId, v)
+  }
+
+  /**
+   * Fencing: every lock is gone, so every run stops NOW and every partition is forgotten. Runs of
+   * handovers and stops in progress are aborted too. Returns the ids whose runs were aborted.
+   */
+  haltAll (reason: string): string[] {
+    const aborted: string[] = []
+    for (const hp of this.held.values()) {
+      for (const [id, runner] of hp.runners) {
+        aborted.push(id)
+        this.drain(id, hp.partition, runner, runner.halt(reason))
+      }
+    }
+    this.held.clear()
+    for (const d of this.draining.values()) void d.runner.halt(reason)
+    return aborted
+  }
+
+  /** The held partition a registered id runs in, when this node may start it there. */
+  heldFor (reaktorId: string): HeldPartition | undefined {
+    const p = this.ctx.partitionOfId.get(reaktorId)
+    const hp = p === undefined ? undefined : this.held.get(p)
+    return hp === undefined || hp.leaving || hp.epoch !== this.ctx.epoch ? undefined : hp
+  }
+
+  /**
+   * Starts timing a running reaktor of a held partition. Refused when the scheduler is no longer
+   * running, the id has a runner or one still settling (it is looked at again once that settled),
+   * or this node has since written a newer version of it (a stop acknowledged after the read).
+   */
+  ensureRunner (row: store.ScheduleRow): void {
+    const id = row.reaktorId
+    const reaktor = this.ctx.settings.reaktors.get(id)
+    const hp = this.heldFor(id)
+    if (reaktor === undefined || hp === undefined || !this.ctx.running() || hp.runners.has(id) || this.draining.has(id)) return
+    if (BigInt(row.version) < (this.writtenVersion.get(id) ?? -1n)) {
+      this.ctx.log.debug({ reaktorId: id, version: row.version }, 'read predates a start/stop written by this node; not started')
+      return
+    }
+    const runner: ReaktorRunner = new ReaktorRunner({
+      reaktorId: id,
+      reaktor,
+      effectiveIntervalMs: effectiveIntervalMs(reaktor, this.ctx.settings.minIntervalMs),
+      version: row.version,
+      consecutiveFailures: row.consecutiveFailures,
+      nodeId: this.ctx.settings.nodeId,
+      partition: hp.partition,
+      generation: hp.generation,
+      log: this.ctx.settings.log,
+      now: this.ctx.settings.now,
+      mayRun: () => this.mayRun(id, runner),
+      onRunEnd: (record, outcome, durationMs) => {
+        this.ctx.batcher.record(record)
+        if (this.ctx.settings.onRunEnd === undefined) return
+        try {
+          this.ctx.settings.onRunEnd({ reaktorId: id, outcome, durationMs })
+        } catch (err) {
+          this.ctx.log.warn({ err, reaktorId: id }, 'onRunEnd observer failed')
+        }
+      }
+    })
+    hp.runners.set(id, runner)
+    // Continue from the stored next run: due or overdue means exactly one run now.
+    runner.start(row.nextRun?.getTime() ?? null)
+  }
+
+  /** Stops the runner of a reaktor (stop, restart): its partition stays held, the id is looked at again once the run settled. */
+  releaseRunner (reaktorId: string): void {
+    const p = this.ctx.partitionOfId.get(reaktorId)
+    const hp = p === undefined ? undefined : this.held.get(p)
+    const runner = hp?.runners.get(reaktorId)
+    if (hp === undefined || runner === undefined) return
+    hp.runners.delete(reaktorId)
+    this.drain(reaktorId, hp.partition, runner, runner.halt('stopped'))
+  }
+
+  /**
+   * Keeps a runner that no longer owns its reaktor in `draining` until `work` (its last run) has
+   * settled, then lets reconcile look at the id again.
+   */
+  drain (reaktorId: string, partition: number, runner: ReaktorRunner, work: Promise<void>): void {
+    const hp = this.held.get(partition)
+    const done: Promise<void> = work.catch((err) => {
+      this.ctx.log.warn({ err, reaktorId }, 'polling reaktor runner did not settle cleanly')
+    }).finally(() => {
+      if (this.draining.get(reaktorId)?.done === done) this.draining.delete(reaktorId)
+      hp?.settling.delete(done)
+      this.ctx.requestReconcile([reaktorId])
+    })
+    hp?.settling.add(done)
+    this.draining.set(reaktorId, { done, runner, partition })
+  }
+
+  /** Before each run: still the owner, and the lock connection answered recently (else ping it). */
+  private mayRun (id: string, runner: ReaktorRunner): boolean | Promise<boolean> {
+    if (!this.ctx.running() || this.heldFor(id)?.runners.get(id) !== runner || !this.ctx.lock.alive) return false
+    if (performance.now() - this.ctx.lock.lastOkAt <= this.ctx.settings.lockCheckMaxAgeMs) return true
+    return this.ctx.lock.ping().then((ok) => ok && this.heldFor(id)?.runners.get(id) === runner)
+  }
+}

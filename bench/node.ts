@@ -121,7 +121,7 @@ try {
   const url = opts.listen ? await app.listen({ port: 0, host: '127.0.0.1' }) : undefined
   const index = new Map(Array.from({ length: n }, (_, i) => [reaktorId(i), i]))
   serveParent({
-    stats: () => ({ everRan: runWindow.everRan, owned: app.scheduler.ownedReaktorIds().length, partitions: app.scheduler.heldPartitions().length }),
+    stats: () => ({ everRan: runWindow.everRan, owned: app.scheduler.ownedCount, partitions: app.scheduler.heldPartitions().length }),
     begin: () => {
       cpuAtBegin = process.cpuUsage()
       flushAtBegin = app.scheduler.flushStats
@@ -145,7 +145,7 @@ try {
         flush,
         flushedInWindow: { flushes: flush.flushes - flushAtBegin.flushes, rows: flush.rows - flushAtBegin.rows },
         cpuMs: (cpu.user + cpu.system) / 1000,
-        owned: app.scheduler.ownedReaktorIds().length,
+        owned: app.scheduler.ownedCount,
         lockRefusals: app.scheduler.lockRefusals,
         problem: app.scheduler.problem ?? null
       }

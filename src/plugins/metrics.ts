@@ -38,7 +38,7 @@ export default fp(async (fastify) => {
     help: 'Running polling reaktors owned (run) by this node',
     registers: [registry],
     collect () {
-      if (fastify.hasDecorator('scheduler')) this.set(fastify.scheduler.ownedReaktorIds().length)
+      if (fastify.hasDecorator('scheduler')) this.set(fastify.scheduler.ownedCount)
     }
   })
   void owned

@@ -109,14 +109,16 @@ export class PartitionOwnership {
     if (epoch !== this.ctx.epoch || !this.ctx.running()) return
     const byId = new Map(rows.map((r) => [r.reaktorId, r]))
     const start: store.ScheduleRow[] = []
+    // Stopped, or stopped and started again (a new version): that runner's series is over.
+    const over = (row: store.ScheduleRow | undefined, version: string): boolean => row === undefined || row.state !== 'running' || row.version !== version
     for (const id of mine) {
       const row = byId.get(id)
       const settling = this.runners.draining.get(id)?.runner
-      if (settling !== undefined && (row === undefined || row.state !== 'running' || row.version !== settling.version)) void settling.halt('stopped')
-      const runner = this.runners.heldFor(id)?.runners.get(id)
-      // Stopped, or stopped and started again (new version): this run series is over.
-      if (runner !== undefined && (row === undefined || row.state !== 'running' || row.version !== runner.version)) this.runners.releaseRunner(id)
-      if (row?.state === 'running' && this.runners.heldFor(id) !== undefined && this.runners.heldFor(id)?.runners.has(id) !== true) start.push(row)
+      if (settling !== undefined && over(row, settling.version)) void settling.halt('stopped')
+      const hp = this.runners.heldFor(id)
+      const runner = hp?.runners.get(id)
+      if (runner !== undefined && over(row, runner.version)) this.runners.releaseRunner(id)
+      if (row?.state === 'running' && hp !== undefined && !hp.runners.has(id)) start.push(row)
     }
     await this.startRunners(start, epoch)
   }
@@ -361,11 +363,12 @@ export class PartitionOwnership {
     const me = this.ctx.lock.pid!
     const fingerprintOf = (pid: number): string => pid === me ? this.fingerprint : fingerprints.get(pid) ?? this.fingerprint
     if (members.every((pid) => fingerprintOf(pid) === this.fingerprint)) return undefined
-    this.registeredByFingerprint.set(this.fingerprint, new Set(this.registeredIds))
+    if (!this.registeredByFingerprint.has(this.fingerprint)) this.registeredByFingerprint.set(this.fingerprint, new Set(this.registeredIds))
     const missing = members.filter((pid) => !this.registeredByFingerprint.has(fingerprintOf(pid)))
     for (const [, node] of await partitionStore.readRegistered(this.ctx.settings.db, missing)) this.registeredByFingerprint.set(node.fingerprint, new Set(node.registered))
     const sets = new Map(members.map((pid) => [pid, this.registeredByFingerprint.get(fingerprintOf(pid)) ?? new Set<string>()]))
-    const key = [...new Set(sets.values())].length + ':' + [...new Set(members.map(fingerprintOf))].sort().join(',')
+    // The partial ids depend only on which registrations are live: re-read when that set changes.
+    const key = [...new Set(members.map(fingerprintOf))].sort().join(',')
     if (this.partialRunning?.key !== key) {
       // Ids some member registers and another does not: only their partitions need a capable node.
       const all = [...sets.values()]

@@ -71,6 +71,13 @@ export class PartitionRunners {
     return ids.sort()
   }
 
+  /** How many reaktors this node owns (ownedIds without building and sorting the list). */
+  ownedCount (): number {
+    let n = 0
+    for (const hp of this.held.values()) if (!hp.leaving) n += hp.runners.size
+    return n
+  }
+
   /** Every runner of this node: owned ones and those still settling. */
   all (): ReaktorRunner[] {
     const runners: ReaktorRunner[] = []

@@ -111,6 +111,11 @@ export class Scheduler {
     return this.runners.ownedIds()
   }
 
+  /** How many reaktors this node owns now. */
+  get ownedCount (): number {
+    return this.runners.ownedCount()
+  }
+
   /** Partitions whose lock this node holds. */
   heldPartitions (): number[] {
     return [...this.runners.held.keys()].sort((a, b) => a - b)
@@ -118,7 +123,7 @@ export class Scheduler {
 
   /** The fair share as of the last reconcile pass. */
   get ownershipShare (): OwnershipShare & { owned: number } {
-    return { ...this.ownership.lastShare, held: this.runners.held.size, owned: this.ownedReaktorIds().length }
+    return { ...this.ownership.lastShare, held: this.runners.held.size, owned: this.runners.ownedCount() }
   }
 
   /** Started and its lock connection is up: it can run reaktors (for /readyz). */

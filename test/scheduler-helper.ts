@@ -150,3 +150,12 @@ export async function partitionLocks (db: Kysely<Database>): Promise<Map<number,
 export async function row (db: Kysely<Database>, reaktorId: string): Promise<Record<string, any> | undefined> {
   return await db.selectFrom('polling_reaktors').selectAll().where('reaktor_id', '=', reaktorId).executeTakeFirst()
 }
+
+/**
+ * The stored lastRun is the scheduler's clock read right before it calls the aktor; a probe reads
+ * its own a few microseconds later, so the two may straddle a millisecond boundary. Runs of one
+ * reaktor are at least an interval apart, so one millisecond cannot mistake one run for another.
+ */
+export function sameRunStart (storedMs: number, probeStartMs: number): boolean {
+  return probeStartMs - storedMs >= 0 && probeStartMs - storedMs <= 1
+}

@@ -5,7 +5,7 @@ import { RunResultBatcher } from '../src/scheduler/batcher.js'
 import { describe as describeError } from '../src/scheduler/runner.js'
 import type { RunRecord } from '../src/scheduler/store.js'
 import { createTestDatabase, waitFor } from './helper.js'
-import { database, memoryLogger, probe, reaktorLocks, registry, row, scheduler, untilAborted, work } from './scheduler-helper.js'
+import { database, memoryLogger, probe, reaktorLocks, registry, row, sameRunStart, scheduler, untilAborted, work } from './scheduler-helper.js'
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/
 
@@ -255,7 +255,7 @@ t.test('a late flush never undoes a stop', async (t) => {
   t.equal(stored.state, 'stopped')
   t.equal(stored.next_run, null, 'the flushed nextRun did not come back')
   t.equal(stored.owner, null, 'nor the owner')
-  t.equal(stored.last_run?.getTime(), p.runs[0].start, 'the run itself is recorded')
+  t.ok(sameRunStart(stored.last_run?.getTime() ?? 0, p.runs[0].start), 'the run itself is recorded')
 })
 
 t.test('shutdown aborts in-flight runs, waits up to the grace period, flushes and releases everything', async (t) => {
@@ -276,7 +276,7 @@ t.test('shutdown aborts in-flight runs, waits up to the grace period, flushes an
   t.type(polite.runs[0].aborted, RunStoppedError, 'the in-flight run\'s signal was aborted')
   t.ok(stubborn.runs[0].context.signal.aborted, 'also the stubborn one\'s')
   t.ok(log.lines.some((l) => l.level === 'warn' && /grace period/.test(l.msg ?? '')), 'the overrun is logged')
-  t.equal((await row(db, 'done'))!.last_run?.getTime(), done.runs[0].start, 'the pending batch was flushed')
+  t.ok(sameRunStart((await row(db, 'done'))!.last_run?.getTime() ?? 0, done.runs[0].start), 'the pending batch was flushed')
   for (const id of ['polite', 'stubborn', 'done']) {
     t.same(await reaktorLocks(db, id), [], `${id}: lock released`)
     const stored = (await row(db, id))!
@@ -295,7 +295,7 @@ t.test('an error text with a NUL character is stored without it and does not hol
   await s.start()
   await waitFor(async () => (await row(db, 'nul'))?.last_error !== null && (await row(db, 'fine'))?.last_run !== null, { what: 'both results persisted' })
   t.equal((await row(db, 'nul'))!.last_error, 'Error: bad byte', 'stored, without the NUL')
-  t.equal((await row(db, 'fine'))!.last_run.getTime(), fine.runs[0].start)
+  t.ok(sameRunStart((await row(db, 'fine'))!.last_run.getTime(), fine.runs[0].start), 'lastRun is the start of that run')
   t.equal(describeError(new Error('x'.repeat(5000))).length, 2001, 'and capped at 2000 characters (plus an ellipsis)')
 })
 
@@ -312,7 +312,7 @@ t.test('ids and error texts with quotes, backslashes, commas, braces and NULL-li
   await waitFor(async () => (await row(db, 'odd "id", {x}\\NULL'))?.last_error != null && (await row(db, 'NULL'))?.last_run != null, { what: 'both results persisted' })
   t.equal((await row(db, 'odd "id", {x}\\NULL'))!.last_error, `Error: ${text}`)
   t.equal((await row(db, 'NULL'))!.last_error, null, 'a reaktor named NULL is itself, its error text stays null')
-  t.equal((await row(db, 'NULL'))!.last_run.getTime(), plain.runs[0].start)
+  t.ok(sameRunStart((await row(db, 'NULL'))!.last_run.getTime(), plain.runs[0].start), 'lastRun is the start of that run')
 })
 
 t.test('a run result PostgreSQL refuses is isolated, retried a few times and dropped; the others persist', async (t) => {
@@ -372,4 +372,19 @@ t.test('a run that ignores its signal past the timeout is logged at the timeout,
   t.match(warning, { level: 'warn', obj: { reaktorId: 'deaf', runId: deaf.runs[0].runId, timeoutMs: 100 } })
   await waitFor(async () => (await row(db, 'deaf'))?.last_error, { what: 'the failure recorded' })
   t.match((await row(db, 'deaf'))!.last_error, /timed out after 100 ms/)
+})
+
+t.test('run times are stored exactly to the millisecond', async (t) => {
+  const url = await createTestDatabase(t)
+  const { db } = database(t, url)
+  // Times whose seconds are not exact in binary (a float of seconds would round some down by 1 ms).
+  const times = Array.from({ length: 200 }, (_v, i) => 1_795_449_793_000 + i * 7 + 1)
+  await db.insertInto('polling_reaktors').values(times.map((_t, i) => ({ reaktor_id: `t${i}`, state: 'running' as const, interval: '1s', updated_at: new Date(), state_version: 1 }))).execute()
+  const batcher = new RunResultBatcher({ db, owner: 'node-a', intervalMs: 20, log: memoryLogger() })
+  t.teardown(() => batcher.discard())
+  times.forEach((at, i) => batcher.record({ reaktorId: `t${i}`, runId: randomUUID(), lastRun: at, nextRun: at + 3000, lastError: null, consecutiveFailures: 0, version: '1', partition: 0, generation: '0' }))
+  await batcher.flush()
+  const stored = await db.selectFrom('polling_reaktors').select(['reaktor_id', 'last_run']).execute()
+  const byId = new Map(stored.map((r) => [r.reaktor_id, r.last_run?.getTime()]))
+  t.same(times.filter((at, i) => byId.get(`t${i}`) !== at), [], 'every lastRun as recorded')
 })

@@ -254,6 +254,12 @@ function textArray (values: ReadonlyArray<string | null>): string {
   return out + '}'
 }
 
+/** An epoch-ms time as ISO text: exact to the millisecond (a float8 of seconds through to_timestamp is not). */
+function isoTime (ms: number): string {
+  if (!Number.isFinite(ms)) throw Object.assign(new TypeError(`not a time: ${ms}`), { code: '22023' })
+  return new Date(ms).toISOString()
+}
+
 function numberArray (values: readonly number[]): string {
   for (const v of values) if (!Number.isFinite(v)) throw Object.assign(new TypeError(`not a finite number: ${v}`), { code: '22023' })
   return '{' + values.join(',') + '}'
@@ -279,19 +285,19 @@ export async function writeRunResults (db: Kysely<Database>, owner: string, batc
       owner = case when p.state = 'running' and p.state_version = v.version and v.current_partition
                    then ${owner}::text else p.owner end
     from (
-      select v.*, to_timestamp(v.last_run_ms / 1000) as last_run, to_timestamp(v.next_run_ms / 1000) as next_run,
+      select v.*,
              coalesce(rp.generation = v.generation, false) as current_partition
       from unnest(
         ${textArray(batch.map((r) => r.reaktorId))}::text[],
-        ${numberArray(batch.map((r) => r.lastRun))}::float8[],
+        ${textArray(batch.map((r) => isoTime(r.lastRun)))}::timestamptz[],
         ${textArray(batch.map((r) => r.runId))}::text[],
         ${textArray(batch.map((r) => r.lastError))}::text[],
         ${numberArray(batch.map((r) => r.consecutiveFailures))}::int[],
-        ${numberArray(batch.map((r) => r.nextRun))}::float8[],
+        ${textArray(batch.map((r) => isoTime(r.nextRun)))}::timestamptz[],
         ${textArray(batch.map((r) => r.version))}::bigint[],
         ${numberArray(batch.map((r) => r.partition))}::int[],
         ${textArray(batch.map((r) => r.generation))}::bigint[]
-      ) as v(id, last_run_ms, run_id, last_error, failures, next_run_ms, version, partition, generation)
+      ) as v(id, last_run, run_id, last_error, failures, next_run, version, partition, generation)
       left join reaktor_partitions as rp on rp.partition = v.partition
     ) as v
     where p.reaktor_id = v.id and (p.last_run is null or p.last_run <= v.last_run)

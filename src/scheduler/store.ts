@@ -254,7 +254,7 @@ function textArray (values: ReadonlyArray<string | null>): string {
   return out + '}'
 }
 
-/** An epoch-ms time as ISO text: exact to the millisecond (a float8 of seconds through to_timestamp is not). */
+/** An epoch-ms time as ISO text: exact to the millisecond by construction, no float arithmetic on the way. */
 function isoTime (ms: number): string {
   if (!Number.isFinite(ms)) throw Object.assign(new TypeError(`not a time: ${ms}`), { code: '22023' })
   return new Date(ms).toISOString()

@@ -14,8 +14,20 @@ import { ALL_REAKTORS, BUSY, Cluster, overlappingRuns } from './cluster-harness.
 
 const quiet = { info: () => {}, warn: () => {} }
 
-async function readyz (url: string): Promise<number> {
-  return await fetch(`${url}/readyz`).then((r) => r.status, () => 0)
+/** The status of /readyz, 0 when unreachable; the body is read, so no connection is left half-used. */
+async function readyz (url: string, seen: string[] = []): Promise<number> {
+  return await fetch(`${url}/readyz`).then(async (r) => {
+    seen.push(`${r.status} ${await r.text()}`)
+    return r.status
+  }, (err) => {
+    seen.push(String(err))
+    return 0
+  })
+}
+
+/** The messages of the error lines (level 50+) a node logged: what a failure report needs. */
+function errorLines (output: string): string {
+  return output.split('\n').filter((line) => /"level":(5|6)\d/.test(line)).map((line) => line.slice(0, 300)).slice(0, 5).join(' | ')
 }
 
 t.test('database restart: nodes reconnect by themselves, /readyz is 503 meanwhile, nothing lost, no overlap', async (t) => {
@@ -47,7 +59,9 @@ t.test('database restart: nodes reconnect by themselves, /readyz is 503 meanwhil
   const downAt = Date.now()
   for (const nodeId of ['node-a', 'node-b']) {
     const node = cluster.node(nodeId)
-    await waitFor(async () => await readyz(node.url) === 503, { timeoutMs: 10_000, intervalMs: 100, what: `${nodeId} /readyz 503` })
+    const seen: string[] = []
+    await waitFor(async () => await readyz(node.url, seen) === 503, { timeoutMs: 10_000, intervalMs: 100, what: `${nodeId} /readyz 503` })
+      .catch((err) => { throw new Error(`${String(err)}; last answers: ${seen.slice(-3).join(' | ')}; exit code ${node.child.exitCode}; errors logged: ${errorLines(node.output())}`) })
     t.match(node.output(), /all runs aborted \(fencing\)/, `${nodeId}: fenced when the database went away`)
   }
   // Keep the database away for three failed reconnects of each node: the backoff must grow.
@@ -92,7 +106,12 @@ t.test('database restart: nodes reconnect by themselves, /readyz is 503 meanwhil
   for (const nodeId of ['node-a', 'node-b']) t.equal(await cluster.stop(nodeId), 0, `${nodeId} stopped`)
   const runs = await cluster.ledger()
   t.ok(runs.length > runsBefore, `${runs.length} runs, ${runsBefore} of them before the restart: the ledger kept them`)
-  t.same(await overlappingRuns(cluster), [], 'no two runs of one reaktor overlap across the restart')
+  const overlaps = await overlappingRuns(cluster)
+  if (overlaps.length > 0) {
+    const { rows } = await cluster.sql.query('select * from cluster_ledger where run_id = any($1) order by started_at', [overlaps.flatMap((o) => [o.a, o.b])])
+    t.comment(`overlapping runs: ${JSON.stringify(rows)}; process exits: ${JSON.stringify(cluster.exits())}`)
+  }
+  t.same(overlaps, [], 'no two runs of one reaktor overlap across the restart')
   t.same(runs.filter((r) => !r.lock_held && r.outcome !== 'run aborted: lock connection lost').map((r) => r.run_id), [],
     'every run started under its lock (or began as the lock was lost and was fenced at once)')
   t.comment(`measured: ${JSON.stringify({ downMs: upAt - downAt, resumeMs, runs: runs.length })}`)

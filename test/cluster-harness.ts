@@ -7,6 +7,7 @@ import { spawn, type ChildProcess } from 'node:child_process'
 import path from 'node:path'
 import pg from 'pg'
 import { PARTITION_LOCK_NAMESPACE } from '../src/scheduler/index.js'
+import { survivesLostConnections } from '../src/db/index.js'
 import { ADMIN, ADMIN_ENV } from './auth-helper.js'
 import { tempDir, waitFor, type TestContext } from './helper.js'
 
@@ -58,7 +59,7 @@ export class Cluster {
 
   constructor (private readonly t: TestContext, readonly databaseUrl: string, private readonly env: Record<string, string> = {}) {
     this.sql = new pg.Pool({ connectionString: databaseUrl, max: 3, application_name: 'cluster-test' })
-    this.sql.on('error', () => {})
+    survivesLostConnections(this.sql)
     t.teardown(async () => {
       for (const node of this.history) if (node.child.exitCode === null && node.child.signalCode === null) node.child.kill('SIGKILL')
       await Promise.all(this.history.map(async (n) => await n.exited))

@@ -3,6 +3,7 @@ import pg from 'pg'
 import { buildRegistry } from '../src/apps/registry.js'
 import type { LoadedApp, RegisteredPollingReaktor } from '../src/apps/types.js'
 import type { Database } from '../src/db/schema.js'
+import { survivesLostConnections } from '../src/db/index.js'
 import { Scheduler, PARTITION_LOCK_NAMESPACE, type SchedulerLogger, type SchedulerOptions } from '../src/scheduler/index.js'
 import type { AktorContext, PollingReaktorRegistration } from '../src/sdk/types.js'
 import type { TestContext } from './helper.js'
@@ -89,7 +90,7 @@ export async function untilAborted (signal: AbortSignal): Promise<boolean> {
 export function database (t: TestContext, url: string): { db: Kysely<Database>, queries: LogEvent[], pool: pg.Pool } {
   const queries: LogEvent[] = []
   const pool = new pg.Pool({ connectionString: url, max: 5 })
-  pool.on('error', () => {})
+  survivesLostConnections(pool)
   const db = new Kysely<Database>({ dialect: new PostgresDialect({ pool }), log: (event) => { queries.push(event) } })
   t.teardown(async () => await db.destroy())
   return { db, queries, pool }

@@ -17,9 +17,18 @@ export function createDatabase (url: string, options: { max?: number, applicatio
     // A dead database must not hang requests forever; /readyz answers 503 instead.
     connectionTimeoutMillis: 5000
   })
-  // An idle client losing its connection (database restart) emits here; without a listener the
-  // process would crash. The pool drops the client and opens a new one on the next query.
-  pool.on('error', () => {})
+  survivesLostConnections(pool)
   const db = new Kysely<Database>({ dialect: new PostgresDialect({ pool }) })
   return { pool, db, url }
+}
+
+/**
+ * Without these listeners a lost connection (database restart, terminated backend) crashes the
+ * process. An idle client emits on the pool, which drops it and opens a new one on the next query.
+ * pg-pool watches only idle clients: a lent one (a transaction between two statements) emits on
+ * itself; the statement in flight or the next one fails instead, and the pool drops it on release.
+ */
+export function survivesLostConnections (pool: pg.Pool): void {
+  pool.on('error', () => {})
+  pool.on('connect', (client) => client.on('error', () => {}))
 }

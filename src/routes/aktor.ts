@@ -1,10 +1,8 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import { Ajv, type ValidateFunction } from 'ajv'
 import addFormatsModule from 'ajv-formats'
-import type { FastifyReply, FastifyRequest } from 'fastify'
-import { performance } from 'node:perf_hooks'
+import { AktorCall, ClientClosed, invokeAktor } from '../apps/invoke.js'
 import type { RegisteredReaktor } from '../apps/types.js'
-import type { AktorContext } from '../sdk/types.js'
 import { formatDuration } from '../duration.js'
 import { Errors } from '../errors.js'
 import { AktorOutput, AktorParams } from '../schemas/aktor.js'
@@ -21,39 +19,6 @@ function clientError (err: unknown): { statusCode: number, message: string } | u
   const { statusCode, message } = err as StatusError
   if (typeof statusCode !== 'number' || !Number.isInteger(statusCode) || statusCode < 400 || statusCode > 499) return undefined
   return { statusCode, message: typeof message === 'string' ? message : '' }
-}
-
-class ClientClosed extends Error {
-  constructor () {
-    super('client closed the request')
-    this.name = 'ClientClosed'
-  }
-}
-
-function isThenable (value: unknown): value is PromiseLike<unknown> {
-  return (typeof value === 'object' || typeof value === 'function') && value !== null && typeof (value as { then?: unknown }).then === 'function'
-}
-
-/** The state of one aktor call: settled or not, why it was interrupted, and its signal if asked for. */
-class AktorCall {
-  settled = false
-  /** Why the call was cut short (AktorTimeout or ClientClosed); undefined while it was not. */
-  reason: Error | undefined
-  private controller: AbortController | undefined
-
-  /** The aktor's signal, created on first use (aborted already if the call was interrupted). */
-  signal (): AbortSignal {
-    if (this.controller === undefined) {
-      this.controller = new AbortController()
-      if (this.reason !== undefined) this.controller.abort(this.reason)
-    }
-    return this.controller.signal
-  }
-
-  interrupt (reason: Error): void {
-    this.reason = reason
-    this.controller?.abort(reason)
-  }
 }
 
 /**
@@ -79,61 +44,9 @@ const routes: FastifyPluginAsyncTypebox = async (fastify) => {
     }
   }
 
-  /**
-   * Calls the aktor. Its answer is the value (a synchronous aktor) or a promise settled by the
-   * aktor or by an interruption, whichever comes first: the timeout (reason: AktorTimeout) or the
-   * client going away (reason: ClientClosed). Either answers at once, even when the aktor ignores
-   * its signal; its late result or rejection is then dropped.
-   *
-   * Per call, only what the call uses is made (this route is on the hot path of every aktor call):
-   * - `context.signal` and `context.log` are getters. The AbortController and the child logger are
-   *   created on first use; a signal asked for after an interruption is already aborted with its
-   *   reason, one asked for after the answer never aborts, exactly as an eager one would behave.
-   * - An aktor that answers synchronously (not a promise) needs no timer and no close listener:
-   *   neither could fire before its answer. Otherwise ONE promise, one timer and one listener,
-   *   released as soon as the call settles (no Promise.race, no abort listener of our own).
-   */
-  const run = (registered: RegisteredReaktor, id: string, input: unknown, call: AktorCall, request: FastifyRequest, reply: FastifyReply): unknown => {
-    const startedAt = performance.now()
-    let log: AktorContext['log'] | undefined
-    const context: AktorContext = {
-      get signal () { return call.signal() },
-      get log () { return (log ??= request.log.child({ aktor: id })) },
-      settings: registered.app.settings,
-      reaktorId: id,
-      runId: request.id
-    }
-    // A throw (of createReaktor too) is the aktor failing, as a rejection is.
-    const answer: unknown = registered.registration.createReaktor({ settings: registered.app.settings })(input, context)
-    if (!isThenable(answer)) {
-      call.settled = true
-      return answer
-    }
-    return new Promise((resolve, reject) => {
-      const settle = (): boolean => {
-        if (call.settled) return false
-        call.settled = true
-        clearTimeout(timer)
-        reply.raw.off('close', onClose)
-        return true
-      }
-      const interrupt = (reason: Error): void => {
-        if (!settle()) return
-        call.interrupt(reason)
-        reject(reason)
-      }
-      // The response closing before it was fully written means the client went away.
-      const onClose = (): void => {
-        if (!reply.raw.writableFinished) interrupt(new ClientClosed())
-      }
-      // The timeout counts from the call, as its synchronous part already ran.
-      const timer = setTimeout(() => {
-        interrupt(new Errors.AktorTimeout(id, registered.registration.timeout ?? formatDuration(registered.timeoutMs)))
-      }, Math.max(0, registered.timeoutMs - (performance.now() - startedAt)))
-      reply.raw.once('close', onClose)
-      answer.then((value) => { if (settle()) resolve(value) }, (err: unknown) => { if (settle()) reject(err) })
-    })
-  }
+  // The timeout's reason is the 504 itself: it is what the aktor's signal is aborted with too.
+  const timeoutReason = (id: string, registered: RegisteredReaktor): Error =>
+    new Errors.AktorTimeout(id, registered.registration.timeout ?? formatDuration(registered.timeoutMs))
 
   fastify.post('/aktor/:aktorName', {
     bodyLimit: fastify.config.aktorBodyLimit,
@@ -166,7 +79,7 @@ const routes: FastifyPluginAsyncTypebox = async (fastify) => {
     const call = new AktorCall()
     let output: unknown
     try {
-      output = await run(registered, id, input, call, request, reply)
+      output = await invokeAktor(registered, input, call, { reaktorId: id, runId: request.id, log: request.log, response: reply.raw, timeoutReason })
     } catch (err) {
       const reason = call.reason
       if (reason instanceof Errors.AktorTimeout) throw reason

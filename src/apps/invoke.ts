@@ -1,0 +1,118 @@
+import { performance } from 'node:perf_hooks'
+import type { AktorContext, AktorLogger } from '../sdk/types.js'
+import type { RegisteredReaktor } from './types.js'
+
+/** The reason a call is cut short when the client that asked for it goes away. */
+export class ClientClosed extends Error {
+  constructor () {
+    super('client closed the request')
+    this.name = 'ClientClosed'
+  }
+}
+
+function isThenable (value: unknown): value is PromiseLike<unknown> {
+  return (typeof value === 'object' || typeof value === 'function') && value !== null && typeof (value as { then?: unknown }).then === 'function'
+}
+
+/** The state of one aktor call: settled or not, why it was interrupted, and its signal if asked for. */
+export class AktorCall {
+  settled = false
+  /** Why the call was cut short (the timeout reason or ClientClosed); undefined while it was not. */
+  reason: Error | undefined
+  private controller: AbortController | undefined
+
+  /** The aktor's signal, created on first use (aborted already if the call was interrupted). */
+  signal (): AbortSignal {
+    if (this.controller === undefined) {
+      this.controller = new AbortController()
+      if (this.reason !== undefined) this.controller.abort(this.reason)
+    }
+    return this.controller.signal
+  }
+
+  interrupt (reason: Error): void {
+    this.reason = reason
+    this.controller?.abort(reason)
+  }
+}
+
+/**
+ * The response being written for the call (node's `http.ServerResponse` is one): its closing
+ * before it was fully written means the client went away.
+ */
+export interface ClientResponse {
+  readonly writableFinished: boolean
+  once: (event: 'close', listener: () => void) => unknown
+  off: (event: 'close', listener: () => void) => unknown
+}
+
+export interface InvokeOptions {
+  /** `context.reaktorId`. */
+  reaktorId: string
+  /** `context.runId`. */
+  runId: string
+  /** The parent of `context.log`, which is its child bound to `{ aktor: reaktorId }`. */
+  log: { child: (bindings: Record<string, unknown>) => AktorLogger }
+  /** The response whose early close interrupts the call with ClientClosed. */
+  response: ClientResponse
+  /** The reason a call that outlives `registered.timeoutMs` is interrupted with. */
+  timeoutReason: (reaktorId: string, registered: RegisteredReaktor) => Error
+}
+
+/**
+ * Calls a standard reaktor's aktor (`createReaktor` too: its throw is the aktor failing, as a
+ * rejection is). The answer is the value (a synchronous aktor) or a promise settled by the aktor
+ * or by an interruption, whichever comes first: the timeout (`options.timeoutReason`) or the client
+ * going away (ClientClosed). Either answers at once, even when the aktor ignores its signal; its
+ * late result or rejection is then dropped. After a failure, `call.reason` tells an interruption
+ * (the value rejected with) from the aktor's own failure (undefined).
+ *
+ * Per call, only what the call uses is made (this is on the hot path of every aktor call):
+ * - `context.signal` and `context.log` are getters. The AbortController and the child logger are
+ *   created on first use; a signal asked for after an interruption is already aborted with its
+ *   reason, one asked for after the answer never aborts, exactly as an eager one would behave.
+ * - An aktor that answers synchronously (not a promise) needs no timer and no close listener:
+ *   neither could fire before its answer. Otherwise ONE promise, one timer and one listener,
+ *   released as soon as the call settles (no Promise.race, no abort listener of our own).
+ */
+export function invokeAktor (registered: RegisteredReaktor, input: unknown, call: AktorCall, options: InvokeOptions): unknown {
+  const startedAt = performance.now()
+  const { reaktorId, response } = options
+  let log: AktorLogger | undefined
+  const context: AktorContext = {
+    get signal () { return call.signal() },
+    get log () { return (log ??= options.log.child({ aktor: reaktorId })) },
+    settings: registered.app.settings,
+    reaktorId,
+    runId: options.runId
+  }
+  const answer: unknown = registered.registration.createReaktor({ settings: registered.app.settings })(input, context)
+  if (!isThenable(answer)) {
+    call.settled = true
+    return answer
+  }
+  return new Promise((resolve, reject) => {
+    const settle = (): boolean => {
+      if (call.settled) return false
+      call.settled = true
+      clearTimeout(timer)
+      response.off('close', onClose)
+      return true
+    }
+    const interrupt = (reason: Error): void => {
+      if (!settle()) return
+      call.interrupt(reason)
+      reject(reason)
+    }
+    // The response closing before it was fully written means the client went away.
+    const onClose = (): void => {
+      if (!response.writableFinished) interrupt(new ClientClosed())
+    }
+    // The timeout counts from the call, as its synchronous part already ran.
+    const timer = setTimeout(() => {
+      interrupt(options.timeoutReason(reaktorId, registered))
+    }, Math.max(0, registered.timeoutMs - (performance.now() - startedAt)))
+    response.once('close', onClose)
+    answer.then((value) => { if (settle()) resolve(value) }, (err: unknown) => { if (settle()) reject(err) })
+  })
+}

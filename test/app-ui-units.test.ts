@@ -1,5 +1,7 @@
 import t from 'tap'
-import { chooseEncoding, etagMatches, FileCache, prepareFile, type CachedFile } from '../src/app-ui/files.js'
+import { FileCache } from '../src/app-ui/file-cache.js'
+import { chooseEncoding, etagMatches } from '../src/app-ui/negotiation.js'
+import { prepareFile, type CachedFile } from '../src/app-ui/prepared-file.js'
 import { helperInsertionOffset } from '../src/app-ui/helper-script.js'
 import { hasDotSegment, parseAppUiUrl } from '../src/app-ui/url.js'
 

@@ -4,7 +4,11 @@ import type { FastifyPluginAsync, FastifyReply, FastifyRequest } from 'fastify'
 import type { LoadedApp } from '../apps/types.js'
 import { SESSION_COOKIE, type AuthSession } from '../auth/types.js'
 import { buildCsp, loadAllowedOrigins } from '../app-ui/csp.js'
-import { chooseEncoding, contentTypeOf, etagMatches, FileCache, isHtml, prepareFile, PublicFolder, type CachedFile } from '../app-ui/files.js'
+import { FileCache } from '../app-ui/file-cache.js'
+import { contentTypeOf, isHtml } from '../app-ui/mime.js'
+import { chooseEncoding, etagMatches } from '../app-ui/negotiation.js'
+import { prepareFile, variantOf, type CachedFile, type Encoding } from '../app-ui/prepared-file.js'
+import { PublicFolder } from '../app-ui/safe-path.js'
 import { appBase, encodeSegment, parseAppUiUrl } from '../app-ui/url.js'
 
 /** Files up to this size are served from memory; larger ones are streamed from disk. */
@@ -51,15 +55,14 @@ const appUi: FastifyPluginAsync = async (fastify) => {
   for (const app of fastify.apps.apps) {
     if (app.publicDir === undefined) continue
     const label = `${app.name}@${app.version}`
-    let root: string
+    let folder: PublicFolder
     try {
-      root = await fsp.realpath(app.publicDir)
-      if (!(await fsp.stat(root)).isDirectory()) throw new Error('not a folder')
+      folder = await PublicFolder.open(app.publicDir)
     } catch (err) {
       fastify.log.warn({ app: label, err }, `app ${label}: public/ folder ${app.publicDir} is unusable; its UI is not served`)
       continue
     }
-    sites.set(app, { folder: new PublicFolder(root), csp: buildCsp(await loadAllowedOrigins(root, label, fastify.log)) })
+    sites.set(app, { folder, csp: buildCsp(await loadAllowedOrigins(folder.root, label, fastify.log)) })
   }
   const sameOriginCsp = buildCsp([])
 
@@ -83,8 +86,8 @@ const appUi: FastifyPluginAsync = async (fastify) => {
 
   const hotPaths = new Map<string, HotPath>()
 
-  const hotHeaders = (site: Site, html: boolean, file: CachedFile, encoding: 'br' | 'gzip' | undefined): Record<string, string> => {
-    const variant = encoding === undefined ? file.identity : file[encoding] ?? file.identity
+  const hotHeaders = (site: Site, html: boolean, file: CachedFile, encoding: Encoding | undefined): Record<string, string> => {
+    const variant = variantOf(file, encoding)
     const headers: Record<string, string> = {
       'content-security-policy': site.csp,
       'cache-control': html ? HTML_CACHE_CONTROL : ASSET_CACHE_CONTROL,
@@ -98,8 +101,8 @@ const appUi: FastifyPluginAsync = async (fastify) => {
   }
 
   /** Answers a file held in memory (a variant chosen by Accept-Encoding), or 304 for a matching ETag. */
-  const sendVariant = (request: FastifyRequest, reply: FastifyReply, file: CachedFile, encoding: 'br' | 'gzip' | undefined, headers: Record<string, string>): FastifyReply => {
-    const variant = encoding === undefined ? file.identity : file[encoding] ?? file.identity
+  const sendVariant = (request: FastifyRequest, reply: FastifyReply, file: CachedFile, encoding: Encoding | undefined, headers: Record<string, string>): FastifyReply => {
+    const variant = variantOf(file, encoding)
     if (etagMatches(request.headers['if-none-match'], variant.etag)) {
       return reply.headers(headers).removeHeader('content-length').removeHeader('content-encoding').code(304).send()
     }

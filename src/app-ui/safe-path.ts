@@ -1,0 +1,116 @@
+/**
+ * The path-security boundary of app UIs: which file on disk, if any, a request path inside one
+ * app's `public/` folder names. Everything the service serves from `public/` has passed here.
+ *
+ * Guarantees, for ANY segments passed to `resolve` (even `..`, `/`, empty or dot segments):
+ * - The root is the real path of `public/`, taken once by `PublicFolder.open` (a `public/` that
+ *   is itself a symbolic link is followed there, once); `open` fails unless it is a folder.
+ * - The segments are joined onto the root (`path.join`: `..` drops the segment before it) and the
+ *   result's real path is taken: every symbolic link in every component is resolved, to its final
+ *   target. The answer is `forbidden` unless that real path is the root itself or lies below it (a
+ *   prefix check on whole components: `public-old/` is not below `public/`), and `forbidden` if any
+ *   component of it below the root starts with a dot. So `..` never climbs out, a link whose final
+ *   target is outside `public/` is refused, and so is a link to a dot file or into a dot folder; a
+ *   link that ends inside `public/` at names without a leading dot is followed.
+ * - `file`: `realPath` is that checked real path (no links left in it) and names a regular file
+ *   (`fs.stat`); `size` and `mtimeMs` are its own. Devices, sockets, FIFOs: `missing`.
+ * - A folder: `folder` (the caller redirects to the slashed form) when asked without a trailing
+ *   slash; with one, its `index.html`, itself checked by the same rules (a linked `index.html`
+ *   leading out of `public/` is `forbidden`; one that is not a regular file is `missing`).
+ * - A file asked with a trailing slash: `missing`.
+ * - A link loop (ELOOP) or a component it may not read (EACCES): `forbidden`. A name that does
+ *   not exist, a file used as a folder, a name too long (ENOENT, ENOTDIR, ENAMETOOLONG): `missing`.
+ *   Any other file-system error is thrown (the caller answers 500).
+ *
+ * What it does NOT guarantee (the caller and the deployment do):
+ * - The names AS REQUESTED are not checked here: only the real path counts. A segment starting
+ *   with a dot (at any level of percent-decoding), a NUL byte or a malformed escape is refused by
+ *   `parseAppUiUrl` in `url.ts` (the plugin answers 403 / 400 before calling `resolve`). Here, a
+ *   dot-named link whose target is a plain name inside `public/` would be followed.
+ * - Hard links are indistinguishable from the file they link: one inside `public/` to a file
+ *   elsewhere is served.
+ * - `public/` is taken not to change while the service runs (versioned app folders). Positive
+ *   answers (`file`, `folder`) are memoised and never re-checked, and the caller opens `realPath`
+ *   after the check: a folder on that path swapped for a link later would be followed by the read.
+ */
+import fs from 'node:fs/promises'
+import path from 'node:path'
+
+export type Resolution =
+  | { kind: 'file', realPath: string, size: number, mtimeMs: number }
+  /** A folder requested without its trailing slash: redirect. */
+  | { kind: 'folder' }
+  | { kind: 'missing' }
+  /** A link leading out of public/, or to a dot file inside it. */
+  | { kind: 'forbidden' }
+
+/** Bounds the memo of resolved paths (a link cycle inside public/ could make it unbounded). */
+const MAX_MEMO = 10_000
+
+/**
+ * Maps checked path segments onto one app's `public/` folder. Segments arrive decoded and
+ * validated (none empty, none starting with a dot); this adds what only the file system knows:
+ * the real path, after every symbolic link, must still be inside `public/` and must not be a dot
+ * file. Positive answers are memoised (files never change while the service runs).
+ */
+export class PublicFolder {
+  private readonly memo = new Map<string, Resolution>()
+
+  /** @param root the real path of `public/` */
+  private constructor (readonly root: string) {}
+
+  /** The folder at `publicDir` (its real path); rejects when it is missing or not a folder. */
+  static async open (publicDir: string): Promise<PublicFolder> {
+    const root = await fs.realpath(publicDir)
+    if (!(await fs.stat(root)).isDirectory()) throw new Error('not a folder')
+    return new PublicFolder(root)
+  }
+
+  async resolve (segments: readonly string[], trailingSlash: boolean): Promise<Resolution> {
+    const key = segments.join('/') + (trailingSlash ? '/' : '')
+    const memoised = this.memo.get(key)
+    if (memoised !== undefined) return memoised
+    const resolution = await this.lookup(segments, trailingSlash)
+    if (resolution.kind === 'file' || resolution.kind === 'folder') {
+      if (this.memo.size >= MAX_MEMO) this.memo.clear()
+      this.memo.set(key, resolution)
+    }
+    return resolution
+  }
+
+  private async lookup (segments: readonly string[], trailingSlash: boolean): Promise<Resolution> {
+    const target = await this.real(path.join(this.root, ...segments))
+    if (target.kind !== 'ok') return target
+    if (target.stat.isDirectory()) {
+      if (!trailingSlash) return { kind: 'folder' }
+      const index = await this.real(path.join(target.realPath, 'index.html'))
+      if (index.kind !== 'ok') return index
+      if (!index.stat.isFile()) return { kind: 'missing' }
+      return { kind: 'file', realPath: index.realPath, size: index.stat.size, mtimeMs: index.stat.mtimeMs }
+    }
+    if (!target.stat.isFile() || trailingSlash) return { kind: 'missing' }
+    return { kind: 'file', realPath: target.realPath, size: target.stat.size, mtimeMs: target.stat.mtimeMs }
+  }
+
+  /** The real path of `candidate` if it is inside the root and not a dot file there, and its stat. */
+  private async real (candidate: string): Promise<{ kind: 'ok', realPath: string, stat: import('node:fs').Stats } | { kind: 'missing' } | { kind: 'forbidden' }> {
+    let realPath: string
+    try {
+      realPath = await fs.realpath(candidate)
+    } catch (err) {
+      const code = (err as NodeJS.ErrnoException).code
+      if (code === 'ENOENT' || code === 'ENOTDIR' || code === 'ENAMETOOLONG') return { kind: 'missing' }
+      if (code === 'ELOOP' || code === 'EACCES') return { kind: 'forbidden' }
+      throw err
+    }
+    if (realPath !== this.root && !realPath.startsWith(this.root + path.sep)) return { kind: 'forbidden' }
+    const inside = path.relative(this.root, realPath)
+    if (inside !== '' && inside.split(path.sep).some((part) => part.startsWith('.'))) return { kind: 'forbidden' }
+    try {
+      return { kind: 'ok', realPath, stat: await fs.stat(realPath) }
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code === 'ENOENT') return { kind: 'missing' }
+      throw err
+    }
+  }
+}

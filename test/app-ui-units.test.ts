@@ -1,7 +1,11 @@
+import fs from 'node:fs/promises'
+import os from 'node:os'
+import path from 'node:path'
 import t from 'tap'
 import { FileCache } from '../src/app-ui/file-cache.js'
 import { chooseEncoding, etagMatches } from '../src/app-ui/negotiation.js'
 import { prepareFile, type CachedFile } from '../src/app-ui/prepared-file.js'
+import { PublicFolder } from '../src/app-ui/safe-path.js'
 import { helperInsertionOffset } from '../src/app-ui/helper-script.js'
 import { hasDotSegment, parseAppUiUrl } from '../src/app-ui/url.js'
 
@@ -100,4 +104,52 @@ t.test('helperInsertionOffset', async (t) => {
   t.equal(helperInsertionOffset('<!-- unterminated'), 0)
   t.equal(helperInsertionOffset('<headline>'), 0)
   t.equal(helperInsertionOffset('  <HEAD >'), 9)
+})
+
+t.test('PublicFolder: only real paths inside public/, never a dot file', async (t) => {
+  const dir = await fs.realpath(await fs.mkdtemp(path.join(os.tmpdir(), 'safe-path-')))
+  t.teardown(async () => await fs.rm(dir, { recursive: true, force: true }))
+  const pub = path.join(dir, 'public')
+  const write = async (file: string, text = 'x'): Promise<void> => {
+    await fs.mkdir(path.dirname(path.join(dir, file)), { recursive: true })
+    await fs.writeFile(path.join(dir, file), text)
+  }
+  for (const file of ['public/index.html', 'public/app.js', 'public/.env', 'public/sub/.hidden', 'public/.git/config', 'public/empty/keep.txt', 'public-old/x.js', 'secret.txt']) await write(file)
+  const link = async (target: string, name: string): Promise<void> => await fs.symlink(target, path.join(pub, name))
+  await link(path.join(dir, 'secret.txt'), 'out.txt')
+  await link('../secret.txt', 'relative-out.txt')
+  await link(path.join(dir, 'public-old', 'x.js'), 'sibling.js')
+  await link(path.join(pub, '.env'), 'env-link')
+  await link(path.join(pub, '.git'), 'git-link')
+  await link(path.join(pub, 'app.js'), 'alias.js')
+  await link('loop', 'loop')
+  await fs.mkdir(path.join(pub, 'linked-index'))
+  await fs.symlink(path.join(dir, 'secret.txt'), path.join(pub, 'linked-index', 'index.html'))
+  await fs.symlink(pub, path.join(dir, 'public-link'))
+
+  await t.rejects(PublicFolder.open(path.join(dir, 'missing')), 'a missing public/ is refused')
+  await t.rejects(PublicFolder.open(path.join(dir, 'secret.txt')), { message: 'not a folder' })
+  const folder = await PublicFolder.open(path.join(dir, 'public-link'))
+  t.equal(folder.root, pub, 'the root is the real path')
+
+  const kind = async (segments: string[], trailingSlash = false): Promise<string> => (await folder.resolve(segments, trailingSlash)).kind
+  t.match(await folder.resolve(['app.js'], false), { kind: 'file', realPath: path.join(pub, 'app.js'), size: 1 })
+  t.match(await folder.resolve([], true), { kind: 'file', realPath: path.join(pub, 'index.html') }, 'a folder with its slash: index.html')
+  t.equal(await kind([]), 'folder', 'a folder without its slash: redirect')
+  t.equal(await kind(['empty'], true), 'missing', 'a folder without index.html')
+  t.equal(await kind(['app.js'], true), 'missing', 'a file with a trailing slash')
+  t.equal(await kind(['nothing.js']), 'missing')
+  t.equal(await kind(['app.js', 'x']), 'missing', 'a file used as a folder')
+  t.match(await folder.resolve(['alias.js'], false), { kind: 'file', realPath: path.join(pub, 'app.js') }, 'a link inside public/ is followed, to its real path')
+  t.match(await folder.resolve(['..', 'public', 'app.js'], false), { kind: 'file', realPath: path.join(pub, 'app.js') }, '.. that stays inside')
+
+  for (const segments of [
+    ['..', 'secret.txt'], ['..', '..', '..', '..', 'etc', 'passwd'], ['..', 'public-old', 'x.js'], ['..'],
+    ['.env'], ['sub', '.hidden'], ['.git', 'config'], ['.git'],
+    ['out.txt'], ['relative-out.txt'], ['sibling.js'], ['env-link'], ['git-link', 'config'], ['loop']
+  ]) t.equal(await kind(segments), 'forbidden', segments.join('/'))
+  t.equal(await kind(['linked-index'], true), 'forbidden', 'an index.html linked out of public/')
+
+  const first = await folder.resolve(['app.js'], false)
+  t.equal(await folder.resolve(['app.js'], false), first, 'positive answers are memoised')
 })

@@ -16,7 +16,7 @@ import authPlugin from './plugins/auth.js'
 import schedulerPlugin, { type SchedulerPluginOptions } from './plugins/scheduler.js'
 import appUiPlugin from './plugins/app-ui.js'
 import metricsPlugin from './plugins/metrics.js'
-import statusCachePlugin from './plugins/status-cache.js'
+import pollingPlugin from './plugins/polling.js'
 import openapiPlugin from './plugins/openapi.js'
 import healthRoutes from './routes/health.js'
 import loginRoutes from './routes/login.js'
@@ -116,7 +116,7 @@ export const app: FastifyPluginAsync<AppOptions> = async (fastify, opts) => {
   await fastify.register(appsPlugin, { apps: opts.apps ?? [], loadFromDir: opts.loadAppsFromDir ?? true })
   await fastify.register(authPlugin)
   await fastify.register(schedulerPlugin, { overrides: opts.scheduler })
-  await fastify.register(statusCachePlugin)
+  await fastify.register(pollingPlugin)
 
   await fastify.register(healthRoutes)
   await fastify.register(loginRoutes)

@@ -75,3 +75,10 @@ export async function waitFor<T> (check: () => T | Promise<T>, { timeoutMs = 10_
     await new Promise((resolve) => setTimeout(resolve, intervalMs))
   }
 }
+
+/** The value of an unlabelled metric as `GET /metrics` shows it (NaN when absent). */
+export async function metric (app: FastifyInstance, name: string): Promise<number> {
+  const { body } = await app.inject({ method: 'GET', url: '/metrics' })
+  const line = body.split('\n').find((l) => l.startsWith(`${name} `) || l.startsWith(`${name}{`))
+  return line === undefined ? NaN : Number(line.slice(line.lastIndexOf(' ') + 1))
+}

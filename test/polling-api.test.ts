@@ -2,7 +2,7 @@ import t from 'tap'
 import type { FastifyInstance } from 'fastify'
 import { ADMIN_ENV, loginToken } from './auth-helper.js'
 import { build, waitFor, type TestContext } from './helper.js'
-import { probe, work } from './scheduler-helper.js'
+import { probe, sameRunStart, work } from './scheduler-helper.js'
 import type { PollingReaktorRegistration } from '../src/sdk/types.js'
 import type { SchedulerOverrides } from '../src/plugins/scheduler.js'
 
@@ -40,7 +40,8 @@ t.test('start, stop and status: messages name the id, start/stop are idempotent,
   t.same(res, { statusCode: 200, body: { message: 'Polling reaktor "report-sync" is already running' } }, 'start on a running reaktor: 200, says so')
 
   // Three runs drain (true, true, false): lastRun and nextRun reflect them.
-  await waitFor(async () => p.runs.length >= 3 && (await call('GET', '/api/v1/polling/report-sync/status')).body.lastRun === new Date(p.runs[2].start).toISOString(), { what: 'the third run in the status' })
+  // The scheduler reads its clock just before calling the aktor, the probe just after: up to 1 ms apart.
+  await waitFor(async () => p.runs.length >= 3 && sameRunStart(Date.parse((await call('GET', '/api/v1/polling/report-sync/status')).body.lastRun), p.runs[2].start), { what: 'the third run in the status' })
   res = await call('GET', '/api/v1/polling/report-sync/status')
   t.equal(res.body.state, 'running')
   t.ok(isIso(res.body.lastRun) && isIso(res.body.nextRun) && isIso(res.body.updatedAt), 'ISO 8601 timestamps')

@@ -74,7 +74,7 @@ t.test('a restart continues from the stored nextRun: no extra run, nextRun not o
   // The scheduler takes lastRun just before calling the aktor, the probe its start just after.
   t.ok(Math.abs(row.last_run!.getTime() - before.runs[0].start) <= 5, 'lastRun is the run before the restart')
   t.ok(row.next_run!.getTime() >= before.runs[0].end! + 3_600_000 - 5, 'nextRun is still one hour after it')
-  await waitFor(async () => (await second.scheduler.status('hourly')).owner === 'node-2', { what: 'node 2 to own it' })
+  await waitFor(async () => (await second.polling.reads.status('hourly')).owner === 'node-2', { what: 'node 2 to own it' })
   t.equal(after.runs.length, 0, 'no run at boot: the reaktor is not due for an hour')
 })
 
@@ -89,5 +89,5 @@ t.test('a node joining a live cluster changes no state (rolling restart keeps au
   t.same(await states(second), expected, 'the joining node applied no restart rule')
   await first.close()
   t.same(await states(second), expected, 'and the leaving node changed none either')
-  await waitFor(async () => (await second.scheduler.status('running-manual')).owner === 'node-2', { what: 'node 2 to take over' })
+  await waitFor(async () => (await second.polling.reads.status('running-manual')).owner === 'node-2', { what: 'node 2 to take over' })
 })

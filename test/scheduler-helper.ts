@@ -3,6 +3,8 @@ import pg from 'pg'
 import { buildRegistry } from '../src/apps/registry.js'
 import type { LoadedApp, RegisteredPollingReaktor } from '../src/apps/types.js'
 import type { Database } from '../src/db/schema.js'
+import { readStatuses } from '../src/polling/status.js'
+import type { PollingStatusType } from '../src/schemas/polling.js'
 import { survivesLostConnections } from '../src/db/index.js'
 import { Scheduler, PARTITION_LOCK_NAMESPACE, type SchedulerLogger, type SchedulerOptions } from '../src/scheduler/index.js'
 import type { AktorContext, PollingReaktorRegistration } from '../src/sdk/types.js'
@@ -102,7 +104,10 @@ export type TestSchedulerOptions = Omit<SchedulerOptions, 'db' | 'databaseUrl' |
 }
 
 /** A scheduler with fast test knobs, stopped at teardown (before the database is dropped). */
-export function scheduler (t: TestContext, db: Kysely<Database>, databaseUrl: string, opts: TestSchedulerOptions): Scheduler {
+/** A scheduler for tests, with `status(id)`: what the API would show, read as the service reads it. */
+export type TestScheduler = Scheduler & { status: (reaktorId: string) => Promise<PollingStatusType> }
+
+export function scheduler (t: TestContext, db: Kysely<Database>, databaseUrl: string, opts: TestSchedulerOptions): TestScheduler {
   const s = new Scheduler({
     db,
     databaseUrl,
@@ -116,7 +121,9 @@ export function scheduler (t: TestContext, db: Kysely<Database>, databaseUrl: st
     ...opts
   })
   t.teardown(async () => await s.stop())
-  return s
+  const status = async (reaktorId: string): Promise<PollingStatusType> =>
+    (await readStatuses({ db, reaktors: opts.reaktors, minIntervalMs: s.minIntervalMs }, [reaktorId]))[0]
+  return Object.assign(s, { status })
 }
 
 export interface AdvisoryLockRow { pid: number, granted: boolean }

@@ -6,7 +6,7 @@ import t from 'tap'
 import { sql } from 'kysely'
 import { SESSION_REVOKED_CHANNEL } from '../src/auth/session-cache.js'
 import { ADMIN_ENV, buildWithProbe, loginToken, whoami } from './auth-helper.js'
-import { createTestDatabase, waitFor } from './helper.js'
+import { createTestDatabase, metric, waitFor } from './helper.js'
 
 t.test('a logout on one instance makes the token fail on another within 1 s', async (t) => {
   const databaseUrl = await createTestDatabase(t)
@@ -18,9 +18,9 @@ t.test('a logout on one instance makes the token fail on another within 1 s', as
   // B verifies the token once from the database, then answers from its cache.
   t.equal((await whoami(b, token)).statusCode, 200)
   t.equal((await whoami(b, other)).statusCode, 200)
-  const hits = b.sessionCache.hits
+  const hits = await metric(b, 'reaktor_session_cache_hits_total')
   t.equal((await whoami(b, token)).statusCode, 200)
-  t.equal(b.sessionCache.hits, hits + 1, 'the second check on B is answered from its cache')
+  t.equal(await metric(b, 'reaktor_session_cache_hits_total'), hits + 1, 'the second check on B is answered from its cache')
 
   const out = await a.inject({ method: 'POST', url: '/api/v1/auth/logout', headers: { 'x-service-token': token } })
   t.equal(out.statusCode, 200)
@@ -36,9 +36,9 @@ t.test('without a confirmed revocation listener, nothing is answered from the ca
   const token = await loginToken(app)
   t.equal((await whoami(app, token)).statusCode, 200)
   // Cut the listener's connection: the cache must not vouch for anything until it is back.
-  t.ok(app.sessionCache.trusted)
+  t.equal(await metric(app, 'reaktor_session_cache_trusted'), 1)
   await sql`select pg_terminate_backend(pid) from pg_stat_activity where application_name like 'reaktor-sessions%' and datname = current_database()`.execute(app.db)
-  await waitFor(() => !app.sessionCache.trusted, { what: 'the cache to notice its listener is gone' })
+  await waitFor(async () => await metric(app, 'reaktor_session_cache_trusted') === 0, { what: 'the cache to notice its listener is gone' })
   // Revoked while nobody listens on this instance: its notification never reaches the cache.
   await sql`update sessions set revoked_at = now()`.execute(app.db)
   await sql`select pg_notify(${SESSION_REVOKED_CHANNEL}, 'unrelated')`.execute(app.db)
@@ -47,9 +47,9 @@ t.test('without a confirmed revocation listener, nothing is answered from the ca
   const second = await loginToken(app)
   await waitFor(async () => {
     await whoami(app, second)
-    const before = app.sessionCache.hits
+    const before = await metric(app, 'reaktor_session_cache_hits_total')
     await whoami(app, second)
-    return app.sessionCache.hits > before
+    return await metric(app, 'reaktor_session_cache_hits_total') > before
   }, { timeoutMs: 10_000, what: 'the cache to be trusted again after a reconnect' })
   t.equal((await whoami(app, token)).statusCode, 401)
 })

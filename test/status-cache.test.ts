@@ -6,7 +6,7 @@ import t from 'tap'
 import { sql } from 'kysely'
 import type { FastifyInstance } from 'fastify'
 import { ADMIN_ENV, loginToken } from './auth-helper.js'
-import { build, createTestDatabase, waitFor, type TestContext } from './helper.js'
+import { build, createTestDatabase, metric, waitFor, type TestContext } from './helper.js'
 import { probe } from './scheduler-helper.js'
 import type { SchedulerOverrides } from '../src/plugins/scheduler.js'
 
@@ -37,9 +37,10 @@ t.test('a start or stop acknowledged by another instance shows at once in status
   const listed = async (): Promise<string> => (await a.call('GET', '/api/v1/polling')).body.pollingReaktors[0].state
 
   t.equal(await status(), 'stopped')
-  const hits = a.app.statusCache.hits
+  const hits = async (): Promise<number> => await metric(a.app, 'reaktor_status_cache_hits_total')
+  const hitsBefore = await hits()
   t.equal(await status(), 'stopped')
-  t.equal(a.app.statusCache.hits, hits + 1, 'the second status on A is answered from its cache')
+  t.equal(await hits(), hitsBefore + 1, 'the second status on A is answered from its cache')
 
   // Many rounds: each time A has just cached the opposite state when B acknowledges the change.
   for (let round = 0; round < 20; round++) {
@@ -54,7 +55,8 @@ t.test('a start or stop acknowledged by another instance shows at once in status
     t.equal(await status(), expected, `round ${round}: status on A right after B's ${start ? 'start' : 'stop'}`)
     t.equal(await listed(), expected, `round ${round}: list on A too`)
   }
-  t.ok(a.app.statusCache.hits > hits + 20, `A answered from its cache in between (${a.app.statusCache.hits - hits} hits, ${a.app.statusCache.reads} reads)`)
+  const hitsAfter = await hits()
+  t.ok(hitsAfter > hitsBefore + 20, `A answered from its cache in between (${hitsAfter - hitsBefore} hits, ${await metric(a.app, 'reaktor_status_cache_reads_total')} reads)`)
 
   // What no notification announces (a batch of run results) shows after at most the short max-age.
   // (A run a day from now: no real batch of the two schedulers overwrites it.)
@@ -78,8 +80,8 @@ t.test('without its listening connection, status reads the database; the cache c
   // Once the listener is back, answers are cached again.
   await waitFor(async () => {
     await status()
-    const before = app.statusCache.hits
+    const before = await metric(app, 'reaktor_status_cache_hits_total')
     await status()
-    return app.statusCache.hits > before
+    return await metric(app, 'reaktor_status_cache_hits_total') > before
   }, { timeoutMs: 10_000, what: 'the cache to be used again after a reconnect' })
 })

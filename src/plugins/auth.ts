@@ -9,12 +9,11 @@ import { createSessionService } from '../auth/sessions.js'
 import { SESSION_COOKIE, TOKEN_HEADER, type AuthSession, type SessionService } from '../auth/types.js'
 import { verifyCredentials } from '../auth/users.js'
 import { Errors } from '../errors.js'
+import { scrapeCounter, scrapeGauge } from '../metrics/read-at-scrape.js'
 
 declare module 'fastify' {
   interface FastifyInstance {
     sessions: SessionService
-    /** Verified tokens in memory (hits/misses for tests and metrics). */
-    sessionCache: SessionCache
     /** onRequest hook: 401 unless X-Service-Token names a live session; sets request.auth. */
     authenticate: (request: FastifyRequest, reply: FastifyReply) => Promise<void>
     /**
@@ -53,7 +52,8 @@ export default fp(async (fastify) => {
   fastify.addHook('onClose', async () => { await cache.stop() })
   const sessions = createSessionService(db, config.sessionTtlMs, cache)
   fastify.decorate('sessions', sessions)
-  fastify.decorate('sessionCache', cache)
+  scrapeCounter(fastify.metrics.registry, 'reaktor_session_cache_hits_total', 'Token checks answered from memory', () => cache.hits)
+  scrapeGauge(fastify.metrics.registry, 'reaktor_session_cache_trusted', '1 while the revocation listener vouches for cached token checks, else 0', () => cache.trusted ? 1 : 0)
   fastify.decorateRequest('auth', null)
 
   fastify.decorate('authenticate', async (request: FastifyRequest) => {
@@ -121,4 +121,4 @@ export default fp(async (fastify) => {
   // Ready before the first login, so that an unknown user's first failed login is not slower.
   await dummyPasswordHash()
   await bootstrapAdmin(db, config, fastify.log)
-}, { name: 'auth', dependencies: ['config', 'db'] })
+}, { name: 'auth', dependencies: ['config', 'db', 'metrics'] })

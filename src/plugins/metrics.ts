@@ -1,6 +1,5 @@
 import fp from 'fastify-plugin'
-import { collectDefaultMetrics, Gauge, Histogram, Registry } from 'prom-client'
-import { PollingRunMetrics } from '../metrics/polling-runs.js'
+import { collectDefaultMetrics, Histogram, Registry } from 'prom-client'
 
 declare module 'fastify' {
   interface FastifyInstance {
@@ -9,14 +8,14 @@ declare module 'fastify' {
 }
 
 export interface ServiceMetrics {
+  /** The plugin that owns some data registers its metrics here (polling runs: the scheduler plugin). */
   registry: Registry
-  /** Runs by reaktor and outcome, and their durations (compact: per-reaktor numbers, rendered at scrape). */
-  pollingRuns: PollingRunMetrics
 }
 
 /**
- * Prometheus metrics at `GET /metrics`: process metrics, HTTP requests, and polling reaktor runs.
- * One registry per app instance, so several instances in one process (tests) never collide.
+ * Prometheus metrics at `GET /metrics`: the registry, process metrics and HTTP requests. Every other
+ * metric is registered by the plugin that owns its data. One registry per app instance, so several
+ * instances in one process (tests) never collide.
  */
 export default fp(async (fastify) => {
   const registry = new Registry()
@@ -30,20 +29,7 @@ export default fp(async (fastify) => {
     buckets: [0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1, 5],
     registers: [registry]
   })
-  const pollingRuns = new PollingRunMetrics()
-  pollingRuns.register(registry)
-  // Read at scrape time; the scheduler is decorated after this plugin, hence the lookup then.
-  const owned = new Gauge({
-    name: 'reaktor_polling_owned',
-    help: 'Running polling reaktors owned (run) by this node',
-    registers: [registry],
-    collect () {
-      if (fastify.hasDecorator('scheduler')) this.set(fastify.scheduler.ownedCount)
-    }
-  })
-  void owned
-
-  fastify.decorate('metrics', { registry, pollingRuns })
+  fastify.decorate('metrics', { registry })
 
   // On every response: the labelled child of each (method, route, status) is looked up once and
   // kept, so a request neither builds a label object nor hashes it (prom-client's observe(labels)

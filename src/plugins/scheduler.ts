@@ -1,5 +1,6 @@
 import fp from 'fastify-plugin'
-import { Counter, Gauge } from 'prom-client'
+import { PollingRunMetrics } from '../metrics/polling-runs.js'
+import { scrapeCounter, scrapeGauge } from '../metrics/read-at-scrape.js'
 import { Scheduler, type SchedulerOptions } from '../scheduler/index.js'
 
 declare module 'fastify' {
@@ -8,11 +9,9 @@ declare module 'fastify' {
   }
 }
 
-/** Knobs tests may turn (the production values are the defaults). */
-export type SchedulerOverrides = Partial<Pick<SchedulerOptions,
-  'minIntervalMs' | 'now' | 'reconcileIntervalMs' | 'flushIntervalMs' | 'lockCheckMaxAgeMs' |
-  'lockQueryTimeoutMs' | 'reconnectMinMs' | 'reconnectMaxMs' | 'shutdownGraceMs' | 'wantsOwnership' |
-  'coldStartSettleMs' | 'reconcileHook' | 'orphanGraceMs' | 'lockRefusalBackoffMs'>>
+/** What this plugin supplies from the app; every other option is a knob tests may turn (the defaults are production's). */
+type Supplied = 'db' | 'databaseUrl' | 'reaktors' | 'nodeId' | 'log' | 'partitions' | 'onRunEnd'
+export type SchedulerOverrides = Partial<Omit<SchedulerOptions, Supplied>>
 
 export interface SchedulerPluginOptions {
   overrides?: SchedulerOverrides
@@ -20,7 +19,7 @@ export interface SchedulerPluginOptions {
 
 /**
  * Wires the scheduler into the app: created with this node's registrations, started once the
- * app is ready, stopped on close, and its runs counted in the metrics.
+ * app is ready, stopped on close; its runs, ownership and refusals in the metrics.
  *
  * Shutdown: Fastify runs preClose hooks before it waits for in-flight HTTP requests, onClose hooks
  * after. So preClose stops the scheduling at once (no run starts while HTTP drains, in-flight runs
@@ -29,12 +28,10 @@ export interface SchedulerPluginOptions {
  * completes before the db plugin destroys the pool.
  */
 export default fp<SchedulerPluginOptions>(async (fastify, opts) => {
-  const { pollingRuns, registry } = fastify.metrics
-  const lockRefusals = new Counter({
-    name: 'reaktor_polling_lock_refusals_total',
-    help: 'Times PostgreSQL refused this node an advisory lock (shared lock table full: raise max_locks_per_transaction)',
-    registers: [registry]
-  })
+  const { registry } = fastify.metrics
+  // Runs by reaktor and outcome, and their durations (compact: per-reaktor numbers, rendered at scrape).
+  const pollingRuns = new PollingRunMetrics()
+  pollingRuns.register(registry)
   const scheduler = new Scheduler({
     db: fastify.db,
     databaseUrl: fastify.databaseUrl,
@@ -43,7 +40,6 @@ export default fp<SchedulerPluginOptions>(async (fastify, opts) => {
     log: fastify.log,
     shutdownGraceMs: fastify.config.shutdownGraceMs,
     partitions: fastify.config.partitions,
-    onLockRefused: () => lockRefusals.inc(),
     onRunEnd: ({ reaktorId, outcome, durationMs }) => {
       pollingRuns.record(reaktorId, outcome, durationMs / 1000)
     },
@@ -51,16 +47,17 @@ export default fp<SchedulerPluginOptions>(async (fastify, opts) => {
   })
   fastify.decorate('scheduler', scheduler)
 
-  // The fair-share arithmetic of the last reconcile pass, read at scrape time.
-  const gauge = (name: string, help: string, read: () => number): Gauge => new Gauge({
-    name, help, registers: [registry], collect () { this.set(read()) }
-  })
+  // Ownership as of the last reconcile pass, read at scrape time.
+  const gauge = (name: string, help: string, read: () => number): void => scrapeGauge(registry, name, help, read)
+  gauge('reaktor_polling_owned', 'Running polling reaktors owned (run) by this node', () => scheduler.ownedCount)
   gauge('reaktor_polling_cluster_members', 'Live nodes of the cluster, as this node last saw them', () => scheduler.ownershipShare.members)
   gauge('reaktor_polling_fair_share', 'Running polling reaktors this node takes at most: ceil(running / members)', () => scheduler.ownershipShare.share)
   gauge('reaktor_polling_partitions', 'Partitions of the cluster', () => scheduler.partitions)
   gauge('reaktor_polling_partitions_held', 'Partitions whose advisory lock this node holds', () => scheduler.heldPartitions().length)
   gauge('reaktor_polling_lock_refused', '1 while PostgreSQL refuses this node advisory locks or an earlier-version node shares the database, else 0',
     () => scheduler.problem === undefined ? 0 : 1)
+  scrapeCounter(registry, 'reaktor_polling_lock_refusals_total',
+    'Times PostgreSQL refused this node an advisory lock (shared lock table full: raise max_locks_per_transaction)', () => scheduler.lockRefusals)
 
   fastify.addHook('onReady', async () => {
     await scheduler.start()

@@ -4,9 +4,8 @@ import type { RegisteredPollingReaktor } from '../apps/types.js'
 import type { Database } from '../db/schema.js'
 import type { SchedulerLogger } from './logger.js'
 import type { RunOutcome } from './runner.js'
-import type { PollingState } from './store.js'
 
-/** The scheduler's options, their defaults, and the errors and shapes it hands out. */
+/** The scheduler's options, their defaults, and the errors it hands out. */
 
 export interface SchedulerOptions {
   /** Kysely on the shared pool: state reads/writes and the batched run results. */
@@ -60,8 +59,6 @@ export interface SchedulerOptions {
   wantsOwnership?: (partition: number) => boolean
   /** Told of every finished run on this node (metrics). Must not throw; a throw is ignored. */
   onRunEnd?: (run: RunEnd) => void
-  /** Told each time PostgreSQL refuses a lock (metrics). */
-  onLockRefused?: () => void
   /**
    * At boot, when no node holds the membership lock but partitions with running reaktors still
    * name other nodes (those nodes did not shut down cleanly: crashed, or only disconnected by a
@@ -80,24 +77,10 @@ export interface RunEnd {
   durationMs: number
 }
 
-/** What status and list show; timestamps as Dates, the route formats them. */
-export interface PollingReaktorStatus {
-  reaktorDefinitionId: string
-  state: PollingState
-  interval: string
-  effectiveInterval: string
-  lastRun: Date | null
-  nextRun: Date | null
-  updatedAt: Date | null
-  lastError: string | null
-  consecutiveFailures: number
-  owner: string | null
-  label: string | null
-  description: string | null
-  autoStart: boolean
-}
-
+/** Start, stop or status of an id no app on this node registered: the API's 404. */
 export class UnknownReaktorError extends Error {
+  readonly code = 'REAKTOR_NOT_FOUND'
+  readonly statusCode = 404
   constructor (public readonly reaktorId: string) {
     super(`Polling reaktor "${reaktorId}" is not registered`)
     this.name = 'UnknownReaktorError'

@@ -48,7 +48,7 @@ export class PartitionOwnership {
   private refusal: { since: number, retryAt: number, delayMs: number, message: string } | undefined
   /** The even-spreading arithmetic of the last full pass. */
   lastShare: OwnershipShare = { members: 0, running: 0, share: 0, partitionShare: 0, load: 0, held: 0 }
-  /** Times PostgreSQL refused a lock (for tests; metrics count through onLockRefused). */
+  /** Times PostgreSQL refused a lock (metrics, tests). */
   lockRefusals = 0
 
   constructor (private readonly ctx: SchedulerContext, private readonly runners: PartitionRunners) {
@@ -322,7 +322,6 @@ export class PartitionOwnership {
    */
   private noteRefusal (err: unknown): void {
     this.lockRefusals++
-    this.ctx.settings.onLockRefused?.()
     const delayMs = this.refusal === undefined ? this.ctx.settings.lockRefusalBackoffMs : Math.min(this.refusal.delayMs * 2, LOCK_REFUSAL_MAX_BACKOFF_MS)
     const message = `PostgreSQL refused advisory locks (its shared lock table is full): this node holds ${this.runners.held.size} of ${this.ctx.partitions} partitions, ` +
       `gives back up to ${LOCK_HEADROOM} to leave room for other sessions, and retries with backoff. ` +

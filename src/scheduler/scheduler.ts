@@ -3,15 +3,14 @@ import type { RegisteredPollingReaktor } from '../apps/types.js'
 import { RunResultBatcher } from './batcher.js'
 import { LockConnection } from './lock-connection.js'
 import type { SchedulerLogger } from './logger.js'
-import { LegacyNodeRunning, UnknownReaktorError, withDefaults, type PollingReaktorStatus, type SchedulerOptions, type SchedulerSettings } from './options.js'
+import { LegacyNodeRunning, UnknownReaktorError, withDefaults, type SchedulerOptions, type SchedulerSettings } from './options.js'
 import { PartitionOwnership } from './ownership.js'
 import { DEFAULT_PARTITIONS, partitionOf, type OwnershipShare } from './partitions.js'
 import { PartitionRunners, type SchedulerContext } from './runners.js'
-import { readStatus } from './status.js'
 import * as partitionStore from './partition-store.js'
 import * as store from './store.js'
 
-export { LegacyNodeRunning, UnknownReaktorError, type PollingReaktorStatus, type RunEnd, type SchedulerOptions } from './options.js'
+export { LegacyNodeRunning, UnknownReaktorError, type RunEnd, type SchedulerOptions } from './options.js'
 export type { OwnershipShare } from './partitions.js'
 
 type Phase = 'idle' | 'starting' | 'running' | 'stopping' | 'stopped'
@@ -126,6 +125,11 @@ export class Scheduler {
     return { ...this.ownership.lastShare, held: this.runners.held.size, owned: this.runners.ownedCount() }
   }
 
+  /** The floor of every interval this node applies (what status shows as effectiveInterval). */
+  get minIntervalMs (): number {
+    return this.settings.minIntervalMs
+  }
+
   /** Started and its lock connection is up: it can run reaktors (for /readyz). */
   get connected (): boolean {
     return this.phase === 'running' && this.lock.alive
@@ -136,7 +140,7 @@ export class Scheduler {
     return this.ownership.problem
   }
 
-  /** Times PostgreSQL refused a lock (for tests; metrics count through onLockRefused). */
+  /** Times PostgreSQL refused a lock (metrics, tests). */
   get lockRefusals (): number {
     return this.ownership.lockRefusals
   }
@@ -303,17 +307,6 @@ export class Scheduler {
     void this.runners.draining.get(reaktorId)?.runner.halt('stopped')
     this.requestReconcile([reaktorId])
     return changed
-  }
-
-  /** The status of one registered reaktor, read from the database (right from any node). */
-  async status (reaktorId: string): Promise<PollingReaktorStatus> {
-    const [status] = await readStatus(this.settings, [reaktorId], this.registered(reaktorId))
-    return status
-  }
-
-  /** Every registered reaktor's status, sorted by id. */
-  async list (): Promise<PollingReaktorStatus[]> {
-    return await readStatus(this.settings, [...this.settings.reaktors.keys()].sort())
   }
 
   private registered (reaktorId: string): RegisteredPollingReaktor {

@@ -52,7 +52,7 @@ export interface BootRegistration {
  * shown only while the reaktor runs and some session holds that partition's lock: the owner of a
  * node that died (kill -9) is gone from the moment PostgreSQL ended its session.
  */
-export async function readRows (db: Kysely<Database>, ids: readonly string[]): Promise<PollingReaktorRow[]> {
+export async function readStatusRows (db: Kysely<Database>, ids: readonly string[]): Promise<PollingReaktorRow[]> {
   if (ids.length === 0) return []
   const { rows } = await sql<PollingReaktorRow>`
     with held as (${partitionLocks})

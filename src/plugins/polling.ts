@@ -1,0 +1,48 @@
+import fp from 'fastify-plugin'
+import { scrapeCounter } from '../metrics/read-at-scrape.js'
+import { PollingReads } from '../polling/reads.js'
+import { StatusCache } from '../polling/status-cache.js'
+
+declare module 'fastify' {
+  interface FastifyInstance {
+    /** The read side of polling (status and list, cached as right as a read per request) and start/stop. */
+    polling: Polling
+  }
+}
+
+export interface Polling {
+  reads: PollingReads
+  /** Writes the start (the change is durable before this resolves); false when it was already running. */
+  start: (reaktorId: string) => Promise<boolean>
+  /** Writes the stop; false when it was already stopped. */
+  stop: (reaktorId: string) => Promise<boolean>
+}
+
+/**
+ * Polling as the API sees it: the status cache and its LISTEN connection (one per app instance,
+ * closed with the app), the reads built on it, and start/stop through the scheduler.
+ */
+export default fp(async (fastify) => {
+  const { scheduler } = fastify
+  const cache = new StatusCache({ url: fastify.databaseUrl, applicationName: `reaktor-status ${fastify.config.nodeId}`.slice(0, 63), log: fastify.log })
+  await cache.start()
+  fastify.addHook('onClose', async () => { await cache.stop() })
+  const reads = new PollingReads({ db: fastify.db, reaktors: fastify.apps.pollingReaktors, minIntervalMs: scheduler.minIntervalMs }, cache)
+
+  const { registry } = fastify.metrics
+  scrapeCounter(registry, 'reaktor_status_cache_hits_total', 'Polling status and list answers served from memory', () => reads.hits)
+  scrapeCounter(registry, 'reaktor_status_cache_reads_total', 'Polling status and list answers read from the database', () => reads.reads)
+
+  // Written (and awaited) before the answer: a crash after the 200 never loses the change. The
+  // NOTIFY drops the cached answers on every node; here at once for this one.
+  const control = (apply: (id: string) => Promise<boolean>) => async (reaktorId: string): Promise<boolean> => {
+    const changed = await apply(reaktorId)
+    reads.changed(reaktorId)
+    return changed
+  }
+  fastify.decorate('polling', {
+    reads,
+    start: control(async (id) => await scheduler.startReaktor(id)),
+    stop: control(async (id) => await scheduler.stopReaktor(id))
+  })
+}, { name: 'polling', dependencies: ['config', 'db', 'apps', 'metrics', 'scheduler'] })

@@ -1,10 +1,10 @@
 /**
- * A network cut between ONE node and PostgreSQL (README, "Running a cluster" → "Network cut"), with
- * real processes. node-a reaches the database through a small TCP proxy in this test; node-b
- * directly. The cut stops the proxy forwarding in both directions without closing anything: no
- * FIN, no RST reaches either side, bytes (and FINs) wait in the proxy as they would wait for TCP
- * retransmission. The ledger app writes straight to the database on every node, so the cut node's
- * runs stay visible to the test.
+ * A network cut between ONE node and PostgreSQL (docs/cluster.md, "How the nodes coordinate" →
+ * "Network cut"), with real processes. node-a reaches the database through a small TCP proxy in
+ * this test; node-b directly. The cut stops the proxy forwarding in both directions without closing
+ * anything: no FIN, no RST reaches either side, bytes (and FINs) wait in the proxy as they would
+ * wait for TCP retransmission. The ledger app writes straight to the database on every node, so the
+ * cut node's runs stay visible to the test.
  *
  * What a userspace proxy cannot do is make PostgreSQL's keepalive (or tcp_user_timeout) fire: the
  * proxy's own kernel keeps acknowledging the server's probes and data, so the server never sees
@@ -20,11 +20,11 @@ import net from 'node:net'
 import { createTestDatabase, waitFor } from './helper.js'
 import { ALL_REAKTORS, BUSY, Cluster, overlappingRuns, type LedgerRun } from './cluster-harness.js'
 
-/** README: pinged every 1 s, a statement unanswered for 5 s is a lost connection: fenced within about 6 s. */
+/** docs/cluster.md: pinged every 1 s, a statement unanswered for 5 s is a lost connection: fenced within about 6 s. */
 const FENCE_BOUND_MS = 7000
-/** README: a run starts without a fresh ping when the lock connection answered within 2 s. */
+/** docs/cluster.md: a run starts without a fresh ping when the lock connection answered within 2 s. */
 const LOCK_CHECK_MAX_AGE_MS = 2000
-/** README: PostgreSQL drops a silent lock session only after at least 25 s (tcp_user_timeout). */
+/** docs/cluster.md: PostgreSQL drops a silent lock session only after at least 25 s (tcp_user_timeout). */
 const SERVER_DROP_AFTER_MS = 25_000
 /** Timestamps of the ledger (node clocks) against the test's clock and log times: same machine, event-loop slack. */
 const SLACK_MS = 250

@@ -105,14 +105,15 @@ export async function announce (db: Kysely<Database>, ids: readonly string[]): P
 }
 
 /**
- * Boot-time rows and restart rules (README "Polling semantics"). Always: a registered reaktor
- * without a row gets one, `running` when autoStart (first run due at once) else `stopped` —
- * inserting a row changes no existing state, so a node joining a live cluster does it too; the
- * interval and the partition of every registered row are brought in step with the code. Only at
- * a cluster cold start: a `running` row whose autoStart is false becomes `stopped` (a manual start
- * is required), and stale owners (all nodes were dead) are cleared. A stored `stopped` is never
- * touched (the operator's stop is respected) and a stored `next_run` is never overwritten.
- * Returns the ids inserted as running, for the caller to announce to their partition's holder.
+ * Boot-time rows and restart rules (README "Operating polling reaktors" → "Across restarts").
+ * Always: a registered reaktor without a row gets one, `running` when autoStart (first run due at
+ * once) else `stopped` — inserting a row changes no existing state, so a node joining a live
+ * cluster does it too; the interval and the partition of every registered row are brought in step
+ * with the code. Only at a cluster cold start: a `running` row whose autoStart is false becomes
+ * `stopped` (a manual start is required), and stale owners (all nodes were dead) are cleared. A
+ * stored `stopped` is never touched (the operator's stop is respected) and a stored `next_run` is
+ * never overwritten. Returns the ids inserted as running, for the caller to announce to their
+ * partition's holder.
  */
 export async function applyBootRules (
   db: Kysely<Database>, regs: readonly BootRegistration[], at: Date, coldStart: boolean

@@ -41,6 +41,7 @@ export interface Config {
 }
 
 export class ConfigError extends Error {
+  readonly code = 'REAKTOR_CONFIG'
   constructor (public readonly variable: string, detail: string) {
     super(`${variable}: ${detail}`)
     this.name = 'ConfigError'

@@ -7,6 +7,7 @@ const UNIT_MS = { ms: 1, s: 1000, m: 60_000, h: 3_600_000, d: 86_400_000 } as co
 const DURATION = /^(\d+)(ms|s|m|h|d)$/
 
 export class DurationError extends Error {
+  readonly code = 'REAKTOR_DURATION'
   constructor (public readonly value: unknown) {
     super(`invalid duration ${JSON.stringify(value)}: expected an integer followed by ms, s, m, h or d (for example 500ms, 5s, 2m, 1h, 1d)`)
     this.name = 'DurationError'

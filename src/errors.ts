@@ -1,16 +1,52 @@
 import createError from '@fastify/error'
 
 /**
- * The service's error codes, each with its HTTP status. Throw these (or @fastify/sensible's
- * httpErrors) from routes; the one error handler turns them into `{statusCode, error, message}`.
+ * Every error of the service, in one catalogue. The one error handler turns whatever reaches it
+ * into `{statusCode, error, message}`; a 5xx body shows the message only for the HTTP errors below
+ * (written to be shown), never an internal one.
+ *
+ * Class names appear in stored `lastError` texts and logs: they never change.
  */
+
+// ---------------------------------------------------------------- HTTP answers
+// Thrown by routes and hooks (or @fastify/sensible's httpErrors).
 export const Errors = {
   Unauthorized: createError('REAKTOR_UNAUTHORIZED', 'Missing, invalid or expired session token', 401),
   InvalidCredentials: createError('REAKTOR_INVALID_CREDENTIALS', 'Invalid username or password', 401),
   LoginRateLimited: createError('REAKTOR_LOGIN_RATE_LIMITED', 'Too many login attempts; retry in %s seconds', 429),
   CrossSiteLogin: createError('REAKTOR_CROSS_SITE_LOGIN', 'Cross-site login request rejected', 403),
-  ReaktorNotFound: createError('REAKTOR_NOT_FOUND', 'Polling reaktor "%s" is not registered', 404),
   AktorNotFound: createError('REAKTOR_AKTOR_NOT_FOUND', 'Aktor "%s" is not registered', 404),
   AktorTimeout: createError('REAKTOR_AKTOR_TIMEOUT', 'Aktor "%s" did not answer within %s', 504),
   NotFound: createError('REAKTOR_NOT_FOUND_ROUTE', 'Route %s %s not found', 404)
 } as const
+
+/** True for the errors above: their messages are written to be shown, even in a 5xx body. */
+export function isHttpError (err: unknown): boolean {
+  return Object.values(Errors).some((E) => err instanceof E)
+}
+
+// ---------------------------------------------------------------- Start-up
+// REAKTOR_CONFIG: an environment variable is invalid (the service exits with one line).
+export { ConfigError } from './config.js'
+// REAKTOR_REGISTRATION: an app or reaktor cannot be registered (named with its app and reaktor).
+export { RegistrationError } from './apps/registry.js'
+// REAKTOR_DURATION: a duration string (interval, timeout, setting) that does not parse.
+export { DurationError } from './duration.js'
+
+// ---------------------------------------------------------------- Polling reaktors
+// REAKTOR_NOT_FOUND (404): start, stop or status of an id that no app registered.
+// REAKTOR_LEGACY_NODE: a node of the earlier per-reaktor-lock version shares the database.
+export { UnknownReaktorError, LegacyNodeRunning } from './scheduler/index.js'
+// REAKTOR_PARTITIONS_MISMATCH: PARTITIONS differs from the count the cluster's database stores.
+export { PartitionCountMismatch } from './scheduler/index.js'
+// REAKTOR_LOCK_CONNECTION_LOST: the scheduler's lock connection is gone (the node fences itself).
+// REAKTOR_LOCK_REFUSED: PostgreSQL refused an advisory lock (shared lock table full).
+export { LockConnectionLost, LockRefused } from './scheduler/index.js'
+// REAKTOR_RUN_TIMEOUT, REAKTOR_RUN_STOPPED: why a run's signal aborted (stored as its lastError).
+export { RunTimeoutError, RunStoppedError } from './scheduler/index.js'
+
+// ---------------------------------------------------------------- Aktors
+// REAKTOR_MISSING_SETTING: an aktor read a setting its app does not declare.
+export { MissingSettingError } from './sdk/combinators.js'
+// REAKTOR_CLIENT_CLOSED (499): the HTTP client went away before the aktor answered.
+export { ClientClosed } from './apps/invoke.js'

@@ -4,6 +4,7 @@ import type { RegisteredReaktor } from './types.js'
 
 /** The reason a call is cut short when the client that asked for it goes away. */
 export class ClientClosed extends Error {
+  readonly code = 'REAKTOR_CLIENT_CLOSED'
   constructor () {
     super('client closed the request')
     this.name = 'ClientClosed'

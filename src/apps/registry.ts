@@ -7,6 +7,7 @@ export const DEFAULT_POLLING_TIMEOUT = '5m'
 export const DEFAULT_AKTOR_TIMEOUT = '30s'
 export const MAX_REAKTOR_ID_LENGTH = 200
 export class RegistrationError extends Error {
+  readonly code = 'REAKTOR_REGISTRATION'
   constructor (message: string) {
     super(message)
     this.name = 'RegistrationError'

@@ -1,7 +1,7 @@
 import fp from 'fastify-plugin'
 import type { FastifyError } from 'fastify'
 import { STATUS_CODES } from 'node:http'
-import { Errors } from '../errors.js'
+import { Errors, isHttpError } from '../errors.js'
 
 /**
  * The one error handler: every error body is `{statusCode, error, message}`, and a 5xx body never
@@ -14,9 +14,8 @@ export default fp(async (fastify) => {
     const error = STATUS_CODES[statusCode] ?? (statusCode === 499 ? 'Client Closed Request' : 'Error')
     if (statusCode >= 500) {
       request.log.error({ err }, 'request failed')
-      // Only the service's own error codes (REAKTOR_*) carry messages written to be shown.
-      const own = typeof err.code === 'string' && err.code.startsWith('REAKTOR_')
-      void reply.code(statusCode).send({ statusCode, error, message: own ? err.message : error })
+      // Only the catalogue's HTTP errors carry messages written to be shown.
+      void reply.code(statusCode).send({ statusCode, error, message: isHttpError(err) ? err.message : error })
       return
     }
     if (statusCode === 401) void reply.header('cache-control', 'no-store')

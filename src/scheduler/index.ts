@@ -1,6 +1,6 @@
 export { Scheduler, UnknownReaktorError, LegacyNodeRunning, type SchedulerOptions, type OwnershipShare } from './scheduler.js'
 export { effectiveIntervalMs } from './options.js'
-export { REAKTOR_LOCK_NAMESPACE, CLUSTER_LOCK_NAMESPACE, PARTITION_LOCK_NAMESPACE, LockRefused } from './lock-connection.js'
+export { REAKTOR_LOCK_NAMESPACE, CLUSTER_LOCK_NAMESPACE, PARTITION_LOCK_NAMESPACE, LockRefused, LockConnectionLost } from './lock-connection.js'
 export { partitionOf, DEFAULT_PARTITIONS, MAX_PARTITIONS } from './partitions.js'
 export { NOTIFY_CHANNEL, readStatusRows, type PollingState } from './store.js'
 export { PARTITION_CHANNEL, PartitionCountMismatch } from './partition-store.js'

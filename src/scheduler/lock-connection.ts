@@ -7,6 +7,7 @@ import { CLUSTER_LOCK_NAMESPACE, MEMBERSHIP_KEY, PARTITION_LOCK_NAMESPACE, PARTI
 export { CLUSTER_LOCK_NAMESPACE, PARTITION_LOCK_NAMESPACE, REAKTOR_LOCK_NAMESPACE } from './keys.js'
 
 export class LockConnectionLost extends Error {
+  readonly code = 'REAKTOR_LOCK_CONNECTION_LOST'
   constructor (cause?: unknown) {
     super('the scheduler lock connection is gone', { cause })
     this.name = 'LockConnectionLost'
@@ -19,6 +20,7 @@ export class LockConnectionLost extends Error {
  * connection itself is fine and keeps every lock it held.
  */
 export class LockRefused extends Error {
+  readonly code = 'REAKTOR_LOCK_REFUSED'
   constructor (cause: unknown) {
     super(`PostgreSQL refused an advisory lock: ${(cause as Error)?.message ?? String(cause)}`, { cause })
     this.name = 'LockRefused'

@@ -89,6 +89,7 @@ export class UnknownReaktorError extends Error {
 
 /** A node of the previous version (one lock per reaktor) shares the database: never run side by side. */
 export class LegacyNodeRunning extends Error {
+  readonly code = 'REAKTOR_LEGACY_NODE'
   constructor (pids: readonly number[]) {
     super(`a node of an earlier reaktor-service version (one advisory lock per reaktor) is running on this database (lock session pid ${pids.join(', ')}); ` +
       'the two versions must not run reaktors side by side: stop every node of the earlier version, then start this one')

@@ -24,6 +24,7 @@ export const partitionLocks = sql`
 `
 
 export class PartitionCountMismatch extends Error {
+  readonly code = 'REAKTOR_PARTITIONS_MISMATCH'
   constructor (readonly configured: number, readonly stored: number) {
     super(`PARTITIONS=${configured} does not match this cluster: its database was first started with ${stored} partitions, ` +
       `and the count cannot change afterwards (every node must map each reaktor to the same partition). Unset PARTITIONS or set it to ${stored}.`)

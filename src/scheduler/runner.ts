@@ -7,6 +7,7 @@ import type { RunRecord } from './store.js'
 
 
 export class RunTimeoutError extends Error {
+  readonly code = 'REAKTOR_RUN_TIMEOUT'
   constructor (timeoutMs: number) {
     super(`run timed out after ${timeoutMs} ms`)
     this.name = 'RunTimeoutError'
@@ -14,6 +15,7 @@ export class RunTimeoutError extends Error {
 }
 
 export class RunStoppedError extends Error {
+  readonly code = 'REAKTOR_RUN_STOPPED'
   constructor (reason: string) {
     super(`run aborted: ${reason}`)
     this.name = 'RunStoppedError'

@@ -32,6 +32,7 @@ export function branch<I, T, E> (predicate: Aktor<I, boolean>, whenTrue: Aktor<I
 
 /** Thrown by `setting(name)` when the app has no such setting. */
 export class MissingSettingError extends Error {
+  readonly code = 'REAKTOR_MISSING_SETTING'
   constructor (public readonly setting: string, reaktorId: string) {
     super(`setting "${setting}" is not defined for reaktor "${reaktorId}"; declare it with a default in the app's package.json "reaktor.settings"`)
     this.name = 'MissingSettingError'

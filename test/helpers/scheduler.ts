@@ -1,0 +1,162 @@
+import { Kysely, PostgresDialect, sql, type LogEvent } from 'kysely'
+import pg from 'pg'
+import { buildRegistry } from '../../src/apps/registry.js'
+import type { LoadedApp, RegisteredPollingReaktor } from '../../src/apps/types.js'
+import type { Database } from '../../src/db/schema.js'
+import { survivesLostConnections } from '../../src/db/index.js'
+import { Scheduler, PARTITION_LOCK_NAMESPACE, type SchedulerLogger, type SchedulerOptions } from '../../src/scheduler/index.js'
+import type { AktorContext, PollingReaktorRegistration } from '../../src/sdk/types.js'
+import type { TestContext } from './app.js'
+
+/** A logger that records warnings and errors (tests assert on them) and prints nothing. */
+export function memoryLogger (lines: Array<{ level: string, obj: unknown, msg?: string }> = []): SchedulerLogger & { lines: typeof lines } {
+  const make = (bindings: Record<string, unknown>): SchedulerLogger & { lines: typeof lines } => ({
+    lines,
+    debug: () => {},
+    info: () => {},
+    warn: (obj, msg) => { lines.push({ level: 'warn', obj: { ...bindings, ...(obj as object) }, msg }) },
+    error: (obj, msg) => { lines.push({ level: 'error', obj: { ...bindings, ...(obj as object) }, msg }) },
+    child: (more) => make({ ...bindings, ...more })
+  })
+  return make({})
+}
+
+/** The registrations as the service indexes them, for a test app with these settings. */
+export function registry (registrations: PollingReaktorRegistration[], settings: Record<string, unknown> = {}): Map<string, RegisteredPollingReaktor> {
+  const app: LoadedApp = { name: 'test-app', version: '1.0.0', dir: undefined, publicDir: undefined, settings, pollingReaktors: registrations, reaktors: [] }
+  return buildRegistry([app], { warn: () => {} }).pollingReaktors
+}
+
+export interface RunTrace {
+  n: number
+  runId: string
+  start: number
+  end?: number
+  context: AktorContext
+  aborted?: unknown
+}
+
+/**
+ * A polling reaktor that records every run (start, end, context, abort reason) and how many runs
+ * were in flight at once. `behaviour(n, context)` decides what run n (1-based) does.
+ */
+export function probe (
+  reaktorDefinitionId: string,
+  behaviour: (n: number, context: AktorContext) => unknown,
+  extra: Partial<PollingReaktorRegistration> = {}
+): { registration: PollingReaktorRegistration, runs: RunTrace[], factoryCalls: () => number, maxActive: () => number } {
+  const runs: RunTrace[] = []
+  let active = 0
+  let maxActive = 0
+  let factoryCalls = 0
+  const registration: PollingReaktorRegistration = {
+    reaktorDefinitionId,
+    interval: '1s',
+    ...extra,
+    createReaktor: () => {
+      factoryCalls++
+      return async (_input, context) => {
+        const trace: RunTrace = { n: runs.length + 1, runId: context.runId, start: Date.now(), context }
+        runs.push(trace)
+        context.signal.addEventListener('abort', () => { trace.aborted = context.signal.reason })
+        active++
+        maxActive = Math.max(maxActive, active)
+        try {
+          return await behaviour(trace.n, context) as boolean
+        } finally {
+          active--
+          trace.end = Date.now()
+        }
+      }
+    }
+  }
+  return { registration, runs, factoryCalls: () => factoryCalls, maxActive: () => maxActive }
+}
+
+/** Resolves after `ms`, or as soon as the signal aborts (what a well-behaved aktor does). */
+export async function work (ms: number, signal?: AbortSignal): Promise<void> {
+  await new Promise<void>((resolve) => {
+    const timer = setTimeout(resolve, ms)
+    signal?.addEventListener('abort', () => { clearTimeout(timer); resolve() }, { once: true })
+  })
+}
+
+/** Never resolves on its own: settles only when the run's signal aborts. */
+export async function untilAborted (signal: AbortSignal): Promise<boolean> {
+  return await new Promise<boolean>((resolve) => signal.addEventListener('abort', () => resolve(true), { once: true }))
+}
+
+/** A Kysely on its own pool, destroyed at teardown; `queries` records every statement. */
+export function database (t: TestContext, url: string): { db: Kysely<Database>, queries: LogEvent[], pool: pg.Pool } {
+  const queries: LogEvent[] = []
+  const pool = new pg.Pool({ connectionString: url, max: 5 })
+  survivesLostConnections(pool)
+  const db = new Kysely<Database>({ dialect: new PostgresDialect({ pool }), log: (event) => { queries.push(event) } })
+  t.teardown(async () => await db.destroy())
+  return { db, queries, pool }
+}
+
+export type TestSchedulerOptions = Omit<SchedulerOptions, 'db' | 'databaseUrl' | 'log' | 'nodeId'> & {
+  nodeId?: string
+  log?: SchedulerLogger
+}
+
+/** A scheduler with fast test knobs, stopped at teardown (before the database is dropped). */
+export function scheduler (t: TestContext, db: Kysely<Database>, databaseUrl: string, opts: TestSchedulerOptions): Scheduler {
+  const s = new Scheduler({
+    db,
+    databaseUrl,
+    nodeId: 'node-a',
+    log: memoryLogger(),
+    minIntervalMs: 50,
+    reconcileIntervalMs: 200,
+    flushIntervalMs: 50,
+    shutdownGraceMs: 2000,
+    reconnectMinMs: 50,
+    ...opts
+  })
+  t.teardown(async () => await s.stop())
+  return s
+}
+
+export interface AdvisoryLockRow { pid: number, granted: boolean }
+
+/**
+ * The ownership lock of a reaktor id as pg_locks shows it: the lock of its partition (two-int
+ * form: classid, objid, objsubid 2), the partition as stored in its row.
+ */
+export async function reaktorLocks (db: Kysely<Database>, reaktorId: string): Promise<AdvisoryLockRow[]> {
+  const { rows } = await sql<AdvisoryLockRow>`
+    select pid, granted from pg_locks
+    where locktype = 'advisory' and database = (select oid from pg_database where datname = current_database())
+      and classid = ${PARTITION_LOCK_NAMESPACE}::bigint::oid
+      and objid = (select partition from polling_reaktors where reaktor_id = ${reaktorId})::bigint::oid
+      and objsubid = 2
+  `.execute(db)
+  return rows
+}
+
+/** Every partition lock in this database: partition → holding pids. */
+export async function partitionLocks (db: Kysely<Database>): Promise<Map<number, number[]>> {
+  const { rows } = await sql<{ partition: number, pid: number }>`
+    select objid::bigint::int as partition, pid from pg_locks
+    where locktype = 'advisory' and database = (select oid from pg_database where datname = current_database())
+      and classid = ${PARTITION_LOCK_NAMESPACE}::bigint::oid and objsubid = 2 and granted
+  `.execute(db)
+  const held = new Map<number, number[]>()
+  for (const r of rows) held.set(r.partition, [...(held.get(r.partition) ?? []), r.pid])
+  return held
+}
+
+export async function row (db: Kysely<Database>, reaktorId: string): Promise<Record<string, any> | undefined> {
+  return await db.selectFrom('polling_reaktors').selectAll().where('reaktor_id', '=', reaktorId).executeTakeFirst()
+}
+
+/**
+ * The stored lastRun is the scheduler's clock read right before it calls the aktor; a probe reads
+ * its own a few microseconds later, so the two may straddle a millisecond boundary. Runs of one
+ * reaktor are at least an interval apart, so one millisecond cannot mistake one run for another.
+ */
+export function sameRunStart (storedMs: number, probeStartMs: number): boolean {
+  return probeStartMs - storedMs >= 0 && probeStartMs - storedMs <= 1
+}

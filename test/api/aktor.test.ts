@@ -2,8 +2,9 @@ import http from 'node:http'
 import t from 'tap'
 import type { FastifyInstance } from 'fastify'
 import type { AktorContext, ReaktorRegistration } from '../../src/sdk/types.js'
-import { build, waitFor } from '../helpers/app.js'
-import { sessionToken } from '../helpers/app-ui.js'
+import { build } from '../helpers/app.js'
+import { sessionToken, tokenHeader } from '../helpers/auth.js'
+import { waitFor, type TestContext } from '../helpers/context.js'
 
 interface Probe { contexts: AktorContext[], params: unknown[], aborted: string[] }
 
@@ -76,12 +77,11 @@ function reaktors (probe: Probe): ReaktorRegistration[] {
   ]
 }
 
-async function setup (t: Tap, env: Record<string, string> = {}): Promise<{ app: FastifyInstance, token: string, probe: Probe }> {
+async function setup (t: TestContext, env: Record<string, string> = {}): Promise<{ app: FastifyInstance, token: string, probe: Probe }> {
   const probe: Probe = { contexts: [], params: [], aborted: [] }
   const app = await build(t, { apps: [{ name: 'aktors', version: '1.0.0', settings: { greeting: 'hi' }, reaktors: reaktors(probe) }], env })
   return { app, token: await sessionToken(app), probe }
 }
-type Tap = Parameters<typeof build>[0]
 
 type Response = Awaited<ReturnType<FastifyInstance['inject']>>
 
@@ -90,7 +90,7 @@ async function callRaw (app: FastifyInstance, name: string, token: string | unde
   return await app.inject({
     method: 'POST',
     url: `/api/v1/aktor/${name}`,
-    headers: { ...(token === undefined ? {} : { 'x-service-token': token }), ...(body === undefined ? {} : { 'content-type': 'application/json' }), ...headers },
+    headers: { ...tokenHeader(token), ...(body === undefined ? {} : { 'content-type': 'application/json' }), ...headers },
     ...(body === undefined ? {} : { payload: body })
   })
 }
@@ -229,7 +229,7 @@ t.test('the client going away aborts the aktor\'s signal', async (t) => {
   const { app, token, probe } = await setup(t)
   const origin = await app.listen({ port: 0, host: '127.0.0.1' })
   const { port } = new URL(origin)
-  const req = http.request({ host: '127.0.0.1', port, path: '/api/v1/aktor/waits-for-client', method: 'POST', headers: { 'x-service-token': token, 'content-type': 'application/json' } })
+  const req = http.request({ host: '127.0.0.1', port, path: '/api/v1/aktor/waits-for-client', method: 'POST', headers: { ...tokenHeader(token), 'content-type': 'application/json' } })
   req.on('error', () => {})
   req.end('{}')
   await waitFor(() => probe.contexts.length === 1, { what: 'the aktor to start' })
@@ -239,9 +239,9 @@ t.test('the client going away aborts the aktor\'s signal', async (t) => {
   t.equal(probe.contexts[0].signal.aborted, true)
 
   // Over a real socket too, a failure is a 500 (not mistaken for a client that left).
-  const crash = await fetch(`${origin}/api/v1/aktor/crash`, { method: 'POST', headers: { 'x-service-token': token, 'content-type': 'application/json' }, body: '{}' })
+  const crash = await fetch(`${origin}/api/v1/aktor/crash`, { method: 'POST', headers: { ...tokenHeader(token), 'content-type': 'application/json' }, body: '{}' })
   t.equal(crash.status, 500)
-  const ok = await fetch(`${origin}/api/v1/aktor/echo`, { method: 'POST', headers: { 'x-service-token': token, 'content-type': 'application/json' }, body: '{"x":1}' })
+  const ok = await fetch(`${origin}/api/v1/aktor/echo`, { method: 'POST', headers: { ...tokenHeader(token), 'content-type': 'application/json' }, body: '{"x":1}' })
   t.same(await ok.json(), { input: { x: 1 }, greeting: 'hi' })
   t.equal(await healthy(app, token), 200, 'the service still answers afterwards')
 })

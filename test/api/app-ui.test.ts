@@ -5,9 +5,11 @@ import zlib from 'node:zlib'
 import t from 'tap'
 import type { FastifyInstance } from 'fastify'
 import { HELPER_SCRIPT, HELPER_SCRIPT_HASH } from '../../src/app-ui/helper-script.js'
-import { build, type TestContext } from '../helpers/app.js'
+import { build } from '../helpers/app.js'
+import type { TestContext } from '../helpers/context.js'
 import { SESSION_COOKIE } from '../../src/auth/types.js'
-import { browse, rawRequest, sessionToken, writeApp, type Files } from '../helpers/app-ui.js'
+import { browse, rawRequest, writeApp, type Files } from '../helpers/app-ui.js'
+import { sessionToken } from '../helpers/auth.js'
 
 const INDEX = '<!DOCTYPE html>\n<html><head><title>Demo</title><script src="app.js"></script></head><body><h1>Demo</h1></body></html>\n'
 const APP_JS = `document.title = 'ready';\n${'// a comment that makes the file worth compressing\n'.repeat(40)}`

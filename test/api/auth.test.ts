@@ -1,22 +1,16 @@
 import { createHash } from 'node:crypto'
 import fs from 'node:fs/promises'
 import path from 'node:path'
-import { Writable } from 'node:stream'
 import pino from 'pino'
 import t from 'tap'
 import { buildApp, loggerOptions } from '../../src/app.js'
 import { hashPassword, verifyPassword } from '../../src/auth/password.js'
 import { SESSION_COOKIE } from '../../src/auth/types.js'
-import { ADMIN, ADMIN_ENV, apiLogin, buildWithProbe, formLogin, loginToken, sessionCookie, whoami } from '../helpers/auth.js'
-import { createTestDatabase, tempDir, testConfig, waitFor } from '../helpers/app.js'
-
-async function logout (app: Awaited<ReturnType<typeof buildWithProbe>>, token?: string, headers: Record<string, string> = {}) {
-  return await app.inject({
-    method: 'POST',
-    url: '/api/v1/auth/logout',
-    headers: { ...(token === undefined ? {} : { 'x-service-token': token }), ...headers }
-  })
-}
+import { build, testConfig } from '../helpers/app.js'
+import { ADMIN, ADMIN_ENV, apiLogin, formLogin, loginToken, logout, sessionCookie, whoami } from '../helpers/auth.js'
+import { tempDir, waitFor } from '../helpers/context.js'
+import { createTestDatabase } from '../helpers/database.js'
+import { logOutput } from '../helpers/log.js'
 
 t.test('passwords: scrypt with a per-user salt, parameters encoded, verified', async (t) => {
   const a = await hashPassword('s3cret password')
@@ -31,7 +25,7 @@ t.test('passwords: scrypt with a per-user salt, parameters encoded, verified', a
 })
 
 t.test('JSON login returns a token and its expiry; bad credentials are 401, the same for unknown users', async (t) => {
-  const app = await buildWithProbe(t, { env: { ...ADMIN_ENV, SESSION_TTL: '8h' } })
+  const app = await build(t, { whoami: true, env: { ...ADMIN_ENV, SESSION_TTL: '8h' } })
   const before = Date.now()
   const res = await apiLogin(app, ADMIN)
   t.equal(res.statusCode, 200)
@@ -57,7 +51,7 @@ t.test('JSON login returns a token and its expiry; bad credentials are 401, the 
 })
 
 t.test('a token authenticates API calls until logout, then 401', async (t) => {
-  const app = await buildWithProbe(t, { env: ADMIN_ENV })
+  const app = await build(t, { whoami: true, env: ADMIN_ENV })
   const token = await loginToken(app)
   const other = await loginToken(app)
   t.equal((await whoami(app, token)).statusCode, 200)
@@ -78,7 +72,7 @@ t.test('a token authenticates API calls until logout, then 401', async (t) => {
 })
 
 t.test('form login, then logout with the cookie token in X-Service-Token', async (t) => {
-  const app = await buildWithProbe(t, { env: ADMIN_ENV })
+  const app = await build(t, { whoami: true, env: ADMIN_ENV })
   const login = await formLogin(app, { ...ADMIN, redirect: '/app-ui/demo@1.0.0/' })
   t.equal(login.statusCode, 303)
   const token = sessionCookie(login)!.value
@@ -89,7 +83,7 @@ t.test('form login, then logout with the cookie token in X-Service-Token', async
 })
 
 t.test('missing, unknown, malformed and cookie-only credentials are 401 with the error body', async (t) => {
-  const app = await buildWithProbe(t, { env: ADMIN_ENV })
+  const app = await build(t, { whoami: true, env: ADMIN_ENV })
   const token = await loginToken(app)
   const attempts: Array<[string, Record<string, string>]> = [
     ['no header', {}],
@@ -112,7 +106,7 @@ t.test('missing, unknown, malformed and cookie-only credentials are 401 with the
 })
 
 t.test('a session expires after SESSION_TTL', async (t) => {
-  const app = await buildWithProbe(t, { env: { ...ADMIN_ENV, SESSION_TTL: '1s' } })
+  const app = await build(t, { whoami: true, env: { ...ADMIN_ENV, SESSION_TTL: '1s' } })
   const res = await apiLogin(app, ADMIN)
   const { token, expiresAt } = res.json()
   t.equal((await whoami(app, token)).statusCode, 200, 'valid right after login')
@@ -123,7 +117,7 @@ t.test('a session expires after SESSION_TTL', async (t) => {
 })
 
 t.test('the sessions table stores only the SHA-256 of the token', async (t) => {
-  const app = await buildWithProbe(t, { env: ADMIN_ENV })
+  const app = await build(t, { whoami: true, env: ADMIN_ENV })
   const token = await loginToken(app)
   const rows = await app.db.selectFrom('sessions').selectAll().execute()
   t.equal(rows.length, 1)
@@ -138,10 +132,10 @@ t.test('the sessions table stores only the SHA-256 of the token', async (t) => {
 
 t.test('sessions survive a restart', async (t) => {
   const databaseUrl = await createTestDatabase(t)
-  const first = await buildWithProbe(t, { env: ADMIN_ENV, databaseUrl })
+  const first = await build(t, { whoami: true, env: ADMIN_ENV, databaseUrl })
   const token = await loginToken(first)
   await first.close()
-  const second = await buildWithProbe(t, { env: ADMIN_ENV, databaseUrl })
+  const second = await build(t, { whoami: true, env: ADMIN_ENV, databaseUrl })
   const me = await whoami(second, token)
   t.equal(me.statusCode, 200)
   t.equal(me.json().username, ADMIN.username)
@@ -150,8 +144,8 @@ t.test('sessions survive a restart', async (t) => {
 t.test('first run without ADMIN_*: user admin with a random password, in a 0600 file, logged once', async (t) => {
   const databaseUrl = await createTestDatabase(t)
   const dataDir = await tempDir(t, 'reaktor-data-')
-  const lines: string[] = []
-  const logger = pino({ level: 'info' }, new Writable({ write (chunk, _enc, cb) { lines.push(String(chunk)); cb() } }))
+  const { stream, lines } = logOutput()
+  const logger = pino({ level: 'info' }, stream)
   const config = await testConfig(t, { DATA_DIR: dataDir })
   const app = await buildApp({ config, databaseUrl, logger })
   t.teardown(async () => await app.close())
@@ -183,7 +177,7 @@ t.test('first run without ADMIN_*: user admin with a random password, in a 0600 
 t.test('first run on several nodes at once creates exactly one admin', async (t) => {
   const databaseUrl = await createTestDatabase(t)
   const dirs = await Promise.all([0, 1, 2].map(async () => await tempDir(t, 'reaktor-data-')))
-  const apps = await Promise.all(dirs.map(async (dir) => await buildWithProbe(t, { env: { DATA_DIR: dir }, databaseUrl })))
+  const apps = await Promise.all(dirs.map(async (dir) => await build(t, { whoami: true, env: { DATA_DIR: dir }, databaseUrl })))
   const written = await Promise.all(dirs.map(async (dir) => await fs.readFile(path.join(dir, 'initial-admin-password'), 'utf8').catch(() => undefined)))
   const passwords = written.filter((p) => p !== undefined)
   t.equal(passwords.length, 1, 'one node wrote the password file')
@@ -193,29 +187,28 @@ t.test('first run on several nodes at once creates exactly one admin', async (t)
 
 t.test('ADMIN_USERNAME/ADMIN_PASSWORD create that user; an existing password is never changed', async (t) => {
   const databaseUrl = await createTestDatabase(t)
-  const first = await buildWithProbe(t, { env: ADMIN_ENV, databaseUrl })
+  const first = await build(t, { whoami: true, env: ADMIN_ENV, databaseUrl })
   t.same((await first.db.selectFrom('users').select('username').execute()).map((u) => u.username), [ADMIN.username], 'no random admin')
   await t.rejects(fs.access(path.join(first.config.dataDir, 'initial-admin-password')), 'no password file')
   t.equal((await apiLogin(first, ADMIN)).statusCode, 200)
   await first.close()
 
-  const second = await buildWithProbe(t, { env: { ADMIN_USERNAME: ADMIN.username, ADMIN_PASSWORD: 'a different password' }, databaseUrl })
+  const second = await build(t, { whoami: true, env: { ADMIN_USERNAME: ADMIN.username, ADMIN_PASSWORD: 'a different password' }, databaseUrl })
   t.equal((await apiLogin(second, ADMIN)).statusCode, 200, 'the original password still works')
   t.equal((await apiLogin(second, { username: ADMIN.username, password: 'a different password' })).statusCode, 401, 'the new one does not')
   await second.close()
 
   // Users exist, no ADMIN_*: nobody is created and no file is written.
-  const third = await buildWithProbe(t, { databaseUrl })
+  const third = await build(t, { whoami: true, databaseUrl })
   t.equal((await third.db.selectFrom('users').select('id').execute()).length, 1)
   await t.rejects(fs.access(path.join(third.config.dataDir, 'initial-admin-password')))
 })
 
 t.test('logs never contain passwords, tokens or cookies', async (t) => {
-  const lines: string[] = []
+  const { stream, lines } = logOutput()
   // The server's own logger options (src/server.ts uses loggerOptions), at the most verbose level.
   const config = await testConfig(t, ADMIN_ENV)
-  const logger = pino({ ...loggerOptions(config), level: 'trace' },
-    new Writable({ write (chunk, _enc, cb) { lines.push(String(chunk)); cb() } }))
+  const logger = pino({ ...loggerOptions(config), level: 'trace' }, stream)
   const app = await buildApp({ config, databaseUrl: await createTestDatabase(t), logger })
   t.teardown(async () => await app.close())
 
@@ -223,7 +216,7 @@ t.test('logs never contain passwords, tokens or cookies', async (t) => {
   const cookieToken = sessionCookie(form)!.value
   const token = await loginToken(app)
   await apiLogin(app, { username: ADMIN.username, password: 'wrong-password-1234' })
-  await app.inject({ method: 'POST', url: '/api/v1/auth/logout', headers: { 'x-service-token': token, cookie: `${SESSION_COOKIE}=${cookieToken}` } })
+  await logout(app, token, { cookie: `${SESSION_COOKIE}=${cookieToken}` })
   // What a careless log call would write: redaction must catch it.
   app.log.info({
     req: { headers: { 'x-service-token': token, cookie: `${SESSION_COOKIE}=${cookieToken}`, authorization: `Bearer ${token}` } },

@@ -3,12 +3,15 @@ import path from 'node:path'
 import t from 'tap'
 import { buildCsp, loadAllowedOrigins, parseAllowedOrigins, toOrigin, EXTERNAL_RESOURCES_FILE } from '../../src/app-ui/csp.js'
 import { HELPER_SCRIPT_HASH } from '../../src/app-ui/helper-script.js'
-import { build, tempDir } from '../helpers/app.js'
-import { browse, sessionToken, writeApp } from '../helpers/app-ui.js'
+import { build } from '../helpers/app.js'
+import { tempDir } from '../helpers/context.js'
+import { browse, writeApp } from '../helpers/app-ui.js'
+import { sessionToken } from '../helpers/auth.js'
+import { memoryLogger, type MemoryLogger } from '../helpers/log.js'
 
-function recorder (): { log: { warn: (obj: object, msg: string) => void }, warnings: string[] } {
-  const warnings: string[] = []
-  return { log: { warn: (_obj, msg) => { warnings.push(msg) } }, warnings }
+/** The messages of the lines a recorder got (all warnings: the CSP code logs nothing else). */
+function warnings (log: MemoryLogger): string[] {
+  return log.lines.map((l) => l.msg ?? '')
 }
 
 t.test('entries are reduced to their origin', async (t) => {
@@ -38,21 +41,21 @@ t.test('anything that could widen the policy is refused', async (t) => {
 })
 
 t.test('parseAllowedOrigins keeps the good entries, warns about each bad one naming the app', async (t) => {
-  const { log, warnings } = recorder()
+  const log = memoryLogger()
   const origins = parseAllowedOrigins({ allowedOrigins: ['https://a.example/x.js', '*', 'https://a.example', "'unsafe-eval'", 'http://b.example:81'] }, 'demo@1.0.0', log)
   t.same(origins, ['https://a.example', 'http://b.example:81'], 'deduplicated, in order')
-  t.equal(warnings.length, 2)
-  for (const w of warnings) t.match(w, /demo@1\.0\.0/)
+  t.equal(warnings(log).length, 2)
+  for (const w of warnings(log)) t.match(w, /demo@1\.0\.0/)
 
   for (const bad of [null, [], 'x', 42, {}, { allowedOrigins: 'https://a.example' }, { allowedOrigins: [1, 'https://a.example'] }, { allowedOrigins: { 0: 'https://a.example' } }]) {
-    const r = recorder()
-    t.same(parseAllowedOrigins(bad, 'demo@1.0.0', r.log), [], `${JSON.stringify(bad)} → same-origin only`)
-    t.equal(r.warnings.length, 1)
-    t.match(r.warnings[0], /demo@1\.0\.0.*same-origin/)
+    const r = memoryLogger()
+    t.same(parseAllowedOrigins(bad, 'demo@1.0.0', r), [], `${JSON.stringify(bad)} → same-origin only`)
+    t.equal(warnings(r).length, 1)
+    t.match(warnings(r)[0], /demo@1\.0\.0.*same-origin/)
   }
-  const empty = recorder()
-  t.same(parseAllowedOrigins({ allowedOrigins: [] }, 'demo@1.0.0', empty.log), [])
-  t.equal(empty.warnings.length, 0, 'an empty list is a valid choice')
+  const empty = memoryLogger()
+  t.same(parseAllowedOrigins({ allowedOrigins: [] }, 'demo@1.0.0', empty), [])
+  t.equal(warnings(empty).length, 0, 'an empty list is a valid choice')
 })
 
 t.test('the policy text', async (t) => {
@@ -75,32 +78,32 @@ t.test('the config file: absent, malformed, unreadable or linked outside → sam
   const outside = await tempDir(t)
   const file = path.join(dir, EXTERNAL_RESOURCES_FILE)
 
-  let r = recorder()
-  t.same(await loadAllowedOrigins(dir, 'app@1', r.log), [])
-  t.match(r.warnings, [/app@1: no \.service-external-resources\.json/], 'absent')
+  let r = memoryLogger()
+  t.same(await loadAllowedOrigins(dir, 'app@1', r), [])
+  t.match(warnings(r), [/app@1: no \.service-external-resources\.json/], 'absent')
 
   await fs.writeFile(file, '{ "allowedOrigins": [')
-  r = recorder()
-  t.same(await loadAllowedOrigins(dir, 'app@1', r.log), [])
-  t.match(r.warnings, [/app@1.*not valid JSON/], 'malformed')
+  r = memoryLogger()
+  t.same(await loadAllowedOrigins(dir, 'app@1', r), [])
+  t.match(warnings(r), [/app@1.*not valid JSON/], 'malformed')
 
   await fs.writeFile(file, JSON.stringify({ allowedOrigins: ['https://ok.example/lib.js'] }))
-  r = recorder()
-  t.same(await loadAllowedOrigins(dir, 'app@1', r.log), ['https://ok.example'])
-  t.same(r.warnings, [])
+  r = memoryLogger()
+  t.same(await loadAllowedOrigins(dir, 'app@1', r), ['https://ok.example'])
+  t.same(warnings(r), [])
 
   await fs.rm(file)
   await fs.writeFile(path.join(outside, 'x.json'), JSON.stringify({ allowedOrigins: ['https://evil.example'] }))
   await fs.symlink(path.join(outside, 'x.json'), file)
-  r = recorder()
-  t.same(await loadAllowedOrigins(dir, 'app@1', r.log), [], 'a link out of public/ is not followed')
-  t.match(r.warnings, [/app@1: unreadable/])
+  r = memoryLogger()
+  t.same(await loadAllowedOrigins(dir, 'app@1', r), [], 'a link out of public/ is not followed')
+  t.match(warnings(r), [/app@1: unreadable/])
 
   await fs.rm(file)
   await fs.mkdir(file)
-  r = recorder()
-  t.same(await loadAllowedOrigins(dir, 'app@1', r.log), [], 'a folder instead of a file')
-  t.equal(r.warnings.length, 1)
+  r = memoryLogger()
+  t.same(await loadAllowedOrigins(dir, 'app@1', r), [], 'a folder instead of a file')
+  t.equal(warnings(r).length, 1)
 })
 
 t.test('the served header follows each app\'s file, and the file itself is never served', async (t) => {

@@ -3,17 +3,14 @@
  * log in, fill the queue through the aktor endpoint, start the drain reaktor, watch it drain.
  */
 import t from 'tap'
-import { ADMIN_ENV, loginToken } from '../helpers/auth.js'
-import { build, waitFor } from '../helpers/app.js'
+import { ADMIN_ENV, loggedIn } from '../helpers/auth.js'
+import { build } from '../helpers/app.js'
+import { waitFor } from '../helpers/context.js'
 import { EXAMPLE_APPS_DIR } from '../helpers/paths.js'
 
 t.test('drain-demo: enqueue over the aktor endpoint, start, drain, stop', async (t) => {
   const app = await build(t, { env: { REAKTOR_APPS_DIR: EXAMPLE_APPS_DIR, REAKTOR_SETTING_DRAIN_DEMO_WORKMS: '0', ...ADMIN_ENV } })
-  const token = await loginToken(app)
-  const call = async (method: 'GET' | 'POST', url: string, payload?: unknown): Promise<{ statusCode: number, body: any }> => {
-    const res = await app.inject({ method, url, headers: { 'x-service-token': token }, payload: payload as object | undefined })
-    return { statusCode: res.statusCode, body: res.json() }
-  }
+  const call = await loggedIn(app)
 
   const listed = await call('GET', '/api/v1/polling')
   t.match(listed.body.pollingReaktors.map((r: { reaktorDefinitionId: string }) => r.reaktorDefinitionId), ['drain-demo', 'heartbeat'])
@@ -52,10 +49,9 @@ t.test('drain-demo: enqueue over the aktor endpoint, start, drain, stop', async 
 
 t.test('heartbeat starts by itself and runs', async (t) => {
   const app = await build(t, { env: { REAKTOR_APPS_DIR: EXAMPLE_APPS_DIR, ...ADMIN_ENV } })
-  const token = await loginToken(app)
+  const call = await loggedIn(app)
   const status = await waitFor(async () => {
-    const res = await app.inject({ method: 'GET', url: '/api/v1/polling/heartbeat/status', headers: { 'x-service-token': token } })
-    const body = res.json()
+    const { body } = await call('GET', '/api/v1/polling/heartbeat/status')
     return body.lastRun !== null && body
   }, { what: 'the first heartbeat' })
   t.match(status, { state: 'running', interval: '30s', autoStart: true, lastError: null, consecutiveFailures: 0 })

@@ -6,19 +6,10 @@ import { loadAppsFromDir } from '../../src/apps/loader.js'
 import { buildRegistry, RegistrationError } from '../../src/apps/registry.js'
 import { settingEnvName } from '../../src/apps/settings.js'
 import { MissingSettingError, type AktorContext, type AktorLogger } from '../../src/sdk/index.js'
-import { build, tempDir } from '../helpers/app.js'
+import { build } from '../helpers/app.js'
+import { tempDir } from '../helpers/context.js'
+import { memoryLogger, silentLogger } from '../helpers/log.js'
 import { EXAMPLE_APPS_DIR } from '../helpers/paths.js'
-
-interface LogLine { level: string, obj: object, msg: string }
-
-function recordingLog (): { info: (obj: object, msg: string) => void, warn: (obj: object, msg: string) => void, lines: LogLine[] } {
-  const lines: LogLine[] = []
-  return {
-    lines,
-    info: (obj, msg) => { lines.push({ level: 'info', obj, msg }) },
-    warn: (obj, msg) => { lines.push({ level: 'warn', obj, msg }) }
-  }
-}
 
 /** Writes an app folder: package.json (an object, or raw text) plus files. */
 async function writeApp (root: string, folder: string, pkg: object | string | undefined, files: Record<string, string> = {}): Promise<string> {
@@ -36,19 +27,18 @@ const ESM = { type: 'module' }
 const POLLING = `export const pollingReaktors = [{ reaktorDefinitionId: 'poll', interval: '5s', createReaktor: () => async () => false }]`
 
 function contextFor (settings: Readonly<Record<string, unknown>>, log?: Partial<AktorLogger>): AktorContext {
-  const quiet = { info: () => {}, warn: () => {}, error: () => {}, debug: () => {} }
-  return { signal: new AbortController().signal, log: { ...quiet, ...log }, settings, reaktorId: 'test', runId: 'run' }
+  return { signal: new AbortController().signal, log: { ...silentLogger, ...log }, settings, reaktorId: 'test', runId: 'run' }
 }
 
 async function loadError (t: Test, root: string, env: Record<string, string> = {}): Promise<string> {
-  const err = await loadAppsFromDir(root, env, recordingLog()).then(() => undefined, (e: unknown) => e)
+  const err = await loadAppsFromDir(root, env, memoryLogger()).then(() => undefined, (e: unknown) => e)
   t.type(err, RegistrationError, 'a RegistrationError')
   return (err as Error)?.message ?? ''
 }
 
 t.test('a missing REAKTOR_APPS_DIR means no apps, with an info line', async (t) => {
   const root = await tempDir(t)
-  const log = recordingLog()
+  const log = memoryLogger()
   t.same(await loadAppsFromDir(path.join(root, 'nope'), {}, log), [])
   t.match(log.lines, [{ level: 'info', msg: /does not exist/ }])
 })
@@ -67,7 +57,7 @@ t.test('every folder is an app; files, dot-folders, node_modules and dangling li
   await writeApp(root, 'node_modules', undefined, { 'x.js': '' })
   await fs.writeFile(path.join(root, 'README.md'), '# not an app')
   await fs.symlink(path.join(root, 'gone'), path.join(root, 'z-dangling-link'))
-  const apps = await loadAppsFromDir(root, {}, recordingLog())
+  const apps = await loadAppsFromDir(root, {}, memoryLogger())
   t.same(apps.map((a) => `${a.name}@${a.version}`), ['a-app@2.0.0', 'b-app@1.0.0'], 'in folder name order')
   t.equal(apps[0].dir, path.join(root, 'a-app'))
   t.equal(apps[0].pollingReaktors[0].reaktorDefinitionId, 'poll-a')
@@ -78,7 +68,7 @@ t.test('an app folder reached through a symlink is loaded', async (t) => {
   const elsewhere = await tempDir(t)
   await writeApp(elsewhere, 'linked', { name: 'linked', version: '1.0.0', ...ESM }, { 'index.js': POLLING })
   await fs.symlink(path.join(elsewhere, 'linked'), path.join(root, 'linked'))
-  const apps = await loadAppsFromDir(root, {}, recordingLog())
+  const apps = await loadAppsFromDir(root, {}, memoryLogger())
   t.same(apps.map((a) => a.name), ['linked'])
 })
 
@@ -91,7 +81,7 @@ t.test('named exports, a default export, and neither', async (t) => {
     'index.js': `export default { reaktors: [{ reaktorDefinitionId: 'default-aktor', createReaktor: () => () => 'hi' }] }`
   })
   await writeApp(root, 'ui-only', { name: 'ui-only', version: '1.0.0', ...ESM }, { 'index.js': 'export const unrelated = 1', 'public/index.html': '<p>hi</p>' })
-  const apps = await loadAppsFromDir(root, {}, recordingLog())
+  const apps = await loadAppsFromDir(root, {}, memoryLogger())
   const byName = Object.fromEntries(apps.map((a) => [a.name, a]))
   t.same(byName.named.pollingReaktors.map((r) => r.reaktorDefinitionId), ['poll'])
   t.same(byName.named.reaktors.map((r) => r.reaktorDefinitionId), ['named-aktor'])
@@ -106,7 +96,7 @@ t.test('named exports, a default export, and neither', async (t) => {
 t.test('main names the entry module; index.js is the default', async (t) => {
   const root = await tempDir(t)
   await writeApp(root, 'custom-main', { name: 'custom-main', version: '1.0.0', main: 'lib/entry.mjs' }, { 'lib/entry.mjs': POLLING })
-  const [app] = await loadAppsFromDir(root, {}, recordingLog())
+  const [app] = await loadAppsFromDir(root, {}, memoryLogger())
   t.equal(app.pollingReaktors[0].reaktorDefinitionId, 'poll')
 })
 
@@ -115,11 +105,11 @@ t.test('scoped package names are loaded and keep their scope', async (t) => {
   await writeApp(root, 'widgets', { name: '@acme/widgets', version: '0.1.0', ...ESM, reaktor: { settings: { color: 'blue' } } }, { 'index.js': POLLING })
   const env = { [settingEnvName('@acme/widgets', 'color')]: 'green' }
   t.equal(settingEnvName('@acme/widgets', 'color'), 'REAKTOR_SETTING_ACME_WIDGETS_COLOR')
-  const [app] = await loadAppsFromDir(root, env, recordingLog())
+  const [app] = await loadAppsFromDir(root, env, memoryLogger())
   t.equal(app.name, '@acme/widgets')
   t.equal(app.version, '0.1.0')
   t.equal(app.settings.color, 'green')
-  const registry = buildRegistry([app], recordingLog())
+  const registry = buildRegistry([app], memoryLogger())
   t.equal(registry.findApp('@acme/widgets', '0.1.0'), app)
 })
 
@@ -135,7 +125,7 @@ t.test('settings: package.json defaults, overridden by environment variables', a
   const defaults = { message: 'hello', limit: 10, enabled: false, tags: ['a'], nested: { x: 1 }, anything: null, untouched: 'same' }
   await writeApp(root, 'settings-app', { name: 'settings-app', version: '1.0.0', ...ESM, reaktor: { settings: defaults } }, { 'index.js': POLLING })
 
-  const [plain] = await loadAppsFromDir(root, {}, recordingLog())
+  const [plain] = await loadAppsFromDir(root, {}, memoryLogger())
   t.same(plain.settings, defaults, 'defaults without environment')
   t.ok(Object.isFrozen(plain.settings))
 
@@ -149,7 +139,7 @@ t.test('settings: package.json defaults, overridden by environment variables', a
     REAKTOR_SETTING_SETTINGS_APP_UNTOUCHED: '',
     REAKTOR_SETTING_SETTINGS_APP_UNDECLARED: 'ignored'
   }
-  const [app] = await loadAppsFromDir(root, env, recordingLog())
+  const [app] = await loadAppsFromDir(root, env, memoryLogger())
   t.same(app.settings, {
     message: '{"not": "parsed"}', // a string default takes the value as it is
     limit: 25,
@@ -161,7 +151,7 @@ t.test('settings: package.json defaults, overridden by environment variables', a
   })
   t.notOk('undeclared' in app.settings, 'only declared settings can be set')
 
-  const [json] = await loadAppsFromDir(root, { REAKTOR_SETTING_SETTINGS_APP_ANYTHING: '{"a":1}' }, recordingLog())
+  const [json] = await loadAppsFromDir(root, { REAKTOR_SETTING_SETTINGS_APP_ANYTHING: '{"a":1}' }, memoryLogger())
   t.same(json.settings.anything, { a: 1 })
 })
 
@@ -225,8 +215,8 @@ t.test('registration problems name the app, the reaktor and the problem', async 
   const root = await tempDir(t)
   await app('first', POLLING)
   await app('second', POLLING)
-  const loaded = await loadAppsFromDir(root, {}, recordingLog())
-  t.throws(() => buildRegistry(loaded, recordingLog()), { message: 'reaktorDefinitionId "poll" is registered twice: by app first@1.0.0 and by app second@1.0.0' })
+  const loaded = await loadAppsFromDir(root, {}, memoryLogger())
+  t.throws(() => buildRegistry(loaded, memoryLogger()), { message: 'reaktorDefinitionId "poll" is registered twice: by app first@1.0.0 and by app second@1.0.0' })
 
   const cases: Array<[string, RegExp]> = [
     [`export const pollingReaktors = [{ reaktorDefinitionId: 'p', interval: '5 parsecs', createReaktor: () => () => false }]`,
@@ -250,8 +240,8 @@ t.test('registration problems name the app, the reaktor and the problem', async 
   for (const [body, expected] of cases) {
     const dir = await tempDir(t)
     await writeApp(dir, 'x', { name: 'x', version: '1.0.0', ...ESM }, { 'index.js': body })
-    const apps = await loadAppsFromDir(dir, {}, recordingLog())
-    t.throws(() => buildRegistry(apps, recordingLog()), expected)
+    const apps = await loadAppsFromDir(dir, {}, memoryLogger())
+    t.throws(() => buildRegistry(apps, memoryLogger()), expected)
   }
 })
 
@@ -260,8 +250,8 @@ t.test('an interval below 3s is accepted with a warning naming the app and reakt
   await writeApp(root, 'fast', { name: 'fast', version: '1.0.0', ...ESM }, {
     'index.js': `export const pollingReaktors = [{ reaktorDefinitionId: 'quick', interval: '500ms', createReaktor: () => () => false }]`
   })
-  const log = recordingLog()
-  const registry = buildRegistry(await loadAppsFromDir(root, {}, recordingLog()), log)
+  const log = memoryLogger()
+  const registry = buildRegistry(await loadAppsFromDir(root, {}, memoryLogger()), log)
   t.equal(registry.pollingReaktors.get('quick')?.intervalMs, 500, 'the configured interval is kept; the scheduler applies the minimum')
   t.match(log.lines, [{ level: 'warn', obj: { reaktorId: 'quick', app: 'fast@1.0.0' }, msg: /app fast@1\.0\.0: polling reaktor "quick": interval 500ms is below the 3s minimum/ }])
 })
@@ -281,7 +271,7 @@ t.test('apps import reaktor-service/sdk and get the service\'s own modules', asy
         { reaktorDefinitionId: 'root-export', createReaktor: () => () => loadConfig }
       ]`
   })
-  const [app] = await loadAppsFromDir(root, {}, recordingLog())
+  const [app] = await loadAppsFromDir(root, {}, memoryLogger())
   const ctx = contextFor(app.settings)
   t.equal(await app.pollingReaktors[0].createReaktor()(undefined, ctx), true, 'the combinators work, with the app settings')
   t.throws(() => app.reaktors[0].createReaktor({ settings: app.settings })(undefined, ctx), MissingSettingError,
@@ -349,7 +339,7 @@ t.test('settings overrides reach folder apps through the service configuration',
 })
 
 t.test('drain-demo drains: true while items remain, false when the queue is empty', async (t) => {
-  const [drain] = (await loadAppsFromDir(EXAMPLE_APPS_DIR, { REAKTOR_SETTING_DRAIN_DEMO_WORKMS: '0' }, recordingLog())).filter((a) => a.name === 'drain-demo')
+  const [drain] = (await loadAppsFromDir(EXAMPLE_APPS_DIR, { REAKTOR_SETTING_DRAIN_DEMO_WORKMS: '0' }, memoryLogger())).filter((a) => a.name === 'drain-demo')
   t.equal(drain.settings.workMs, 0)
   const ctx = contextFor(drain.settings)
   const aktor = (id: string): ((input: unknown) => Promise<unknown>) => {
@@ -373,7 +363,7 @@ t.test('drain-demo drains: true while items remain, false when the queue is empt
 })
 
 t.test('drain-demo: a stopped run leaves its item queued', async (t) => {
-  const [drain] = (await loadAppsFromDir(EXAMPLE_APPS_DIR, {}, recordingLog())).filter((a) => a.name === 'drain-demo')
+  const [drain] = (await loadAppsFromDir(EXAMPLE_APPS_DIR, {}, memoryLogger())).filter((a) => a.name === 'drain-demo')
   const controller = new AbortController()
   const ctx = { ...contextFor(drain.settings), signal: controller.signal }
   const queueState = drain.reaktors.find((r) => r.reaktorDefinitionId === 'drain-demo-queue')!.createReaktor({ settings: drain.settings })
@@ -386,11 +376,11 @@ t.test('drain-demo: a stopped run leaves its item queued', async (t) => {
 })
 
 t.test('heartbeat logs its message setting and never has more work', async (t) => {
-  const [heartbeat] = (await loadAppsFromDir(EXAMPLE_APPS_DIR, { REAKTOR_SETTING_HEARTBEAT_MESSAGE: 'ba-dum' }, recordingLog())).filter((a) => a.name === 'heartbeat')
-  const lines: Array<[unknown, string | undefined]> = []
-  const ctx = contextFor(heartbeat.settings, { info: (obj, msg) => { lines.push([obj, msg]) } })
+  const [heartbeat] = (await loadAppsFromDir(EXAMPLE_APPS_DIR, { REAKTOR_SETTING_HEARTBEAT_MESSAGE: 'ba-dum' }, memoryLogger())).filter((a) => a.name === 'heartbeat')
+  const log = memoryLogger()
+  const ctx = contextFor(heartbeat.settings, log)
   const run = heartbeat.pollingReaktors[0].createReaktor()
   t.equal(await run(undefined, ctx), false)
   t.equal(await run(undefined, ctx), false)
-  t.match(lines, [[{ beats: Number }, 'ba-dum'], [{ beats: Number }, 'ba-dum']])
+  t.match(log.lines, [{ level: 'info', obj: { beats: Number }, msg: 'ba-dum' }, { level: 'info', obj: { beats: Number }, msg: 'ba-dum' }])
 })

@@ -1,7 +1,7 @@
 import { createHash } from 'node:crypto'
 import t from 'tap'
 import { SESSION_COOKIE } from '../../src/auth/types.js'
-import { ADMIN, ADMIN_ENV, apiLogin, buildWithProbe, formLogin, sessionCookie, whoami } from '../helpers/auth.js'
+import { ADMIN, ADMIN_ENV, apiLogin, formLogin, sessionCookie, whoami } from '../helpers/auth.js'
 import { build } from '../helpers/app.js'
 
 t.test('GET /login serves a self-contained, accessible form under a strict CSP', async (t) => {
@@ -49,7 +49,7 @@ t.test('GET /login never reflects an unsafe redirect into the page', async (t) =
 })
 
 t.test('POST /login sets the session cookie and redirects (303) to the same-origin path', async (t) => {
-  const app = await buildWithProbe(t, { env: { ...ADMIN_ENV, SESSION_TTL: '2h' } })
+  const app = await build(t, { whoami: true, env: { ...ADMIN_ENV, SESSION_TTL: '2h' } })
   const res = await formLogin(app, { ...ADMIN, redirect: '/app-ui/@acme/widgets@0.1.0/?x=1' })
   t.equal(res.statusCode, 303)
   t.equal(res.headers.location, '/app-ui/@acme/widgets@0.1.0/?x=1')
@@ -110,16 +110,11 @@ t.test('wrong credentials: the form again, 401, no cookie, the same answer for u
 })
 
 t.test('every login issues a new session (no fixation)', async (t) => {
-  const app = await buildWithProbe(t, { env: ADMIN_ENV })
+  const app = await build(t, { whoami: true, env: ADMIN_ENV })
   const first = await formLogin(app, ADMIN)
   const firstToken = sessionCookie(first)!.value
   // A browser that already has a session cookie (perhaps planted) and logs in again.
-  const second = await app.inject({
-    method: 'POST',
-    url: '/login',
-    headers: { 'content-type': 'application/x-www-form-urlencoded', cookie: `${SESSION_COOKIE}=${firstToken}` },
-    payload: new URLSearchParams(ADMIN).toString()
-  })
+  const second = await formLogin(app, ADMIN, { cookie: `${SESSION_COOKIE}=${firstToken}` })
   t.equal(second.statusCode, 303)
   const secondToken = sessionCookie(second)!.value
   t.not(secondToken, firstToken)

@@ -1,6 +1,7 @@
 import t from 'tap'
-import { build, waitFor } from '../helpers/app.js'
-import { ADMIN_ENV, loginToken } from '../helpers/auth.js'
+import { build } from '../helpers/app.js'
+import { waitFor } from '../helpers/context.js'
+import { ADMIN_ENV, loggedIn } from '../helpers/auth.js'
 
 const apps = [{
   name: 'ops-app',
@@ -11,10 +12,10 @@ const apps = [{
 t.test('the OpenAPI document describes /api/v1 and needs the token', async (t) => {
   const app = await build(t, { env: ADMIN_ENV, apps })
   t.equal((await app.inject({ method: 'GET', url: '/api/v1/openapi.json' })).statusCode, 401)
-  const token = await loginToken(app)
-  const res = await app.inject({ method: 'GET', url: '/api/v1/openapi.json', headers: { 'x-service-token': token } })
+  const call = await loggedIn(app)
+  const res = await call('GET', '/api/v1/openapi.json')
   t.equal(res.statusCode, 200)
-  const doc = res.json()
+  const doc = res.body
   t.equal(doc.openapi, '3.1.0')
   const paths = Object.keys(doc.paths).sort()
   t.same(paths, [
@@ -37,8 +38,8 @@ t.test('the OpenAPI document describes /api/v1 and needs the token', async (t) =
 
 t.test('GET /metrics serves Prometheus text with process, HTTP and polling metrics', async (t) => {
   const app = await build(t, { env: ADMIN_ENV, apps })
-  const token = await loginToken(app)
-  await app.inject({ method: 'POST', url: '/api/v1/polling/ops-poller/start', headers: { 'x-service-token': token } })
+  const call = await loggedIn(app)
+  await call('POST', '/api/v1/polling/ops-poller/start')
   const res = await app.inject({ method: 'GET', url: '/metrics' })
   t.equal(res.statusCode, 200)
   t.match(res.headers['content-type'], /^text\/plain/)
@@ -52,13 +53,13 @@ t.test('GET /metrics serves Prometheus text with process, HTTP and polling metri
 
 t.test('finished polling runs are counted by outcome and timed in /metrics', async (t) => {
   const app = await build(t, { env: ADMIN_ENV, apps })
-  const token = await loginToken(app)
+  const call = await loggedIn(app)
   const metric = async (pattern: RegExp): Promise<string | undefined> =>
     pattern.exec((await app.inject({ method: 'GET', url: '/metrics' })).body)?.[1]
   const runs = /reaktor_polling_runs_total\{[^}]*reaktor="ops-poller",outcome="no_work"[^}]*\} (\d+)\n/
   const durations = /reaktor_polling_run_duration_seconds_count\{[^}]*reaktor="ops-poller"[^}]*\} (\d+)\n/
   t.equal(await metric(runs), undefined, 'nothing counted before a run')
-  await app.inject({ method: 'POST', url: '/api/v1/polling/ops-poller/start', headers: { 'x-service-token': token } })
+  await call('POST', '/api/v1/polling/ops-poller/start')
   // The first run is due at once and returns false ("no work").
   t.equal(await waitFor(async () => await metric(runs), { what: 'the run to be counted' }), '1')
   t.equal(await metric(durations), '1', 'and its duration observed')

@@ -1,12 +1,12 @@
 import t from 'tap'
 import type { FastifyInstance } from 'fastify'
-import { ADMIN_ENV, loginToken } from '../helpers/auth.js'
-import { build, waitFor, type TestContext } from '../helpers/app.js'
-import { probe, work } from '../helpers/scheduler.js'
+import { ADMIN_ENV, loggedIn, type ApiCall } from '../helpers/auth.js'
+import { build } from '../helpers/app.js'
+import { waitFor, type TestContext } from '../helpers/context.js'
+import { FAST_SCHEDULER, probe, work } from '../helpers/scheduler.js'
 import type { PollingReaktorRegistration } from '../../src/sdk/types.js'
 import type { SchedulerOverrides } from '../../src/plugins/scheduler.js'
 
-const FAST: SchedulerOverrides = { minIntervalMs: 50, reconcileIntervalMs: 200, flushIntervalMs: 50 }
 const STATUS_KEYS = ['autoStart', 'consecutiveFailures', 'description', 'effectiveInterval', 'interval', 'label', 'lastError',
   'lastRun', 'nextRun', 'owner', 'reaktorDefinitionId', 'state', 'updatedAt']
 
@@ -14,14 +14,9 @@ function isIso (value: unknown): boolean {
   return typeof value === 'string' && new Date(value).toISOString() === value
 }
 
-async function service (t: TestContext, pollingReaktors: PollingReaktorRegistration[], scheduler: SchedulerOverrides = FAST): Promise<{ app: FastifyInstance, call: (method: 'GET' | 'POST', url: string) => Promise<{ statusCode: number, body: any }> }> {
+async function service (t: TestContext, pollingReaktors: PollingReaktorRegistration[], scheduler: SchedulerOverrides = FAST_SCHEDULER): Promise<{ app: FastifyInstance, call: ApiCall }> {
   const app = await build(t, { env: ADMIN_ENV, apps: [{ name: 'polling-test', version: '1.0.0', pollingReaktors }], scheduler })
-  const token = await loginToken(app)
-  const call = async (method: 'GET' | 'POST', url: string): Promise<{ statusCode: number, body: any }> => {
-    const res = await app.inject({ method, url, headers: { 'x-service-token': token } })
-    return { statusCode: res.statusCode, body: res.json() }
-  }
-  return { app, call }
+  return { app, call: await loggedIn(app) }
 }
 
 t.test('start, stop and status: messages name the id, start/stop are idempotent, timestamps are ISO 8601 or null', async (t) => {

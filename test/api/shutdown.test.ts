@@ -1,9 +1,10 @@
 import http from 'node:http'
 import type { AddressInfo } from 'node:net'
 import t from 'tap'
-import { ADMIN_ENV, loginToken } from '../helpers/auth.js'
-import { build, waitFor } from '../helpers/app.js'
-import { probe, work } from '../helpers/scheduler.js'
+import { ADMIN_ENV, loginToken, tokenHeader } from '../helpers/auth.js'
+import { build } from '../helpers/app.js'
+import { waitFor } from '../helpers/context.js'
+import { FAST_SCHEDULER, probe, work } from '../helpers/scheduler.js'
 
 t.test('close: the scheduler stops at once, not after the HTTP drain; no run starts once close began', async (t) => {
   // Runs back to back (a drain): during a slow HTTP drain it would start run after run. Once the
@@ -20,7 +21,7 @@ t.test('close: the scheduler stops at once, not after the HTTP drain; no run sta
   const released = new Promise<void>((resolve) => { release = resolve })
   const app = await build(t, {
     env: ADMIN_ENV,
-    scheduler: { minIntervalMs: 50, reconcileIntervalMs: 200, flushIntervalMs: 50 },
+    scheduler: FAST_SCHEDULER,
     apps: [{
       name: 'shutdown-test',
       version: '1.0.0',
@@ -36,7 +37,7 @@ t.test('close: the scheduler stops at once, not after the HTTP drain; no run sta
   // No keep-alive (agent: false): the server's close then waits for this request only.
   let answered = false
   const call = new Promise<{ status: number, body: string }>((resolve, reject) => {
-    const req = http.request({ host: '127.0.0.1', port, path: '/api/v1/aktor/slow-call', method: 'POST', agent: false, headers: { 'x-service-token': token, 'content-type': 'application/json' } }, (res) => {
+    const req = http.request({ host: '127.0.0.1', port, path: '/api/v1/aktor/slow-call', method: 'POST', agent: false, headers: { ...tokenHeader(token), 'content-type': 'application/json' } }, (res) => {
       let body = ''
       res.setEncoding('utf8')
       res.on('data', (chunk: string) => { body += chunk })

@@ -9,7 +9,8 @@ import type { AddressInfo } from 'node:net'
 import path from 'node:path'
 import t from 'tap'
 import { browserSkip, launchChromium } from '../helpers/browser.js'
-import { build, waitFor } from '../helpers/app.js'
+import { build } from '../helpers/app.js'
+import { waitFor, type TestContext } from '../helpers/context.js'
 import { writeApp } from '../helpers/app-ui.js'
 import { ARTIFACTS_DIR, EXAMPLE_APPS_DIR } from '../helpers/paths.js'
 
@@ -17,7 +18,7 @@ const skip = browserSkip()
 const USER = { username: 'browser-admin', password: 'a long enough password' }
 
 /** A tiny script server on its own port (another origin); counts what it was asked for. */
-async function scriptServer (t: Tap, body: string): Promise<{ origin: string, hits: string[] }> {
+async function scriptServer (t: TestContext, body: string): Promise<{ origin: string, hits: string[] }> {
   const hits: string[] = []
   const server = http.createServer((req, res) => {
     hits.push(req.url ?? '')
@@ -28,7 +29,6 @@ async function scriptServer (t: Tap, body: string): Promise<{ origin: string, hi
   t.teardown(async () => await new Promise<void>((resolve) => server.close(() => resolve())))
   return { origin: `http://127.0.0.1:${(server.address() as AddressInfo).port}`, hits }
 }
-type Tap = Parameters<typeof build>[0]
 
 function page (allowed: string, blocked: string): string {
   return `<!DOCTYPE html>

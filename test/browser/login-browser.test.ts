@@ -10,7 +10,8 @@ import type { Browser } from 'playwright-core'
 import { browserSkip, launchChromium } from '../helpers/browser.js'
 import { SESSION_COOKIE } from '../../src/auth/types.js'
 import { ADMIN, ADMIN_ENV } from '../helpers/auth.js'
-import { build, type TestContext } from '../helpers/app.js'
+import { build } from '../helpers/app.js'
+import type { TestContext } from '../helpers/context.js'
 
 const skip = browserSkip()
 if (skip !== false) {

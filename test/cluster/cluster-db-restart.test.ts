@@ -9,10 +9,9 @@ import fs from 'node:fs/promises'
 import os from 'node:os'
 import path from 'node:path'
 import { startEmbeddedPostgres, type EmbeddedPostgres } from '../../src/db/embedded.js'
-import { waitFor } from '../helpers/app.js'
-import { ALL_REAKTORS, BUSY, Cluster, overlappingRuns } from '../helpers/cluster.js'
-
-const quiet = { info: () => {}, warn: () => {} }
+import { waitFor } from '../helpers/context.js'
+import { ALL_REAKTORS, BUSY, Cluster, firstRuns, overlappingRuns } from '../helpers/cluster.js'
+import { silentLogger } from '../helpers/log.js'
 
 /** The status of /readyz, 0 when unreachable; the body is read, so no connection is left half-used. */
 async function readyz (url: string, seen: string[] = []): Promise<number> {
@@ -34,7 +33,7 @@ t.test('database restart: nodes reconnect by themselves, /readyz is 503 meanwhil
   const dataDir = await fs.mkdtemp(path.join(os.tmpdir(), 'reaktor-db-restart-'))
   // As root the embedded server runs as `postgres`, which must be able to enter the folder.
   await fs.chmod(dataDir, 0o755)
-  let server: EmbeddedPostgres = await startEmbeddedPostgres({ dataDir, log: quiet })
+  let server: EmbeddedPostgres = await startEmbeddedPostgres({ dataDir, log: silentLogger })
   const port = Number(new URL(server.url).port)
   const cluster = new Cluster(t, server.url)
   t.teardown(async () => {
@@ -75,7 +74,7 @@ t.test('database restart: nodes reconnect by themselves, /readyz is 503 meanwhil
   }
   t.pass('/readyz answers 503 on every node while the database is gone, and the nodes retry with backoff')
 
-  server = await startEmbeddedPostgres({ dataDir, port, log: quiet })
+  server = await startEmbeddedPostgres({ dataDir, port, log: silentLogger })
   const upAt = Date.now()
   t.comment(`database down for ${upAt - downAt} ms`)
   for (const nodeId of ['node-a', 'node-b']) {
@@ -86,12 +85,10 @@ t.test('database restart: nodes reconnect by themselves, /readyz is 503 meanwhil
     t.pass(`${nodeId}: reconnected by itself`)
   }
   const firsts = await waitFor(async () => {
-    const runs = await cluster.ledger('started_at > $1', [new Date(upAt)])
-    const first = new Map<string, number>()
-    for (const r of runs) if (!first.has(r.reaktor_id)) first.set(r.reaktor_id, r.started_at.getTime())
+    const first = firstRuns(await cluster.ledger('started_at > $1', [new Date(upAt)]))
     return BUSY.every((id) => first.has(id)) ? first : undefined
   }, { timeoutMs: 20_000, intervalMs: 100, what: 'every busy reaktor to run again' })
-  const resumeMs = Math.max(...BUSY.map((id) => firsts.get(id)! - upAt))
+  const resumeMs = Math.max(...BUSY.map((id) => firsts.get(id)!.started_at.getTime() - upAt))
   t.ok(resumeMs < 10_000, `every busy reaktor ran again ${resumeMs} ms after the database was back`)
 
   const { rows: after } = await cluster.sql.query('select reaktor_id, state, state_version from polling_reaktors order by reaktor_id')

@@ -17,8 +17,9 @@
  */
 import t from 'tap'
 import net from 'node:net'
-import { createTestDatabase, waitFor } from '../helpers/app.js'
-import { ALL_REAKTORS, BUSY, Cluster, overlappingRuns, type LedgerRun } from '../helpers/cluster.js'
+import { waitFor } from '../helpers/context.js'
+import { createTestDatabase } from '../helpers/database.js'
+import { ALL_REAKTORS, BUSY, Cluster, firstRuns, ms, overlappingRuns, some } from '../helpers/cluster.js'
 
 /** README: pinged every 1 s, a statement unanswered for 5 s is a lost connection: fenced within about 6 s. */
 const FENCE_BOUND_MS = 7000
@@ -28,8 +29,6 @@ const LOCK_CHECK_MAX_AGE_MS = 2000
 const SERVER_DROP_AFTER_MS = 25_000
 /** Timestamps of the ledger (node clocks) against the test's clock and log times: same machine, event-loop slack. */
 const SLACK_MS = 250
-
-const ms = (d: Date | null): number => d === null ? Number.NaN : d.getTime()
 
 interface Pair { down: net.Socket, up: net.Socket | undefined }
 
@@ -224,9 +223,7 @@ t.test('network cut of one node: it fences itself within about 6 s, nothing over
   await waitFor(async () => (await cluster.sql.query('select 1 from pg_stat_activity where pid = $1', [lockPid])).rowCount === 0,
     { timeoutMs: 5000, intervalMs: 20, what: 'PostgreSQL to end the silent session' })
   const firsts = await waitFor(async () => {
-    const runs = await cluster.ledger("node_id = 'node-b' and reaktor_id = any($1) and started_at > $2", [victims, new Date(droppedAt)])
-    const first = new Map<string, LedgerRun>()
-    for (const r of runs) if (!first.has(r.reaktor_id)) first.set(r.reaktor_id, r)
+    const first = firstRuns(await cluster.ledger("node_id = 'node-b' and reaktor_id = any($1) and started_at > $2", [victims, new Date(droppedAt)]))
     return first.size === victims.length ? first : undefined
   }, { timeoutMs: 10_000, intervalMs: 50, what: "node-b to run node-a's reaktors" })
   const takeover = Math.max(...[...firsts.values()].map((r) => ms(r.started_at) - droppedAt))
@@ -258,8 +255,3 @@ t.test('network cut of one node: it fences itself within about 6 s, nothing over
     'every run started on a node whose lock session held its lock')
   t.comment(`measured: ${JSON.stringify(figures)}`)
 })
-
-/** The rows, or undefined while there are none (for waitFor). */
-function some<T> (rows: T[]): T[] | undefined {
-  return rows.length > 0 ? rows : undefined
-}

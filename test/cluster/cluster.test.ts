@@ -6,10 +6,9 @@
  * The database-restart case is in cluster-db-restart.test.ts (it needs its own server).
  */
 import t from 'tap'
-import { createTestDatabase, waitFor } from '../helpers/app.js'
-import { ALL_REAKTORS, BUSY, Cluster, overlappingRuns, type LedgerRun } from '../helpers/cluster.js'
-
-const ms = (d: Date | null): number => d === null ? Number.NaN : d.getTime()
+import { waitFor } from '../helpers/context.js'
+import { createTestDatabase } from '../helpers/database.js'
+import { ALL_REAKTORS, BUSY, Cluster, firstRuns, ms, overlappingRuns, some } from '../helpers/cluster.js'
 
 /**
  * Settled: every running reaktor held by a live node, none empty, none above ceil(n/k) (what the
@@ -23,9 +22,6 @@ async function settled (cluster: Cluster, running: number): Promise<Record<strin
   if (total !== running || counts.length !== k) return undefined
   return counts.every((c) => c >= 1 && c <= Math.ceil(running / k)) ? spread : undefined
 }
-
-/** The rows, or undefined while there are none (for waitFor). */
-const some = <T>(rows: T[]): T[] | undefined => rows.length > 0 ? rows : undefined
 
 t.test('a cluster of real processes: spread, control, failover, fencing, rolling restart', async (t) => {
   const databaseUrl = await createTestDatabase(t)
@@ -125,12 +121,10 @@ t.test('a cluster of real processes: spread, control, failover, fencing, rolling
       const victimsBusy = BUSY.filter((id) => holders.get(id) === victim)
       const killedAt = await cluster.kill9(victim)
       const firsts = await waitFor(async () => {
-        const runs = await cluster.ledger('started_at > $1 and node_id <> $2 and reaktor_id = any($3)', [new Date(killedAt), victim, victimsBusy])
-        const first = new Map<string, number>()
-        for (const r of runs) if (!first.has(r.reaktor_id)) first.set(r.reaktor_id, ms(r.started_at))
+        const first = firstRuns(await cluster.ledger('started_at > $1 and node_id <> $2 and reaktor_id = any($3)', [new Date(killedAt), victim, victimsBusy]))
         return first.size === victimsBusy.length ? first : undefined
       }, { timeoutMs: 10_000, intervalMs: 50, what: `${victim}'s reaktors to run elsewhere` })
-      const worst = Math.max(...[...firsts.values()].map((at) => at - killedAt))
+      const worst = Math.max(...[...firsts.values()].map((r) => ms(r.started_at) - killedAt))
       failovers.push(worst)
       t.ok(worst < 2000, `round ${round + 1}: ${victim} killed; ${victimsBusy.join(', ')} ran elsewhere after ${worst} ms at worst`)
       const statuses = await cluster.statuses([...cluster.nodes.keys()][0])
@@ -166,9 +160,7 @@ t.test('a cluster of real processes: spread, control, failover, fencing, rolling
           `${r.reaktor_id}: ${String(r.outcome)} ${endedIn} ms after the termination`)
       }
       const resumed = await waitFor(async () => {
-        const runs = await cluster.ledger('started_at > $1 and reaktor_id = any($2)', [new Date(terminatedAt), victimsBusy])
-        const ids = new Map<string, LedgerRun>()
-        for (const r of runs) if (!ids.has(r.reaktor_id)) ids.set(r.reaktor_id, r)
+        const ids = firstRuns(await cluster.ledger('started_at > $1 and reaktor_id = any($2)', [new Date(terminatedAt), victimsBusy]))
         return ids.size === victimsBusy.length ? ids : undefined
       }, { timeoutMs: 10_000, intervalMs: 50, what: 'the reaktors to run again' })
       const worst = Math.max(...[...resumed.values()].map((r) => ms(r.started_at) - terminatedAt))

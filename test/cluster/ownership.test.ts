@@ -2,12 +2,12 @@ import t from 'tap'
 import { sql } from 'kysely'
 import { CLUSTER_LOCK_NAMESPACE, DEFAULT_PARTITIONS, partitionOf, RunStoppedError, type Scheduler } from '../../src/scheduler/index.js'
 import { writeStop } from '../../src/scheduler/store.js'
-import { createTestDatabase, waitFor } from '../helpers/app.js'
-import { database, memoryLogger, partitionLocks, probe, reaktorLocks, registry, row, sameRunStart, scheduler, untilAborted } from '../helpers/scheduler.js'
+import { waitFor } from '../helpers/context.js'
+import { memoryLogger } from '../helpers/log.js'
+import { openTestDatabase, partitionLocks, probe, reaktorLocks, registry, row, sameRunStart, scheduler, untilAborted } from '../helpers/scheduler.js'
 
 t.test('a running reaktor runs under its partition lock, held once on the dedicated connection; stop ends its runs', async (t) => {
-  const url = await createTestDatabase(t)
-  const { db } = database(t, url)
+  const { url, db } = await openTestDatabase(t)
   const p = probe('locked', () => false, { interval: '100ms' })
   const s = scheduler(t, db, url, { reaktors: registry([p.registration]) })
   await s.start()
@@ -56,8 +56,7 @@ t.test('a running reaktor runs under its partition lock, held once on the dedica
 })
 
 t.test('reaktors of one partition run on its holder and move together; the lock stays while any of them runs', async (t) => {
-  const url = await createTestDatabase(t)
-  const { db } = database(t, url)
+  const { url, db } = await openTestDatabase(t)
   const ids = Array.from({ length: 2000 }, (_v, i) => `r${i}`)
   const target = partitionOf(ids[0], DEFAULT_PARTITIONS)
   const [a, b] = ids.filter((id) => partitionOf(id, DEFAULT_PARTITIONS) === target)
@@ -89,8 +88,7 @@ t.test('reaktors of one partition run on its holder and move together; the lock 
 })
 
 t.test('fencing: when the lock connection is killed every run aborts at once, then the node recovers', async (t) => {
-  const url = await createTestDatabase(t)
-  const { db } = database(t, url)
+  const { url, db } = await openTestDatabase(t)
   const log = memoryLogger()
   const blocked = probe('blocked', async (_n, ctx) => await untilAborted(ctx.signal), { interval: '100ms', autoStart: true })
   const ticking = probe('ticking', () => false, { interval: '100ms', autoStart: true })
@@ -115,8 +113,7 @@ t.test('fencing: when the lock connection is killed every run aborts at once, th
 })
 
 t.test('cold start vs joining a live cluster; takeover continues from the stored nextRun', async (t) => {
-  const url = await createTestDatabase(t)
-  const { db } = database(t, url)
+  const { url, db } = await openTestDatabase(t)
   const membership = async (): Promise<Array<{ mode: string }>> => (await sql<{ mode: string }>`
     select mode from pg_locks where locktype = 'advisory' and classid = ${CLUSTER_LOCK_NAMESPACE}::bigint::oid and objid = 0 and objsubid = 2
       and database = (select oid from pg_database where datname = current_database())
@@ -166,8 +163,7 @@ t.test('cold start vs joining a live cluster; takeover continues from the stored
 })
 
 t.test('after fencing, another node takes over and the fenced node\'s late flush does not undo the takeover', async (t) => {
-  const url = await createTestDatabase(t)
-  const { db } = database(t, url)
+  const { url, db } = await openTestDatabase(t)
   const onA = probe('x', () => false, { interval: '1h', autoStart: true })
   const onB = probe('x', () => false, { interval: '1h', autoStart: true })
   // a flushes late and reconnects late, so b wins the lock while a's result is still in memory.
@@ -192,8 +188,7 @@ t.test('after fencing, another node takes over and the fenced node\'s late flush
 })
 
 t.test('a stop acknowledged while a reconcile pass is taking the reaktor over: no run starts after it', async (t) => {
-  const url = await createTestDatabase(t)
-  const { db } = database(t, url)
+  const { url, db } = await openTestDatabase(t)
   const racy = probe('racy', () => false, { interval: '100ms' })
   const elsewhere = probe('elsewhere', () => false, { interval: '100ms' })
   const witness = probe('witness', () => false, { interval: '100ms' })
@@ -229,8 +224,7 @@ t.test('a stop acknowledged while a reconcile pass is taking the reaktor over: n
 })
 
 t.test('a node booting while every live node is momentarily disconnected (database restart) sees no false cold start', async (t) => {
-  const url = await createTestDatabase(t)
-  const { db } = database(t, url)
+  const { url, db } = await openTestDatabase(t)
   const manualA = probe('manual', () => false, { interval: '100ms' })
   // a reconnects 1.2 to 1.8 s after losing its connection: b boots in that window.
   const a = scheduler(t, db, url, { nodeId: 'node-a', reaktors: registry([manualA.registration]), reconnectMinMs: 1500 })
@@ -260,8 +254,7 @@ t.test('a node booting while every live node is momentarily disconnected (databa
 })
 
 t.test('a stop through another node aborts the last run of a partition being handed over', async (t) => {
-  const url = await createTestDatabase(t)
-  const { db } = database(t, url)
+  const { url, db } = await openTestDatabase(t)
   // Two running reaktors in different partitions with runs that end only when aborted: when a
   // second node joins, one partition is handed over and waits for its run to end on its own.
   const ids = ['hold-1', 'hold-2']
@@ -285,8 +278,7 @@ t.test('a stop through another node aborts the last run of a partition being han
 })
 
 t.test('a start or stop whose notification was lost is picked up by the periodic rows check', async (t) => {
-  const url = await createTestDatabase(t)
-  const { db } = database(t, url)
+  const { url, db } = await openTestDatabase(t)
   const quiet = probe('quiet', () => false, { interval: '100ms' })
   const s = scheduler(t, db, url, { reaktors: registry([quiet.registration]), rowsCheckMs: 1000 })
   await s.start()

@@ -6,20 +6,17 @@
  */
 import t from 'tap'
 import { sql } from 'kysely'
-import { buildRegistry } from '../../src/apps/registry.js'
-import type { LoadedApp } from '../../src/apps/types.js'
 import type { PollingReaktorRegistration } from '../../src/sdk/types.js'
 import type { Scheduler } from '../../src/scheduler/index.js'
-import { createTestDatabase, waitFor } from '../helpers/app.js'
-import { database, scheduler, work } from '../helpers/scheduler.js'
+import { waitFor } from '../helpers/context.js'
+import { openTestDatabase, registry, scheduler, work } from '../helpers/scheduler.js'
 
 interface LedgerRun { id: string, node: string, start: number, end?: number, aborted?: string }
 
 const N = 600
 
 t.test('handover under load: nodes join and leave, no run overlaps, none is aborted by a handover', async (t) => {
-  const url = await createTestDatabase(t)
-  const { db } = database(t, url)
+  const { url, db } = await openTestDatabase(t)
   const ledger: LedgerRun[] = []
   const registrations = (node: string): PollingReaktorRegistration[] => Array.from({ length: N }, (_v, i) => ({
     reaktorDefinitionId: `load-${i}`,
@@ -34,13 +31,9 @@ t.test('handover under load: nodes join and leave, no run overlaps, none is abor
       return true
     }
   }))
-  const registry = (node: string): ReturnType<typeof buildRegistry>['pollingReaktors'] => {
-    const app: LoadedApp = { name: 'load', version: '1.0.0', dir: undefined, publicDir: undefined, settings: {}, pollingReaktors: registrations(node), reaktors: [] }
-    return buildRegistry([app], { warn: () => {} }).pollingReaktors
-  }
   const nodes = new Map<string, Scheduler>()
   const join = async (node: string): Promise<void> => {
-    const s = scheduler(t, db, url, { nodeId: node, reaktors: registry(node), flushIntervalMs: 100 })
+    const s = scheduler(t, db, url, { nodeId: node, reaktors: registry(registrations(node), {}, 'load'), flushIntervalMs: 100 })
     nodes.set(node, s)
     await s.start()
   }

@@ -9,16 +9,16 @@ import os from 'node:os'
 import path from 'node:path'
 import { sql } from 'kysely'
 import pg from 'pg'
-import { buildRegistry } from '../../src/apps/registry.js'
-import type { LoadedApp } from '../../src/apps/types.js'
 import { startEmbeddedPostgres } from '../../src/db/embedded.js'
 import { DEFAULT_PARTITIONS } from '../../src/scheduler/index.js'
 import type { PollingReaktorRegistration } from '../../src/sdk/types.js'
-import { build, createTestDatabase, waitFor } from '../helpers/app.js'
-import { database, memoryLogger, partitionLocks, scheduler } from '../helpers/scheduler.js'
+import { build } from '../helpers/app.js'
+import { waitFor } from '../helpers/context.js'
+import { memoryLogger, silentLogger } from '../helpers/log.js'
+import { database, openTestDatabase, partitionLocks, registry, scheduler } from '../helpers/scheduler.js'
 
 /** n light reaktors (no trace per run): each counts its runs. */
-function fleet (n: number): { reaktors: ReturnType<typeof buildRegistry>['pollingReaktors'], runs: Int32Array } {
+function fleet (n: number): { reaktors: ReturnType<typeof registry>, runs: Int32Array } {
   const runs = new Int32Array(n)
   const pollingReaktors: PollingReaktorRegistration[] = Array.from({ length: n }, (_v, i) => ({
     reaktorDefinitionId: `fleet-${i}`,
@@ -26,13 +26,11 @@ function fleet (n: number): { reaktors: ReturnType<typeof buildRegistry>['pollin
     autoStart: true,
     createReaktor: () => () => { runs[i]++; return false }
   }))
-  const app: LoadedApp = { name: 'fleet', version: '1.0.0', dir: undefined, publicDir: undefined, settings: {}, pollingReaktors, reaktors: [] }
-  return { reaktors: buildRegistry([app], { warn: () => {} }).pollingReaktors, runs }
+  return { reaktors: registry(pollingReaktors, {}, 'fleet'), runs }
 }
 
 t.test('20,000 reaktors on one node: all of them run, under one lock per partition', async (t) => {
-  const url = await createTestDatabase(t)
-  const { db } = database(t, url)
+  const { url, db } = await openTestDatabase(t)
   const { reaktors, runs } = fleet(20_000)
   const log = memoryLogger()
   const s = scheduler(t, db, url, { reaktors, log, flushIntervalMs: 200 })
@@ -56,7 +54,7 @@ t.test('a full lock table: the node keeps what it holds, backs off, says what to
   // The smallest lock table PostgreSQL allows: roughly 10 x (max_connections + workers) slots.
   const server = await startEmbeddedPostgres({
     dataDir,
-    log: { info: () => {}, warn: () => {} },
+    log: silentLogger,
     serverSettings: { max_locks_per_transaction: 10, max_connections: 20, max_worker_processes: 2, autovacuum_max_workers: 1, max_wal_senders: 0 }
   })
   t.teardown(async () => {

@@ -10,8 +10,8 @@ import { loadConfig } from '../../src/config.js'
 import { migrateToLatest } from '../../src/db/migrate.js'
 import { migrations } from '../../src/db/migrations/index.js'
 import { CLUSTER_LOCK_NAMESPACE, DEFAULT_PARTITIONS, LegacyNodeRunning, partitionOf, PartitionCountMismatch, REAKTOR_LOCK_NAMESPACE } from '../../src/scheduler/index.js'
-import { createTestDatabase, waitFor } from '../helpers/app.js'
-import { database, probe, registry, row, scheduler } from '../helpers/scheduler.js'
+import { waitFor } from '../helpers/context.js'
+import { openTestDatabase, probe, registry, row, scheduler } from '../helpers/scheduler.js'
 
 t.test('PARTITIONS: validated, stored at the first start, and a node configured differently refuses to start', async (t) => {
   t.throws(() => loadConfig({ PARTITIONS: '0' }), /PARTITIONS: "0" is not allowed; expected an integer from 1 to 65536/)
@@ -19,8 +19,7 @@ t.test('PARTITIONS: validated, stored at the first start, and a node configured 
   t.equal(loadConfig({}).partitions, undefined, 'unset: whatever the cluster stores')
   t.equal(loadConfig({ PARTITIONS: '64' }).partitions, 64)
 
-  const url = await createTestDatabase(t)
-  const { db } = database(t, url)
+  const { url, db } = await openTestDatabase(t)
   const first = scheduler(t, db, url, { partitions: 64, reaktors: registry([probe('x', () => false).registration]) })
   await first.start()
   t.equal(first.partitions, 64)
@@ -37,8 +36,7 @@ t.test('PARTITIONS: validated, stored at the first start, and a node configured 
 })
 
 t.test('a node of the previous version alive on the database: this version refuses to start, and stands aside if one appears', async (t) => {
-  const url = await createTestDatabase(t)
-  const { db } = database(t, url)
+  const { url, db } = await openTestDatabase(t)
   // What a node of the previous version holds: the membership lock, shared, and per-reaktor locks.
   const legacy = new pg.Client({ connectionString: url })
   await legacy.connect()
@@ -68,8 +66,7 @@ t.test('a node of the previous version alive on the database: this version refus
 })
 
 t.test('upgrade: a database of the previous version moves to partitions; the previous version refuses the migrated database', async (t) => {
-  const url = await createTestDatabase(t)
-  const { db } = database(t, url)
+  const { url, db } = await openTestDatabase(t)
   // Back to the schema of the previous version, with rows as its nodes left them.
   const down = await new Migrator({ db, provider: { getMigrations: async () => migrations } }).migrateDown()
   t.equal(down.error, undefined)

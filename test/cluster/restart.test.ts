@@ -1,23 +1,22 @@
 import t from 'tap'
 import type { FastifyInstance } from 'fastify'
-import { ADMIN_ENV, loginToken } from '../helpers/auth.js'
-import { build, createTestDatabase, testConfig, waitFor, type TestContext } from '../helpers/app.js'
-import { probe } from '../helpers/scheduler.js'
+import { ADMIN_ENV, loggedIn } from '../helpers/auth.js'
+import { build, testConfig } from '../helpers/app.js'
+import { waitFor, type TestContext } from '../helpers/context.js'
+import { createTestDatabase } from '../helpers/database.js'
+import { FAST_SCHEDULER, probe } from '../helpers/scheduler.js'
 import type { PollingReaktorRegistration } from '../../src/sdk/types.js'
-import type { SchedulerOverrides } from '../../src/plugins/scheduler.js'
-
-const FAST: SchedulerOverrides = { minIntervalMs: 50, reconcileIntervalMs: 200, flushIntervalMs: 50 }
 
 /** One node of the service on `databaseUrl`, with these registrations. */
 async function node (t: TestContext, databaseUrl: string, nodeId: string, pollingReaktors: PollingReaktorRegistration[]): Promise<FastifyInstance> {
   const config = await testConfig(t, { ...ADMIN_ENV, NODE_ID: nodeId })
-  return await build(t, { config, databaseUrl, apps: [{ name: 'restart-test', version: '1.0.0', pollingReaktors }], scheduler: FAST })
+  return await build(t, { config, databaseUrl, apps: [{ name: 'restart-test', version: '1.0.0', pollingReaktors }], scheduler: FAST_SCHEDULER })
 }
 
 async function states (app: FastifyInstance): Promise<Record<string, string>> {
-  const token = await loginToken(app)
-  const res = await app.inject({ method: 'GET', url: '/api/v1/polling', headers: { 'x-service-token': token } })
-  return Object.fromEntries((res.json().pollingReaktors as Array<{ reaktorDefinitionId: string, state: string }>).map((s) => [s.reaktorDefinitionId, s.state]))
+  const call = await loggedIn(app)
+  const res = await call('GET', '/api/v1/polling')
+  return Object.fromEntries((res.body.pollingReaktors as Array<{ reaktorDefinitionId: string, state: string }>).map((s) => [s.reaktorDefinitionId, s.state]))
 }
 
 /** The reaktors of the restart table (README "Operating polling reaktors"), named after their stored state and autoStart. */

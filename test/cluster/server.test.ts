@@ -7,7 +7,7 @@ import { spawn, type ChildProcess } from 'node:child_process'
 import fs from 'node:fs/promises'
 import net from 'node:net'
 import path from 'node:path'
-import { tempDir, waitFor } from '../helpers/app.js'
+import { tempDir, waitFor } from '../helpers/context.js'
 import { ROOT } from '../helpers/paths.js'
 
 interface Server { child: ChildProcess, output: () => string, exited: Promise<number | null> }

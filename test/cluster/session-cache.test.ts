@@ -5,13 +5,15 @@
 import t from 'tap'
 import { sql } from 'kysely'
 import { SESSION_REVOKED_CHANNEL } from '../../src/auth/session-cache.js'
-import { ADMIN_ENV, buildWithProbe, loginToken, whoami } from '../helpers/auth.js'
-import { createTestDatabase, waitFor } from '../helpers/app.js'
+import { build } from '../helpers/app.js'
+import { ADMIN_ENV, loginToken, logout, whoami } from '../helpers/auth.js'
+import { waitFor } from '../helpers/context.js'
+import { createTestDatabase } from '../helpers/database.js'
 
 t.test('a logout on one instance makes the token fail on another within 1 s', async (t) => {
   const databaseUrl = await createTestDatabase(t)
-  const a = await buildWithProbe(t, { env: ADMIN_ENV, databaseUrl })
-  const b = await buildWithProbe(t, { env: ADMIN_ENV, databaseUrl })
+  const a = await build(t, { whoami: true, env: ADMIN_ENV, databaseUrl })
+  const b = await build(t, { whoami: true, env: ADMIN_ENV, databaseUrl })
   const token = await loginToken(a)
   const other = await loginToken(a)
 
@@ -22,7 +24,7 @@ t.test('a logout on one instance makes the token fail on another within 1 s', as
   t.equal((await whoami(b, token)).statusCode, 200)
   t.equal(b.sessionCache.hits, hits + 1, 'the second check on B is answered from its cache')
 
-  const out = await a.inject({ method: 'POST', url: '/api/v1/auth/logout', headers: { 'x-service-token': token } })
+  const out = await logout(a, token)
   t.equal(out.statusCode, 200)
   const loggedOutAt = Date.now()
   t.equal((await whoami(a, token)).statusCode, 401, 'at once on the instance that logged out')
@@ -32,7 +34,7 @@ t.test('a logout on one instance makes the token fail on another within 1 s', as
 })
 
 t.test('without a confirmed revocation listener, nothing is answered from the cache', async (t) => {
-  const app = await buildWithProbe(t, { env: ADMIN_ENV })
+  const app = await build(t, { whoami: true, env: ADMIN_ENV })
   const token = await loginToken(app)
   t.equal((await whoami(app, token)).statusCode, 200)
   // Cut the listener's connection: the cache must not vouch for anything until it is back.

@@ -5,28 +5,20 @@
 import t from 'tap'
 import { sql } from 'kysely'
 import type { FastifyInstance } from 'fastify'
-import { ADMIN_ENV, loginToken } from '../helpers/auth.js'
-import { build, createTestDatabase, waitFor, type TestContext } from '../helpers/app.js'
-import { probe } from '../helpers/scheduler.js'
-import type { SchedulerOverrides } from '../../src/plugins/scheduler.js'
+import { ADMIN_ENV, loggedIn, type ApiCall } from '../helpers/auth.js'
+import { build } from '../helpers/app.js'
+import { waitFor, type TestContext } from '../helpers/context.js'
+import { createTestDatabase } from '../helpers/database.js'
+import { FAST_SCHEDULER, probe } from '../helpers/scheduler.js'
 
-const FAST: SchedulerOverrides = { minIntervalMs: 50, reconcileIntervalMs: 200, flushIntervalMs: 50 }
-
-type Call = (method: 'GET' | 'POST', url: string) => Promise<{ statusCode: number, body: any }>
-
-async function instance (t: TestContext, databaseUrl: string, nodeId: string): Promise<{ app: FastifyInstance, call: Call }> {
+async function instance (t: TestContext, databaseUrl: string, nodeId: string): Promise<{ app: FastifyInstance, call: ApiCall }> {
   const app = await build(t, {
     env: { ...ADMIN_ENV, NODE_ID: nodeId },
     databaseUrl,
     apps: [{ name: 'status-cache-test', version: '1.0.0', pollingReaktors: [probe('cached', () => false, { interval: '1h' }).registration] }],
-    scheduler: FAST
+    scheduler: FAST_SCHEDULER
   })
-  const token = await loginToken(app)
-  const call: Call = async (method, url) => {
-    const res = await app.inject({ method, url, headers: { 'x-service-token': token } })
-    return { statusCode: res.statusCode, body: res.json() }
-  }
-  return { app, call }
+  return { app, call: await loggedIn(app) }
 }
 
 t.test('a start or stop acknowledged by another instance shows at once in status and list', async (t) => {

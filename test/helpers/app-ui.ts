@@ -4,7 +4,7 @@ import path from 'node:path'
 import type { FastifyInstance, LightMyRequestResponse } from 'fastify'
 import { SESSION_COOKIE } from '../../src/auth/types.js'
 import type { AppDefinition } from '../../src/apps/types.js'
-import { tempDir, type TestContext } from './app.js'
+import { tempDir, type TestContext } from './context.js'
 
 export type Files = Record<string, string | Buffer>
 
@@ -19,18 +19,6 @@ export async function writeApp (t: TestContext, name: string, version: string, f
   }
   await fs.writeFile(path.join(dir, 'package.json'), JSON.stringify({ name, version }))
   return { name, version, dir, publicDir: path.join(dir, 'public') }
-}
-
-let users = 0
-
-/** A user with a live session, made through the auth code; returns the session token. */
-export async function sessionToken (app: FastifyInstance, username = `user${++users}-${process.pid}`): Promise<string> {
-  const user = await app.db.insertInto('users')
-    .values({ username, password_hash: 'not-a-usable-hash' })
-    .returning('id')
-    .executeTakeFirstOrThrow()
-  const { token } = await app.sessions.create(user.id)
-  return token
 }
 
 /** GET (or another method) with the session cookie. */

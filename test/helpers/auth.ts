@@ -1,13 +1,15 @@
-import fp from 'fastify-plugin'
-import Fastify, { type FastifyInstance, type LightMyRequestResponse } from 'fastify'
-import { app as servicePlugin, serverOptions } from '../../src/app.js'
+import type { FastifyInstance, LightMyRequestResponse } from 'fastify'
 import { SESSION_COOKIE } from '../../src/auth/types.js'
-import { createTestDatabase, testConfig, type TestContext } from './app.js'
 
 export const ADMIN = { username: 'alice', password: 'correct horse battery staple' }
 export const ADMIN_ENV = { ADMIN_USERNAME: ADMIN.username, ADMIN_PASSWORD: ADMIN.password }
 
 export interface Credentials { username: string, password: string }
+
+/** The header that carries a session token to the API (none without a token). */
+export function tokenHeader (token: string | undefined): Record<string, string> {
+  return token === undefined ? {} : { 'x-service-token': token }
+}
 
 /** `POST /login` as a browser form would send it. */
 export async function formLogin (app: FastifyInstance, body: Credentials & { redirect?: string }, headers: Record<string, string> = {}, remoteAddress?: string): Promise<LightMyRequestResponse> {
@@ -32,37 +34,48 @@ export async function loginToken (app: FastifyInstance, creds: Credentials = ADM
   return res.json().token as string
 }
 
+/** `POST /api/v1/auth/logout` with the token (if any) in X-Service-Token. */
+export async function logout (app: FastifyInstance, token?: string, headers: Record<string, string> = {}): Promise<LightMyRequestResponse> {
+  return await app.inject({
+    method: 'POST',
+    url: '/api/v1/auth/logout',
+    headers: { ...tokenHeader(token), ...headers }
+  })
+}
+
 export function sessionCookie (res: LightMyRequestResponse): { value: string, [k: string]: unknown } | undefined {
   return res.cookies.find((c) => c.name === SESSION_COOKIE) as { value: string } | undefined
 }
 
-export interface ProbeOptions {
-  env?: Record<string, string>
-  databaseUrl?: string
+let users = 0
+
+/** A user with a live session, made through the auth code (no login route); returns the session token. */
+export async function sessionToken (app: FastifyInstance, username = `user${++users}-${process.pid}`): Promise<string> {
+  const user = await app.db.insertInto('users')
+    .values({ username, password_hash: 'not-a-usable-hash' })
+    .returning('id')
+    .executeTakeFirstOrThrow()
+  const { token } = await app.sessions.create(user.id)
+  return token
 }
 
-/**
- * The whole service, as buildApp makes it, plus one route behind `fastify.authenticate`
- * (`GET /api/v1/test/whoami`), because no other authenticated route may exist yet.
- */
-export async function buildWithProbe (t: TestContext, opts: ProbeOptions = {}): Promise<FastifyInstance> {
-  const config = await testConfig(t, opts.env)
-  const databaseUrl = opts.databaseUrl ?? await createTestDatabase(t)
-  const fastify = Fastify(serverOptions(config, false))
-  t.teardown(async () => await fastify.close())
-  await fastify.register(fp(servicePlugin), { config, databaseUrl })
-  await fastify.register(async (secured) => {
-    secured.addHook('onRequest', secured.authenticate)
-    secured.get('/api/v1/test/whoami', async (request) => ({ username: request.auth?.username, expiresAt: request.auth?.expiresAt.toISOString() }))
-  })
-  await fastify.ready()
-  return fastify
-}
-
+/** `GET /api/v1/test/whoami` of an app built with `whoami: true`. */
 export async function whoami (app: FastifyInstance, token?: string, headers: Record<string, string> = {}): Promise<LightMyRequestResponse> {
   return await app.inject({
     method: 'GET',
     url: '/api/v1/test/whoami',
-    headers: { ...(token === undefined ? {} : { 'x-service-token': token }), ...headers }
+    headers: { ...tokenHeader(token), ...headers }
   })
+}
+
+/** An API request of a logged-in client: the status and the JSON body of the answer. */
+export type ApiCall = (method: 'GET' | 'POST', url: string, payload?: unknown) => Promise<{ statusCode: number, body: any }>
+
+/** Logs in (`ADMIN` unless told) and returns the client's calls, the token in X-Service-Token. */
+export async function loggedIn (app: FastifyInstance, creds: Credentials = ADMIN): Promise<ApiCall> {
+  const token = await loginToken(app, creds)
+  return async (method, url, payload) => {
+    const res = await app.inject({ method, url, headers: tokenHeader(token), payload: payload as object | undefined })
+    return { statusCode: res.statusCode, body: res.json() }
+  }
 }

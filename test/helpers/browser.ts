@@ -1,6 +1,6 @@
 import { existsSync } from 'node:fs'
 import { chromium, type Browser } from 'playwright-core'
-import type { TestContext } from './app.js'
+import type { TestContext } from './context.js'
 
 /** Debian's Chromium (never a browser downloaded by npm). */
 export const CHROMIUM = process.env.CHROMIUM_PATH ?? '/usr/bin/chromium'

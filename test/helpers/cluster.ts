@@ -7,8 +7,8 @@ import { spawn, type ChildProcess } from 'node:child_process'
 import pg from 'pg'
 import { PARTITION_LOCK_NAMESPACE } from '../../src/scheduler/index.js'
 import { survivesLostConnections } from '../../src/db/index.js'
-import { ADMIN, ADMIN_ENV } from './auth.js'
-import { tempDir, waitFor, type TestContext } from './app.js'
+import { ADMIN, ADMIN_ENV, tokenHeader } from './auth.js'
+import { tempDir, waitFor, type TestContext } from './context.js'
 import { CLUSTER_APPS_DIR, ROOT } from './paths.js'
 
 export const BUSY = ['busy-1', 'busy-2', 'busy-3', 'busy-4', 'busy-5', 'busy-6']
@@ -46,6 +46,23 @@ export interface LedgerRun {
   ended_at: Date | null
   outcome: string | null
   lock_held: boolean
+}
+
+/** A ledger time in epoch ms (NaN for the end of a run that has none). */
+export function ms (d: Date | null): number {
+  return d === null ? Number.NaN : d.getTime()
+}
+
+/** The rows, or undefined while there are none (for waitFor). */
+export function some<T> (rows: T[]): T[] | undefined {
+  return rows.length > 0 ? rows : undefined
+}
+
+/** The first run of each reaktor in ledger rows (ordered by start, as `Cluster.ledger` returns them). */
+export function firstRuns (runs: LedgerRun[]): Map<string, LedgerRun> {
+  const first = new Map<string, LedgerRun>()
+  for (const r of runs) if (!first.has(r.reaktor_id)) first.set(r.reaktor_id, r)
+  return first
 }
 
 export class Cluster {
@@ -132,7 +149,7 @@ export class Cluster {
   async api (nodeId: string, method: 'GET' | 'POST', url: string): Promise<{ status: number, body: any }> {
     const node = this.node(nodeId)
     this.token ??= await this.login(node)
-    const res = await fetch(`${node.url}/api/v1${url}`, { method, headers: { 'x-service-token': this.token } })
+    const res = await fetch(`${node.url}/api/v1${url}`, { method, headers: tokenHeader(this.token) })
     return { status: res.status, body: await res.json() }
   }
 

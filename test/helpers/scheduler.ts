@@ -6,25 +6,22 @@ import type { Database } from '../../src/db/schema.js'
 import { survivesLostConnections } from '../../src/db/index.js'
 import { Scheduler, PARTITION_LOCK_NAMESPACE, type SchedulerLogger, type SchedulerOptions } from '../../src/scheduler/index.js'
 import type { AktorContext, PollingReaktorRegistration } from '../../src/sdk/types.js'
-import type { TestContext } from './app.js'
+import type { SchedulerOverrides } from '../../src/plugins/scheduler.js'
+import type { TestContext } from './context.js'
+import { createTestDatabase } from './database.js'
+import { memoryLogger, silentLogger } from './log.js'
 
-/** A logger that records warnings and errors (tests assert on them) and prints nothing. */
-export function memoryLogger (lines: Array<{ level: string, obj: unknown, msg?: string }> = []): SchedulerLogger & { lines: typeof lines } {
-  const make = (bindings: Record<string, unknown>): SchedulerLogger & { lines: typeof lines } => ({
-    lines,
-    debug: () => {},
-    info: () => {},
-    warn: (obj, msg) => { lines.push({ level: 'warn', obj: { ...bindings, ...(obj as object) }, msg }) },
-    error: (obj, msg) => { lines.push({ level: 'error', obj: { ...bindings, ...(obj as object) }, msg }) },
-    child: (more) => make({ ...bindings, ...more })
-  })
-  return make({})
-}
+/**
+ * Scheduler timings for tests that need runs, reconciles and result writes to follow each other
+ * quickly (the service's defaults: a 3 s minimum interval, a reconcile every second, results
+ * written every 200 ms).
+ */
+export const FAST_SCHEDULER = { minIntervalMs: 50, reconcileIntervalMs: 200, flushIntervalMs: 50 } satisfies SchedulerOverrides
 
-/** The registrations as the service indexes them, for a test app with these settings. */
-export function registry (registrations: PollingReaktorRegistration[], settings: Record<string, unknown> = {}): Map<string, RegisteredPollingReaktor> {
-  const app: LoadedApp = { name: 'test-app', version: '1.0.0', dir: undefined, publicDir: undefined, settings, pollingReaktors: registrations, reaktors: [] }
-  return buildRegistry([app], { warn: () => {} }).pollingReaktors
+/** The registrations as the service indexes them, for a test app (`test-app` unless named) with these settings. */
+export function registry (registrations: PollingReaktorRegistration[], settings: Record<string, unknown> = {}, appName = 'test-app'): Map<string, RegisteredPollingReaktor> {
+  const app: LoadedApp = { name: appName, version: '1.0.0', dir: undefined, publicDir: undefined, settings, pollingReaktors: registrations, reaktors: [] }
+  return buildRegistry([app], silentLogger).pollingReaktors
 }
 
 export interface RunTrace {
@@ -96,6 +93,12 @@ export function database (t: TestContext, url: string): { db: Kysely<Database>, 
   return { db, queries, pool }
 }
 
+/** A fresh test database (createTestDatabase), opened with `database`. */
+export async function openTestDatabase (t: TestContext): Promise<{ url: string, db: Kysely<Database>, queries: LogEvent[], pool: pg.Pool }> {
+  const url = await createTestDatabase(t)
+  return { url, ...database(t, url) }
+}
+
 export type TestSchedulerOptions = Omit<SchedulerOptions, 'db' | 'databaseUrl' | 'log' | 'nodeId'> & {
   nodeId?: string
   log?: SchedulerLogger
@@ -108,9 +111,7 @@ export function scheduler (t: TestContext, db: Kysely<Database>, databaseUrl: st
     databaseUrl,
     nodeId: 'node-a',
     log: memoryLogger(),
-    minIntervalMs: 50,
-    reconcileIntervalMs: 200,
-    flushIntervalMs: 50,
+    ...FAST_SCHEDULER,
     shutdownGraceMs: 2000,
     reconnectMinMs: 50,
     ...opts

@@ -7,7 +7,7 @@ import t from 'tap'
 import pg from 'pg'
 import { sql } from 'kysely'
 import { createDatabase } from '../../src/db/index.js'
-import { createTestDatabase } from '../helpers/app.js'
+import { createTestDatabase } from '../helpers/database.js'
 
 t.test('a backend terminated between two statements of a transaction fails that transaction, not the process', async (t) => {
   const url = await createTestDatabase(t)

@@ -4,14 +4,14 @@ import { RunStoppedError, RunTimeoutError } from '../../src/scheduler/index.js'
 import { RunResultBatcher } from '../../src/scheduler/batcher.js'
 import { describe as describeError } from '../../src/scheduler/runner.js'
 import type { RunRecord } from '../../src/scheduler/store.js'
-import { createTestDatabase, waitFor } from '../helpers/app.js'
-import { database, memoryLogger, probe, reaktorLocks, registry, row, sameRunStart, scheduler, untilAborted, work } from '../helpers/scheduler.js'
+import { waitFor } from '../helpers/context.js'
+import { memoryLogger } from '../helpers/log.js'
+import { openTestDatabase, probe, reaktorLocks, registry, row, sameRunStart, scheduler, untilAborted, work } from '../helpers/scheduler.js'
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/
 
 t.test('true → the next run at once; false → one effective interval after the run ENDED', async (t) => {
-  const url = await createTestDatabase(t)
-  const { db } = database(t, url)
+  const { url, db } = await openTestDatabase(t)
   // Runs 1–4 drain (true), run 5 finds nothing (false) and takes 200 ms, run 6 again finds nothing.
   const p = probe('drain', async (n, ctx) => { await work(n === 5 ? 200 : 10, ctx.signal); return n < 5 }, { interval: '400ms', autoStart: true })
   const s = scheduler(t, db, url, { reaktors: registry([p.registration]) })
@@ -31,8 +31,7 @@ t.test('true → the next run at once; false → one effective interval after th
 })
 
 t.test('an interval below the minimum runs at the minimum (effectiveInterval)', async (t) => {
-  const url = await createTestDatabase(t)
-  const { db } = database(t, url)
+  const { url, db } = await openTestDatabase(t)
   const p = probe('fast', () => false, { interval: '10ms', autoStart: true })
   const s = scheduler(t, db, url, { reaktors: registry([p.registration]), minIntervalMs: 300 })
   await s.start()
@@ -45,8 +44,7 @@ t.test('an interval below the minimum runs at the minimum (effectiveInterval)', 
 })
 
 t.test('a drain of synchronous `true` results never blocks the event loop', async (t) => {
-  const url = await createTestDatabase(t)
-  const { db } = database(t, url)
+  const { url, db } = await openTestDatabase(t)
   let runs = 0
   const s = scheduler(t, db, url, {
     reaktors: registry([{ reaktorDefinitionId: 'busy', interval: '1s', autoStart: true, createReaktor: () => () => { runs++; return true } }])
@@ -68,8 +66,7 @@ t.test('a drain of synchronous `true` results never blocks the event loop', asyn
 })
 
 t.test('failures: throw, rejection, non-boolean and timeout are recorded, logged and followed by the interval', async (t) => {
-  const url = await createTestDatabase(t)
-  const { db } = database(t, url)
+  const { url, db } = await openTestDatabase(t)
   const log = memoryLogger()
   const throws = probe('throws', () => { throw new Error('boom') }, { interval: '300ms', autoStart: true })
   const rejects = probe('rejects', async () => await Promise.reject(new Error('nope')), { interval: '300ms', autoStart: true })
@@ -97,8 +94,7 @@ t.test('failures: throw, rejection, non-boolean and timeout are recorded, logged
 })
 
 t.test('a success resets lastError and consecutiveFailures', async (t) => {
-  const url = await createTestDatabase(t)
-  const { db } = database(t, url)
+  const { url, db } = await openTestDatabase(t)
   const p = probe('flaky', (n) => { if (n <= 2) throw new Error(`fail ${n}`); return false }, { interval: '100ms', autoStart: true })
   const s = scheduler(t, db, url, { reaktors: registry([p.registration]) })
   await s.start()
@@ -113,8 +109,7 @@ t.test('a success resets lastError and consecutiveFailures', async (t) => {
 })
 
 t.test('each run gets signal, log, settings, reaktorId and a fresh runId; createReaktor once per start', async (t) => {
-  const url = await createTestDatabase(t)
-  const { db } = database(t, url)
+  const { url, db } = await openTestDatabase(t)
   const p = probe('ctx', (n) => n % 3 !== 0, { interval: '100ms' })
   const s = scheduler(t, db, url, { reaktors: registry([p.registration], { greeting: 'hello' }) })
   await s.start()
@@ -140,8 +135,7 @@ t.test('each run gets signal, log, settings, reaktorId and a fresh runId; create
 })
 
 t.test('stop aborts the in-flight run, ignores its result and schedules nothing more', async (t) => {
-  const url = await createTestDatabase(t)
-  const { db } = database(t, url)
+  const { url, db } = await openTestDatabase(t)
   // Returns true once aborted: if that result were used, another run would follow at once.
   const blocked = probe('blocked', async (_n, ctx) => await untilAborted(ctx.signal), { interval: '100ms', autoStart: true })
   const metronome = probe('metronome', () => false, { interval: '100ms', autoStart: true })
@@ -163,8 +157,7 @@ t.test('stop aborts the in-flight run, ignores its result and schedules nothing 
 })
 
 t.test('never two runs of one reaktor at once, even across rapid stop/start', async (t) => {
-  const url = await createTestDatabase(t)
-  const { db } = database(t, url)
+  const { url, db } = await openTestDatabase(t)
   // Ignores its signal for 30 ms, so a stop's in-flight run outlives the stop and the next start.
   const p = probe('busy', async (n) => { await work(30); return n % 2 === 0 }, { interval: '50ms', autoStart: true })
   const s = scheduler(t, db, url, { reaktors: registry([p.registration]) })
@@ -184,8 +177,7 @@ t.test('never two runs of one reaktor at once, even across rapid stop/start', as
 })
 
 t.test('a stored nextRun is continued: future → not before it; overdue → exactly one run now', async (t) => {
-  const url = await createTestDatabase(t)
-  const { db } = database(t, url)
+  const { url, db } = await openTestDatabase(t)
   const now = Date.now()
   await db.insertInto('polling_reaktors').values([
     { reaktor_id: 'later', state: 'running', interval: '1s', next_run: new Date(now + 1500), updated_at: new Date(now) },
@@ -206,8 +198,7 @@ t.test('a stored nextRun is continued: future → not before it; overdue → exa
 })
 
 t.test('run results are flushed in batches: one statement for many reaktors', async (t) => {
-  const url = await createTestDatabase(t)
-  const { db, queries } = database(t, url)
+  const { url, db, queries } = await openTestDatabase(t)
   const N = 40
   const probes = Array.from({ length: N }, (_, i) => probe(`batch-${String(i).padStart(2, '0')}`, () => false, { interval: '1h', autoStart: true }))
   const s = scheduler(t, db, url, { reaktors: registry(probes.map((p) => p.registration)), flushIntervalMs: 250 })
@@ -221,8 +212,7 @@ t.test('run results are flushed in batches: one statement for many reaktors', as
 })
 
 t.test('a crash loses at most the unflushed batch, never a state change', async (t) => {
-  const url = await createTestDatabase(t)
-  const { db } = database(t, url)
+  const { url, db } = await openTestDatabase(t)
   const a = probe('a', () => false, { interval: '1h' })
   const b = probe('b', () => false, { interval: '1h', autoStart: true })
   // Results are flushed only once a minute: whatever ran is still in memory at the "crash".
@@ -243,8 +233,7 @@ t.test('a crash loses at most the unflushed batch, never a state change', async 
 })
 
 t.test('a late flush never undoes a stop', async (t) => {
-  const url = await createTestDatabase(t)
-  const { db } = database(t, url)
+  const { url, db } = await openTestDatabase(t)
   const p = probe('late', () => false, { interval: '1h', autoStart: true })
   const s = scheduler(t, db, url, { reaktors: registry([p.registration]), flushIntervalMs: 60_000 })
   await s.start()
@@ -259,8 +248,7 @@ t.test('a late flush never undoes a stop', async (t) => {
 })
 
 t.test('shutdown aborts in-flight runs, waits up to the grace period, flushes and releases everything', async (t) => {
-  const url = await createTestDatabase(t)
-  const { db } = database(t, url)
+  const { url, db } = await openTestDatabase(t)
   const log = memoryLogger()
   const polite = probe('polite', async (_n, ctx) => await untilAborted(ctx.signal), { interval: '1h', autoStart: true })
   // Ignores its signal: the shutdown must not wait for it longer than the grace period.
@@ -286,8 +274,7 @@ t.test('shutdown aborts in-flight runs, waits up to the grace period, flushes an
 })
 
 t.test('an error text with a NUL character is stored without it and does not hold back other results', async (t) => {
-  const url = await createTestDatabase(t)
-  const { db } = database(t, url)
+  const { url, db } = await openTestDatabase(t)
   // PostgreSQL text cannot hold U+0000: unsanitized, this row failed the whole batch, forever.
   const nul = probe('nul', () => { throw new Error('bad \u0000byte') }, { interval: '1h', autoStart: true })
   const fine = probe('fine', () => false, { interval: '1h', autoStart: true })
@@ -300,8 +287,7 @@ t.test('an error text with a NUL character is stored without it and does not hol
 })
 
 t.test('ids and error texts with quotes, backslashes, commas, braces and NULL-like words are stored exactly', async (t) => {
-  const url = await createTestDatabase(t)
-  const { db } = database(t, url)
+  const { url, db } = await openTestDatabase(t)
   // The batched write encodes its arrays itself: every character that means something in an
   // array literal, in an id and in an error text.
   const text = 'say "hi", \\ {a,b} NULL \\" end'
@@ -316,8 +302,7 @@ t.test('ids and error texts with quotes, backslashes, commas, braces and NULL-li
 })
 
 t.test('a run result PostgreSQL refuses is isolated, retried a few times and dropped; the others persist', async (t) => {
-  const url = await createTestDatabase(t)
-  const { db } = database(t, url)
+  const { db } = await openTestDatabase(t)
   await db.insertInto('polling_reaktors').values(['a', 'b', 'poison', 'c'].map((id) => ({ reaktor_id: id, state: 'running' as const, interval: '1s', updated_at: new Date(), state_version: 1 }))).execute()
   const log = memoryLogger()
   const batcher = new RunResultBatcher({ db, owner: 'node-a', intervalMs: 20, log })
@@ -341,8 +326,7 @@ t.test('a run result PostgreSQL refuses is isolated, retried a few times and dro
 })
 
 t.test('an aktor throwing a value that cannot be stringified fails the run; the reaktor keeps running', async (t) => {
-  const url = await createTestDatabase(t)
-  const { db } = database(t, url)
+  const { url, db } = await openTestDatabase(t)
   const unhandled: unknown[] = []
   const onUnhandled = (reason: unknown): void => { unhandled.push(reason) }
   process.on('unhandledRejection', onUnhandled)
@@ -361,9 +345,8 @@ t.test('an aktor throwing a value that cannot be stringified fails the run; the 
 })
 
 t.test('a run that ignores its signal past the timeout is logged at the timeout, not only when it settles', async (t) => {
-  const url = await createTestDatabase(t)
+  const { url, db } = await openTestDatabase(t)
   const log = memoryLogger()
-  const { db } = database(t, url)
   const deaf = probe('deaf', async () => { await work(1000); return false }, { interval: '1h', timeout: '100ms', autoStart: true })
   const s = scheduler(t, db, url, { reaktors: registry([deaf.registration]), log })
   await s.start()
@@ -375,8 +358,7 @@ t.test('a run that ignores its signal past the timeout is logged at the timeout,
 })
 
 t.test('run times are stored exactly to the millisecond', async (t) => {
-  const url = await createTestDatabase(t)
-  const { db } = database(t, url)
+  const { db } = await openTestDatabase(t)
   // Times whose seconds are not exact in binary (a float of seconds would round some down by 1 ms).
   const times = Array.from({ length: 200 }, (_v, i) => 1_795_449_793_000 + i * 7 + 1)
   await db.insertInto('polling_reaktors').values(times.map((_t, i) => ({ reaktor_id: `t${i}`, state: 'running' as const, interval: '1s', updated_at: new Date(), state_version: 1 }))).execute()

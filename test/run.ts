@@ -13,7 +13,7 @@ import pg from 'pg'
 import { startEmbeddedPostgres, type EmbeddedPostgres } from '../src/db/embedded.js'
 import { createDatabase } from '../src/db/index.js'
 import { migrateToLatest } from '../src/db/migrate.js'
-import { databaseUrlFor } from './db-url.js'
+import { databaseUrlFor } from './helpers/database.js'
 
 const log = { info: () => {}, warn: (_o: object, m: string) => console.warn(m) }
 let embedded: EmbeddedPostgres | undefined

@@ -1,0 +1,257 @@
+import { createHash } from 'node:crypto'
+import t from 'tap'
+import { SESSION_COOKIE } from '../../src/auth/types.js'
+import { ADMIN, ADMIN_ENV, apiLogin, formLogin, sessionCookie, whoami } from '../helpers/auth.js'
+import { build } from '../helpers/app.js'
+
+t.test('GET /login serves a self-contained, accessible form under a strict CSP', async (t) => {
+  const app = await build(t, { env: ADMIN_ENV })
+  const res = await app.inject({ method: 'GET', url: '/login?redirect=' + encodeURIComponent('/app-ui/@acme/widgets@0.1.0/?x=1') })
+  t.equal(res.statusCode, 200)
+  t.match(res.headers['content-type'], /^text\/html; charset=utf-8/)
+  const html = res.body
+
+  t.match(html, /<html lang="en">/)
+  t.match(html, /<form method="post" action="\/login"/)
+  t.match(html, /<input type="hidden" name="redirect" value="\/app-ui\/@acme\/widgets@0.1.0\/\?x=1">/)
+  t.match(html, /<label for="username">[^<]+<\/label>\s*<input type="text" id="username" name="username"[^>]*autocomplete="username"/)
+  t.match(html, /<label for="password">[^<]+<\/label>\s*<input type="password" id="password" name="password"[^>]*autocomplete="current-password"/)
+  t.match(html, /<button type="submit">/)
+  // Self-contained: nothing loaded from anywhere, no script at all.
+  t.notMatch(html, /<script|<link|<img|src=|https?:\/\//i)
+
+  const csp = String(res.headers['content-security-policy'])
+  const directives = new Map(csp.split(';').map((d) => d.trim().split(/\s+/)).map(([k, ...v]) => [k, v.join(' ')]))
+  t.equal(directives.get('default-src'), "'none'")
+  t.equal(directives.get('form-action'), "'self'")
+  t.equal(directives.get('frame-ancestors'), "'none'")
+  t.equal(directives.get('base-uri'), "'none'")
+  t.notMatch(csp, /unsafe-inline|unsafe-eval|script-src/)
+  // The one inline stylesheet is allowed by its hash, so the page renders styled under its own CSP.
+  const style = /<style>([\s\S]*?)<\/style>/.exec(html)?.[1] ?? ''
+  t.ok(style.length > 0, 'the page has its stylesheet inline')
+  t.equal(directives.get('style-src'), `'sha256-${createHash('sha256').update(style).digest('base64')}'`)
+  t.equal(res.headers['cache-control'], 'no-store')
+  t.equal(res.headers['x-frame-options'], 'DENY')
+  t.equal(res.headers['referrer-policy'], 'same-origin')
+})
+
+t.test('GET /login never reflects an unsafe redirect into the page', async (t) => {
+  const app = await build(t, { env: ADMIN_ENV })
+  for (const redirect of ['"><script>alert(1)</script>', '//evil.example', 'javascript:alert(1)']) {
+    const res = await app.inject({ method: 'GET', url: '/login?redirect=' + encodeURIComponent(redirect) })
+    t.equal(res.statusCode, 200)
+    t.match(res.body, /<input type="hidden" name="redirect" value="\/">/, redirect)
+    t.notMatch(res.body, /<script|evil\.example|javascript:/, redirect)
+  }
+  const none = await app.inject({ method: 'GET', url: '/login' })
+  t.match(none.body, /name="redirect" value="\/"/)
+})
+
+t.test('POST /login sets the session cookie and redirects (303) to the same-origin path', async (t) => {
+  const app = await build(t, { whoami: true, env: { ...ADMIN_ENV, SESSION_TTL: '2h' } })
+  const res = await formLogin(app, { ...ADMIN, redirect: '/app-ui/@acme/widgets@0.1.0/?x=1' })
+  t.equal(res.statusCode, 303)
+  t.equal(res.headers.location, '/app-ui/@acme/widgets@0.1.0/?x=1')
+
+  const setCookie = String(res.headers['set-cookie'])
+  t.match(setCookie, new RegExp(`^${SESSION_COOKIE}=[A-Za-z0-9_-]{43};`))
+  t.match(setCookie, /; Max-Age=7200(;|$)/)
+  t.match(setCookie, /; Path=\/(;|$)/)
+  t.match(setCookie, /; SameSite=Lax(;|$)/)
+  // Plain HTTP: a Secure cookie would never come back. Not HttpOnly: the app-UI helper reads it.
+  t.notMatch(setCookie, /Secure/i)
+  t.notMatch(setCookie, /HttpOnly/i)
+
+  // The cookie's value is a session token the API accepts in X-Service-Token.
+  const token = sessionCookie(res)!.value
+  const me = await whoami(app, token)
+  t.equal(me.statusCode, 200)
+  t.equal(me.json().username, ADMIN.username)
+})
+
+t.test('POST /login redirects only to same-origin paths, else to /', async (t) => {
+  const app = await build(t, { env: ADMIN_ENV })
+  const cases: Array<[string | undefined, string]> = [
+    [undefined, '/'],
+    ['/app-ui/demo@1.0.0/', '/app-ui/demo@1.0.0/'],
+    ['//evil.example', '/'],
+    ['/\\evil.example', '/'],
+    ['https://evil.example/', '/'],
+    ['javascript:alert(1)', '/'],
+    ['/..//evil.example', '/'],
+    ['/ok\r\nSet-Cookie: planted=1', '/'],
+    ['%2F%2Fevil.example', '/']
+  ]
+  for (const [redirect, expected] of cases) {
+    const res = await formLogin(app, { ...ADMIN, ...(redirect === undefined ? {} : { redirect }) })
+    t.equal(res.statusCode, 303, JSON.stringify(redirect))
+    t.equal(res.headers.location, expected, JSON.stringify(redirect))
+  }
+})
+
+t.test('wrong credentials: the form again, 401, no cookie, the same answer for unknown users', async (t) => {
+  const app = await build(t, { env: ADMIN_ENV })
+  const wrongPassword = await formLogin(app, { username: ADMIN.username, password: 'not the password', redirect: '/app-ui/x@1.0.0/' })
+  const unknownUser = await formLogin(app, { username: 'mallory', password: 'not the password', redirect: '/app-ui/x@1.0.0/' })
+  for (const res of [wrongPassword, unknownUser]) {
+    t.equal(res.statusCode, 401)
+    t.match(res.headers['content-type'], /^text\/html/)
+    t.equal(res.headers['set-cookie'], undefined, 'no cookie')
+    t.match(res.body, /<p class="error" id="login-error" role="alert">Invalid username or password\.<\/p>/)
+    t.match(res.body, /<form method="post" action="\/login"/)
+    t.match(res.body, /name="redirect" value="\/app-ui\/x@1.0.0\/"/, 'the redirect survives the retry')
+    t.ok(res.headers['content-security-policy'])
+  }
+  // Identical pages apart from the username typed in.
+  t.equal(wrongPassword.body.replace(ADMIN.username, 'U'), unknownUser.body.replace('mallory', 'U'))
+  // No session was created by either attempt.
+  t.equal((await app.db.selectFrom('sessions').select('id').execute()).length, 0)
+})
+
+t.test('every login issues a new session (no fixation)', async (t) => {
+  const app = await build(t, { whoami: true, env: ADMIN_ENV })
+  const first = await formLogin(app, ADMIN)
+  const firstToken = sessionCookie(first)!.value
+  // A browser that already has a session cookie (perhaps planted) and logs in again.
+  const second = await formLogin(app, ADMIN, { cookie: `${SESSION_COOKIE}=${firstToken}` })
+  t.equal(second.statusCode, 303)
+  const secondToken = sessionCookie(second)!.value
+  t.not(secondToken, firstToken)
+  t.equal((await whoami(app, secondToken)).statusCode, 200)
+  t.equal((await app.db.selectFrom('sessions').select('id').execute()).length, 2)
+})
+
+t.test('the cookie is Secure when the request is HTTPS through a trusted proxy, and only then', async (t) => {
+  const trusted = await build(t, { env: { ...ADMIN_ENV, TRUST_PROXY: 'true' } })
+  const viaProxy = await formLogin(trusted, ADMIN, { 'x-forwarded-proto': 'https' })
+  t.equal(viaProxy.statusCode, 303)
+  t.match(String(viaProxy.headers['set-cookie']), /; Secure(;|$)/)
+
+  const untrusted = await build(t, { env: ADMIN_ENV })
+  const spoofed = await formLogin(untrusted, ADMIN, { 'x-forwarded-proto': 'https' })
+  t.equal(spoofed.statusCode, 303)
+  t.notMatch(String(spoofed.headers['set-cookie']), /Secure/)
+})
+
+t.test('login CSRF: a cross-site POST /login is refused with 403', async (t) => {
+  const app = await build(t, { env: ADMIN_ENV })
+  const refused: Array<Record<string, string>> = [
+    { 'sec-fetch-site': 'cross-site' },
+    { origin: 'https://evil.example' },
+    { origin: 'http://localhost.evil.example' },
+    { origin: 'null' },
+    { origin: 'https://evil.example', 'sec-fetch-site': 'same-site' },
+    // Same host, other scheme: not this origin.
+    { origin: 'https://localhost' },
+    { origin: 'http://localhost', 'sec-fetch-site': 'cross-site' }
+  ]
+  for (const headers of refused) {
+    const res = await formLogin(app, ADMIN, headers)
+    t.equal(res.statusCode, 403, JSON.stringify(headers))
+    // The form again, saying why (a person sees the refusal, not a JSON body).
+    t.match(res.headers['content-type'], /^text\/html/)
+    t.match(res.body, /role="alert">Cross-site login request rejected</)
+    t.match(res.body, /<form method="post" action="\/login"/)
+    t.equal(res.headers['set-cookie'], undefined)
+  }
+  t.equal((await app.db.selectFrom('sessions').select('id').execute()).length, 0, 'no session was created')
+
+  // The service's own page (inject's Host is localhost:80), and clients that send neither header.
+  const allowed: Array<Record<string, string>> = [
+    { origin: 'http://localhost', 'sec-fetch-site': 'same-origin' },
+    { origin: 'http://localhost:80' },
+    { 'sec-fetch-site': 'same-origin' },
+    // What Chromium sends for a same-origin post from a page with a strict referrer policy.
+    { origin: 'null', 'sec-fetch-site': 'same-origin' },
+    { 'sec-fetch-site': 'none' },
+    {}
+  ]
+  for (const headers of allowed) {
+    const res = await formLogin(app, ADMIN, headers)
+    t.equal(res.statusCode, 303, JSON.stringify(headers))
+  }
+  const otherHost = await formLogin(app, ADMIN, { host: 'service.example:8443', origin: 'http://service.example:8443' })
+  t.equal(otherHost.statusCode, 303, 'the origin is compared with the Host the request came in on')
+})
+
+t.test('login attempts are rate limited per client address (429), spoofed X-Forwarded-For does not help', async (t) => {
+  const app = await build(t, { env: { ...ADMIN_ENV, LOGIN_RATE_LIMIT: '3' } })
+  for (let i = 0; i < 3; i++) {
+    // A different username each time, so only the per-address counter can trip.
+    const res = await formLogin(app, { username: `guess${i}`, password: 'x' }, { 'x-forwarded-for': `203.0.113.${i + 1}` })
+    t.equal(res.statusCode, 401, `attempt ${i + 1}`)
+  }
+  const limited = await formLogin(app, { username: 'guess9', password: 'x' }, { 'x-forwarded-for': '203.0.113.99' })
+  t.equal(limited.statusCode, 429)
+  t.match(limited.headers['content-type'], /^text\/html/, 'the form, for the person at it')
+  t.match(limited.body, /role="alert">Too many login attempts; retry in \d+ seconds</)
+  t.ok(Number(limited.headers['retry-after']) > 0, 'Retry-After says when to come back')
+  // Even the right password does not get through now, on either login route.
+  t.equal((await formLogin(app, ADMIN)).statusCode, 429)
+  t.equal((await apiLogin(app, ADMIN)).statusCode, 429)
+  // Another client address is not affected.
+  t.equal((await formLogin(app, ADMIN, {}, '198.51.100.7')).statusCode, 303)
+})
+
+t.test('behind a trusted proxy, X-Forwarded-For is the client address the limit counts', async (t) => {
+  const app = await build(t, { env: { ...ADMIN_ENV, LOGIN_RATE_LIMIT: '3', TRUST_PROXY: 'true' } })
+  for (let i = 0; i < 5; i++) {
+    const res = await formLogin(app, { username: `guess${i}`, password: 'x' }, { 'x-forwarded-for': `203.0.113.${i + 1}` })
+    t.equal(res.statusCode, 401, `attempt ${i + 1} from its own address`)
+  }
+  for (let i = 0; i < 3; i++) await formLogin(app, { username: `again${i}`, password: 'x' }, { 'x-forwarded-for': '203.0.113.50' })
+  t.equal((await formLogin(app, { username: 'again9', password: 'x' }, { 'x-forwarded-for': '203.0.113.50' })).statusCode, 429)
+})
+
+t.test('login attempts are rate limited per username, across addresses and both login routes', async (t) => {
+  const app = await build(t, { env: { ...ADMIN_ENV, LOGIN_RATE_LIMIT: '3' } })
+  t.equal((await formLogin(app, { username: ADMIN.username, password: 'x' }, {}, '192.0.2.1')).statusCode, 401)
+  t.equal((await apiLogin(app, { username: ADMIN.username, password: 'x' }, {}, '192.0.2.2')).statusCode, 401)
+  t.equal((await formLogin(app, { username: ADMIN.username.toUpperCase(), password: 'x' }, {}, '192.0.2.3')).statusCode, 401)
+  const limited = await apiLogin(app, ADMIN, {}, '192.0.2.4')
+  t.equal(limited.statusCode, 429)
+  t.match(limited.json(), { statusCode: 429, error: 'Too Many Requests' })
+  t.equal((await formLogin(app, ADMIN, {}, '192.0.2.5')).statusCode, 429)
+  // Another username from a fresh address is not limited.
+  t.equal((await apiLogin(app, { username: 'bob', password: 'x' }, {}, '192.0.2.6')).statusCode, 401)
+})
+
+t.test('POST /login with a missing field is a 400 error body, not a crash', async (t) => {
+  const app = await build(t, { env: ADMIN_ENV })
+  const res = await app.inject({
+    method: 'POST',
+    url: '/login',
+    headers: { 'content-type': 'application/x-www-form-urlencoded' },
+    payload: 'username=alice'
+  })
+  t.equal(res.statusCode, 400)
+  t.same(Object.keys(res.json()).sort(), ['error', 'message', 'statusCode'])
+})
+
+t.test('GET / lists the app UIs to a signed-in browser and sends others to the login page', async (t) => {
+  const app = await build(t, {
+    env: ADMIN_ENV,
+    apps: [
+      { name: 'with-ui', version: '2.0.0', publicDir: '/nonexistent/public' },
+      { name: '@acme/no-ui', version: '1.0.0' }
+    ]
+  })
+  const anonymous = await app.inject({ method: 'GET', url: '/' })
+  t.equal(anonymous.statusCode, 302)
+  t.equal(anonymous.headers.location, '/login?redirect=%2F')
+  const cookie = sessionCookie(await formLogin(app, ADMIN))!.value
+  const home = await app.inject({ method: 'GET', url: '/', cookies: { [SESSION_COOKIE]: cookie } })
+  t.equal(home.statusCode, 200)
+  t.match(home.headers['content-security-policy'], /default-src 'none'/)
+  t.match(home.body, /Signed in as <strong>alice<\/strong>/)
+  t.match(home.body, /<a href="\/app-ui\/with-ui@2\.0\.0\/">with-ui<\/a> 2\.0\.0/)
+  t.notMatch(home.body, /no-ui/, 'only apps with a UI')
+})
+
+t.test('GET /login with a repeated redirect parameter still serves the form (redirect /)', async (t) => {
+  const app = await build(t, { env: ADMIN_ENV })
+  const res = await app.inject({ method: 'GET', url: '/login?redirect=/a&redirect=/b' })
+  t.equal(res.statusCode, 200)
+  t.match(res.body, /name="redirect" value="\/"/)
+})

@@ -1,0 +1,81 @@
+import type { FastifyInstance, LightMyRequestResponse } from 'fastify'
+import { SESSION_COOKIE } from '../../src/auth/types.js'
+
+export const ADMIN = { username: 'alice', password: 'correct horse battery staple' }
+export const ADMIN_ENV = { ADMIN_USERNAME: ADMIN.username, ADMIN_PASSWORD: ADMIN.password }
+
+export interface Credentials { username: string, password: string }
+
+/** The header that carries a session token to the API (none without a token). */
+export function tokenHeader (token: string | undefined): Record<string, string> {
+  return token === undefined ? {} : { 'x-service-token': token }
+}
+
+/** `POST /login` as a browser form would send it. */
+export async function formLogin (app: FastifyInstance, body: Credentials & { redirect?: string }, headers: Record<string, string> = {}, remoteAddress?: string): Promise<LightMyRequestResponse> {
+  return await app.inject({
+    method: 'POST',
+    url: '/login',
+    headers: { 'content-type': 'application/x-www-form-urlencoded', ...headers },
+    payload: new URLSearchParams(Object.entries(body).filter(([, v]) => v !== undefined)).toString(),
+    remoteAddress
+  })
+}
+
+/** `POST /api/v1/auth/login` (JSON). */
+export async function apiLogin (app: FastifyInstance, body: Credentials, headers: Record<string, string> = {}, remoteAddress?: string): Promise<LightMyRequestResponse> {
+  return await app.inject({ method: 'POST', url: '/api/v1/auth/login', payload: body, headers, remoteAddress })
+}
+
+/** The token of a successful JSON login (fails the test otherwise). */
+export async function loginToken (app: FastifyInstance, creds: Credentials = ADMIN): Promise<string> {
+  const res = await apiLogin(app, creds)
+  if (res.statusCode !== 200) throw new Error(`login failed: ${res.statusCode} ${res.body}`)
+  return res.json().token as string
+}
+
+/** `POST /api/v1/auth/logout` with the token (if any) in X-Service-Token. */
+export async function logout (app: FastifyInstance, token?: string, headers: Record<string, string> = {}): Promise<LightMyRequestResponse> {
+  return await app.inject({
+    method: 'POST',
+    url: '/api/v1/auth/logout',
+    headers: { ...tokenHeader(token), ...headers }
+  })
+}
+
+export function sessionCookie (res: LightMyRequestResponse): { value: string, [k: string]: unknown } | undefined {
+  return res.cookies.find((c) => c.name === SESSION_COOKIE) as { value: string } | undefined
+}
+
+let users = 0
+
+/** A user with a live session, made through the auth code (no login route); returns the session token. */
+export async function sessionToken (app: FastifyInstance, username = `user${++users}-${process.pid}`): Promise<string> {
+  const user = await app.db.insertInto('users')
+    .values({ username, password_hash: 'not-a-usable-hash' })
+    .returning('id')
+    .executeTakeFirstOrThrow()
+  const { token } = await app.sessions.create(user.id)
+  return token
+}
+
+/** `GET /api/v1/test/whoami` of an app built with `whoami: true`. */
+export async function whoami (app: FastifyInstance, token?: string, headers: Record<string, string> = {}): Promise<LightMyRequestResponse> {
+  return await app.inject({
+    method: 'GET',
+    url: '/api/v1/test/whoami',
+    headers: { ...tokenHeader(token), ...headers }
+  })
+}
+
+/** An API request of a logged-in client: the status and the JSON body of the answer. */
+export type ApiCall = (method: 'GET' | 'POST', url: string, payload?: unknown) => Promise<{ statusCode: number, body: any }>
+
+/** Logs in (`ADMIN` unless told) and returns the client's calls, the token in X-Service-Token. */
+export async function loggedIn (app: FastifyInstance, creds: Credentials = ADMIN): Promise<ApiCall> {
+  const token = await loginToken(app, creds)
+  return async (method, url, payload) => {
+    const res = await app.inject({ method, url, headers: tokenHeader(token), payload: payload as object | undefined })
+    return { statusCode: res.statusCode, body: res.json() }
+  }
+}

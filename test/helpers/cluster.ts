@@ -1,0 +1,235 @@
+/**
+ * Multi-process harness for the cluster tests: real `node --import tsx src/server.ts` processes on
+ * one database, with the ledger app of test/fixtures/cluster-app (every run of its reaktors is a
+ * row of `cluster_ledger`). Local addresses only; every process is killed at teardown.
+ */
+import { spawn, type ChildProcess } from 'node:child_process'
+import pg from 'pg'
+import { PARTITION_LOCK_NAMESPACE } from '../../src/scheduler/index.js'
+import { survivesLostConnections } from '../../src/db/index.js'
+import { ADMIN, ADMIN_ENV, tokenHeader } from './auth.js'
+import { tempDir, waitFor, type TestContext } from './context.js'
+import { CLUSTER_APPS_DIR, ROOT } from './paths.js'
+
+export const BUSY = ['busy-1', 'busy-2', 'busy-3', 'busy-4', 'busy-5', 'busy-6']
+/** Every polling reaktor of the ledger app; `manual` is the only one without autoStart. */
+export const ALL_REAKTORS = [...BUSY, 'manual', 'paced']
+
+export interface NodeProcess {
+  nodeId: string
+  child: ChildProcess
+  /** http://127.0.0.1:PORT, from the "Server listening at" log line. */
+  url: string
+  output: () => string
+  exited: Promise<number | null>
+  /** Date.now() at spawn. */
+  startedAt: number
+  /** Date.now() right before SIGKILL was sent (the process was dead within milliseconds). */
+  killedAt?: number
+  /** Date.now() when the test saw the process exit: nothing of it runs after this. */
+  exitedAt?: number
+}
+
+export interface StatusBody {
+  reaktorDefinitionId: string
+  state: 'running' | 'stopped'
+  owner: string | null
+  lastRun: string | null
+  nextRun: string | null
+}
+
+export interface LedgerRun {
+  run_id: string
+  reaktor_id: string
+  node_id: string
+  started_at: Date
+  ended_at: Date | null
+  outcome: string | null
+  lock_held: boolean
+}
+
+/** A ledger time in epoch ms (NaN for the end of a run that has none). */
+export function ms (d: Date | null): number {
+  return d === null ? Number.NaN : d.getTime()
+}
+
+/** The rows, or undefined while there are none (for waitFor). */
+export function some<T> (rows: T[]): T[] | undefined {
+  return rows.length > 0 ? rows : undefined
+}
+
+/** The first run of each reaktor in ledger rows (ordered by start, as `Cluster.ledger` returns them). */
+export function firstRuns (runs: LedgerRun[]): Map<string, LedgerRun> {
+  const first = new Map<string, LedgerRun>()
+  for (const r of runs) if (!first.has(r.reaktor_id)) first.set(r.reaktor_id, r)
+  return first
+}
+
+export class Cluster {
+  readonly nodes = new Map<string, NodeProcess>()
+  /** Every process ever started (killed ones included), for the overlap analysis. */
+  readonly history: NodeProcess[] = []
+  readonly sql: pg.Pool
+  private token: string | undefined
+
+  constructor (private readonly t: TestContext, readonly databaseUrl: string, private readonly env: Record<string, string> = {}) {
+    this.sql = new pg.Pool({ connectionString: databaseUrl, max: 3, application_name: 'cluster-test' })
+    survivesLostConnections(this.sql)
+    t.teardown(async () => {
+      for (const node of this.history) if (node.child.exitCode === null && node.child.signalCode === null) node.child.kill('SIGKILL')
+      await Promise.all(this.history.map(async (n) => await n.exited))
+      await this.sql.end()
+    })
+  }
+
+  /** Spawns one node and waits until it listens (and so has joined the cluster: onReady ran). */
+  async start (nodeId: string, extraEnv: Record<string, string> = {}): Promise<NodeProcess> {
+    const dataDir = await tempDir(this.t, 'reaktor-cluster-node-')
+    let output = ''
+    const child = spawn(process.execPath, ['--import', 'tsx', 'src/server.ts'], {
+      cwd: ROOT,
+      env: {
+        ...process.env,
+        ...ADMIN_ENV,
+        DATABASE_URL: this.databaseUrl,
+        HOST: '127.0.0.1',
+        PORT: '0',
+        NODE_ID: nodeId,
+        LOG_LEVEL: 'info',
+        DATA_DIR: dataDir,
+        REAKTOR_APPS_DIR: CLUSTER_APPS_DIR,
+        REAKTOR_SETTING_CLUSTER_LEDGER_LEDGERURL: this.databaseUrl,
+        SHUTDOWN_GRACE: '5s',
+        ...this.env,
+        ...extraEnv
+      },
+      stdio: ['ignore', 'pipe', 'pipe']
+    })
+    child.stdout?.on('data', (d: Buffer) => { output += d.toString() })
+    child.stderr?.on('data', (d: Buffer) => { output += d.toString() })
+    const exited = new Promise<number | null>((resolve) => child.on('exit', (code) => {
+      node.exitedAt = Date.now()
+      resolve(code)
+    }))
+    const node: NodeProcess = { nodeId, child, url: '', output: () => output, exited, startedAt: Date.now() }
+    this.history.push(node)
+    const match = await waitFor(() => {
+      if (child.exitCode !== null) throw new Error(`node ${nodeId} exited: ${output}`)
+      return /Server listening at (http:\/\/127\.0\.0\.1:\d+)/.exec(output)
+    }, { timeoutMs: 60_000, what: `node ${nodeId} to listen` })
+    node.url = match[1]
+    this.nodes.set(nodeId, node)
+    return node
+  }
+
+  /** SIGKILL: no shutdown hook runs, the lock connection just dies with the process. */
+  async kill9 (nodeId: string): Promise<number> {
+    const node = this.node(nodeId)
+    node.killedAt = Date.now()
+    node.child.kill('SIGKILL')
+    this.nodes.delete(nodeId)
+    await node.exited
+    return node.killedAt
+  }
+
+  /** SIGTERM: graceful shutdown; resolves with the exit code. */
+  async stop (nodeId: string): Promise<number | null> {
+    const node = this.node(nodeId)
+    node.child.kill('SIGTERM')
+    this.nodes.delete(nodeId)
+    return await node.exited
+  }
+
+  node (nodeId: string): NodeProcess {
+    const node = this.nodes.get(nodeId)
+    if (node === undefined) throw new Error(`no live node ${nodeId}`)
+    return node
+  }
+
+  async api (nodeId: string, method: 'GET' | 'POST', url: string): Promise<{ status: number, body: any }> {
+    const node = this.node(nodeId)
+    this.token ??= await this.login(node)
+    const res = await fetch(`${node.url}/api/v1${url}`, { method, headers: tokenHeader(this.token) })
+    return { status: res.status, body: await res.json() }
+  }
+
+  private async login (node: NodeProcess): Promise<string> {
+    const res = await fetch(`${node.url}/api/v1/auth/login`, {
+      method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(ADMIN)
+    })
+    if (res.status !== 200) throw new Error(`login failed: ${res.status}`)
+    return (await res.json() as { token: string }).token
+  }
+
+  /** GET /api/v1/polling through one node, by id. */
+  async statuses (nodeId: string): Promise<Map<string, StatusBody>> {
+    const { body } = await this.api(nodeId, 'GET', '/polling')
+    return new Map((body.pollingReaktors as StatusBody[]).map((s) => [s.reaktorDefinitionId, s]))
+  }
+
+  /**
+   * Who holds each running reaktor's partition lock right now, from pg_locks (node id from the
+   * lock connection's application name `reaktor-scheduler <NODE_ID>`).
+   */
+  async lockHolders (ids: readonly string[] = ALL_REAKTORS): Promise<Map<string, string>> {
+    const { rows } = await this.sql.query<{ reaktor_id: string, node: string }>(`
+      select p.reaktor_id, substr(a.application_name, length('reaktor-scheduler ') + 1) as node
+      from polling_reaktors as p
+      join pg_locks as l on l.locktype = 'advisory' and l.granted and l.objsubid = 2
+        and l.database = (select oid from pg_database where datname = current_database())
+        and l.classid = ${PARTITION_LOCK_NAMESPACE}::bigint::oid and l.objid = p.partition::bigint::oid
+      join pg_stat_activity as a on a.pid = l.pid
+      where p.reaktor_id = any($1::text[]) and p.state = 'running'`, [ids])
+    return new Map(rows.map((r) => [r.reaktor_id, r.node]))
+  }
+
+  /** Running reaktors per node (by lock holder). */
+  async spread (): Promise<Record<string, number>> {
+    const counts: Record<string, number> = Object.fromEntries([...this.nodes.keys()].map((n) => [n, 0]))
+    for (const node of (await this.lockHolders()).values()) counts[node] = (counts[node] ?? 0) + 1
+    return counts
+  }
+
+  /** Backend pid of a node's scheduler lock connection. */
+  async lockConnectionPid (nodeId: string): Promise<number | undefined> {
+    const { rows } = await this.sql.query<{ pid: number }>(
+      `select pid from pg_stat_activity where datname = current_database() and application_name = left('reaktor-scheduler ' || $1, 63)`, [nodeId])
+    return rows[0]?.pid
+  }
+
+  async ledger (where = 'true', values: unknown[] = []): Promise<LedgerRun[]> {
+    const { rows } = await this.sql.query<LedgerRun>(`select * from cluster_ledger where ${where} order by started_at`, values)
+    return rows
+  }
+
+  /** When each process ended (a node id may be killed or stopped, restarted, killed again). */
+  exits (): Array<{ nodeId: string, at: number }> {
+    return this.history.filter((n) => n.exitedAt !== undefined).map((n) => ({ nodeId: n.nodeId, at: n.exitedAt! }))
+  }
+}
+
+/**
+ * Overlaps in the ledger: pairs of runs of one reaktor whose [start, end) intersect. A run left
+ * without a recorded end (its process was killed, or exited before the background write landed)
+ * ends when the test saw its process exit: the first exit of that node id after the run started.
+ * Any other run without an end counts as never ending.
+ */
+export async function overlappingRuns (cluster: Cluster): Promise<Array<{ a: string, b: string, reaktor_id: string }>> {
+  const kills = cluster.exits()
+  const { rows } = await cluster.sql.query<{ a: string, b: string, reaktor_id: string }>(`
+    with kills as (
+      select * from unnest($1::text[], $2::bigint[]) as k(node_id, at_ms)
+    ), runs as (
+      select r.run_id, r.reaktor_id, r.started_at,
+             coalesce(r.ended_at,
+                      (select to_timestamp(min(k.at_ms) / 1000.0) from kills as k
+                       where k.node_id = r.node_id and to_timestamp(k.at_ms / 1000.0) >= r.started_at),
+                      'infinity'::timestamptz) as ended_at
+      from cluster_ledger as r
+    )
+    select x.run_id as a, y.run_id as b, x.reaktor_id
+    from runs as x join runs as y on x.reaktor_id = y.reaktor_id and x.run_id < y.run_id
+    where tstzrange(x.started_at, x.ended_at, '[)') && tstzrange(y.started_at, y.ended_at, '[)')`,
+  [kills.map((k) => k.nodeId), kills.map((k) => k.at)])
+  return rows
+}

@@ -1,0 +1,170 @@
+import { Kysely, PostgresDialect, sql, type LogEvent } from 'kysely'
+import pg from 'pg'
+import { buildRegistry } from '../../src/apps/registry.js'
+import type { LoadedApp, RegisteredPollingReaktor } from '../../src/apps/types.js'
+import type { Database } from '../../src/db/schema.js'
+import { survivesLostConnections } from '../../src/db/index.js'
+import { readStatuses } from '../../src/polling/status.js'
+import type { PollingStatusType } from '../../src/schemas/polling.js'
+import { Scheduler, PARTITION_LOCK_NAMESPACE, type SchedulerLogger, type SchedulerOptions } from '../../src/scheduler/index.js'
+import type { AktorContext, PollingReaktorRegistration } from '../../src/sdk/types.js'
+import type { SchedulerOverrides } from '../../src/plugins/scheduler.js'
+import type { TestContext } from './context.js'
+import { createTestDatabase } from './database.js'
+import { memoryLogger, silentLogger } from './log.js'
+
+/**
+ * Scheduler timings for tests that need runs, reconciles and result writes to follow each other
+ * quickly (the service's defaults: a 3 s minimum interval, a reconcile every second, results
+ * written every 200 ms).
+ */
+export const FAST_SCHEDULER = { minIntervalMs: 50, reconcileIntervalMs: 200, flushIntervalMs: 50 } satisfies SchedulerOverrides
+
+/** The registrations as the service indexes them, for a test app (`test-app` unless named) with these settings. */
+export function registry (registrations: PollingReaktorRegistration[], settings: Record<string, unknown> = {}, appName = 'test-app'): Map<string, RegisteredPollingReaktor> {
+  const app: LoadedApp = { name: appName, version: '1.0.0', dir: undefined, publicDir: undefined, settings, pollingReaktors: registrations, reaktors: [] }
+  return buildRegistry([app], silentLogger).pollingReaktors
+}
+
+export interface RunTrace {
+  n: number
+  runId: string
+  start: number
+  end?: number
+  context: AktorContext
+  aborted?: unknown
+}
+
+/**
+ * A polling reaktor that records every run (start, end, context, abort reason) and how many runs
+ * were in flight at once. `behaviour(n, context)` decides what run n (1-based) does.
+ */
+export function probe (
+  reaktorDefinitionId: string,
+  behaviour: (n: number, context: AktorContext) => unknown,
+  extra: Partial<PollingReaktorRegistration> = {}
+): { registration: PollingReaktorRegistration, runs: RunTrace[], factoryCalls: () => number, maxActive: () => number } {
+  const runs: RunTrace[] = []
+  let active = 0
+  let maxActive = 0
+  let factoryCalls = 0
+  const registration: PollingReaktorRegistration = {
+    reaktorDefinitionId,
+    interval: '1s',
+    ...extra,
+    createReaktor: () => {
+      factoryCalls++
+      return async (_input, context) => {
+        const trace: RunTrace = { n: runs.length + 1, runId: context.runId, start: Date.now(), context }
+        runs.push(trace)
+        context.signal.addEventListener('abort', () => { trace.aborted = context.signal.reason })
+        active++
+        maxActive = Math.max(maxActive, active)
+        try {
+          return await behaviour(trace.n, context) as boolean
+        } finally {
+          active--
+          trace.end = Date.now()
+        }
+      }
+    }
+  }
+  return { registration, runs, factoryCalls: () => factoryCalls, maxActive: () => maxActive }
+}
+
+/** Resolves after `ms`, or as soon as the signal aborts (what a well-behaved aktor does). */
+export async function work (ms: number, signal?: AbortSignal): Promise<void> {
+  await new Promise<void>((resolve) => {
+    const timer = setTimeout(resolve, ms)
+    signal?.addEventListener('abort', () => { clearTimeout(timer); resolve() }, { once: true })
+  })
+}
+
+/** Never resolves on its own: settles only when the run's signal aborts. */
+export async function untilAborted (signal: AbortSignal): Promise<boolean> {
+  return await new Promise<boolean>((resolve) => signal.addEventListener('abort', () => resolve(true), { once: true }))
+}
+
+/** A Kysely on its own pool, destroyed at teardown; `queries` records every statement. */
+export function database (t: TestContext, url: string): { db: Kysely<Database>, queries: LogEvent[], pool: pg.Pool } {
+  const queries: LogEvent[] = []
+  const pool = new pg.Pool({ connectionString: url, max: 5 })
+  survivesLostConnections(pool)
+  const db = new Kysely<Database>({ dialect: new PostgresDialect({ pool }), log: (event) => { queries.push(event) } })
+  t.teardown(async () => await db.destroy())
+  return { db, queries, pool }
+}
+
+/** A fresh test database (createTestDatabase), opened with `database`. */
+export async function openTestDatabase (t: TestContext): Promise<{ url: string, db: Kysely<Database>, queries: LogEvent[], pool: pg.Pool }> {
+  const url = await createTestDatabase(t)
+  return { url, ...database(t, url) }
+}
+
+export type TestSchedulerOptions = Omit<SchedulerOptions, 'db' | 'databaseUrl' | 'log' | 'nodeId'> & {
+  nodeId?: string
+  log?: SchedulerLogger
+}
+
+/** A scheduler with fast test knobs, stopped at teardown (before the database is dropped). */
+/** A scheduler for tests, with `status(id)`: what the API would show, read as the service reads it. */
+export type TestScheduler = Scheduler & { status: (reaktorId: string) => Promise<PollingStatusType> }
+
+export function scheduler (t: TestContext, db: Kysely<Database>, databaseUrl: string, opts: TestSchedulerOptions): TestScheduler {
+  const s = new Scheduler({
+    db,
+    databaseUrl,
+    nodeId: 'node-a',
+    log: memoryLogger(),
+    ...FAST_SCHEDULER,
+    shutdownGraceMs: 2000,
+    reconnectMinMs: 50,
+    ...opts
+  })
+  t.teardown(async () => await s.stop())
+  const status = async (reaktorId: string): Promise<PollingStatusType> =>
+    (await readStatuses({ db, reaktors: opts.reaktors, minIntervalMs: s.minIntervalMs }, [reaktorId]))[0]
+  return Object.assign(s, { status })
+}
+
+export interface AdvisoryLockRow { pid: number, granted: boolean }
+
+/**
+ * The ownership lock of a reaktor id as pg_locks shows it: the lock of its partition (two-int
+ * form: classid, objid, objsubid 2), the partition as stored in its row.
+ */
+export async function reaktorLocks (db: Kysely<Database>, reaktorId: string): Promise<AdvisoryLockRow[]> {
+  const { rows } = await sql<AdvisoryLockRow>`
+    select pid, granted from pg_locks
+    where locktype = 'advisory' and database = (select oid from pg_database where datname = current_database())
+      and classid = ${PARTITION_LOCK_NAMESPACE}::bigint::oid
+      and objid = (select partition from polling_reaktors where reaktor_id = ${reaktorId})::bigint::oid
+      and objsubid = 2
+  `.execute(db)
+  return rows
+}
+
+/** Every partition lock in this database: partition → holding pids. */
+export async function partitionLocks (db: Kysely<Database>): Promise<Map<number, number[]>> {
+  const { rows } = await sql<{ partition: number, pid: number }>`
+    select objid::bigint::int as partition, pid from pg_locks
+    where locktype = 'advisory' and database = (select oid from pg_database where datname = current_database())
+      and classid = ${PARTITION_LOCK_NAMESPACE}::bigint::oid and objsubid = 2 and granted
+  `.execute(db)
+  const held = new Map<number, number[]>()
+  for (const r of rows) held.set(r.partition, [...(held.get(r.partition) ?? []), r.pid])
+  return held
+}
+
+export async function row (db: Kysely<Database>, reaktorId: string): Promise<Record<string, any> | undefined> {
+  return await db.selectFrom('polling_reaktors').selectAll().where('reaktor_id', '=', reaktorId).executeTakeFirst()
+}
+
+/**
+ * The stored lastRun is the scheduler's clock read right before it calls the aktor; a probe reads
+ * its own a few microseconds later, so the two may straddle a millisecond boundary. Runs of one
+ * reaktor are at least an interval apart, so one millisecond cannot mistake one run for another.
+ */
+export function sameRunStart (storedMs: number, probeStartMs: number): boolean {
+  return probeStartMs - storedMs >= 0 && probeStartMs - storedMs <= 1
+}

@@ -1,0 +1,155 @@
+import fs from 'node:fs/promises'
+import os from 'node:os'
+import path from 'node:path'
+import t from 'tap'
+import { FileCache } from '../../src/app-ui/file-cache.js'
+import { chooseEncoding, etagMatches } from '../../src/app-ui/negotiation.js'
+import { prepareFile, type CachedFile } from '../../src/app-ui/prepared-file.js'
+import { PublicFolder } from '../../src/app-ui/safe-path.js'
+import { helperInsertionOffset } from '../../src/app-ui/helper-script.js'
+import { hasDotSegment, parseAppUiUrl } from '../../src/app-ui/url.js'
+
+function entry (bytes: number): CachedFile {
+  return { contentType: 'text/plain', identity: { body: Buffer.alloc(bytes), etag: '"x"' }, bytes }
+}
+
+t.test('FileCache: bounded by bytes, least recently used evicted, one load per key', async (t) => {
+  const cache = new FileCache(100, 60)
+  t.ok(cache.accepts(60))
+  t.notOk(cache.accepts(61), 'files above the per-file limit are streamed')
+  let loads = 0
+  const load = (bytes: number) => async () => { loads++; return entry(bytes) }
+  await cache.get('a', load(40))
+  await cache.get('b', load(40))
+  await cache.get('a', load(40)) // a is now the most recent
+  t.equal(loads, 2, 'hits do not load')
+  await cache.get('c', load(40)) // over 100: evicts b (least recent)
+  t.equal(cache.bytes, 80)
+  t.equal(cache.size, 2)
+  await cache.get('a', load(40))
+  t.equal(loads, 3, 'a survived')
+  await cache.get('b', load(40))
+  t.equal(loads, 4, 'b was evicted and loads again')
+  t.ok(cache.bytes <= cache.maxBytes)
+
+  const [x, y] = await Promise.all([cache.get('same', load(10)), cache.get('same', load(10))])
+  t.equal(x, y, 'concurrent first requests share one load')
+  t.equal(loads, 5)
+
+  const huge = new FileCache(100, 1000)
+  await huge.get('h', load(500))
+  t.equal(huge.size, 0, 'an entry larger than the whole cache is not kept')
+
+  await t.rejects(cache.get('fails', async () => { throw new Error('EIO') }))
+  await cache.get('fails', load(1))
+  t.equal(loads, 7, 'a failed load is not cached')
+})
+
+t.test('prepareFile: variants only for text, only when smaller', async (t) => {
+  const js = await prepareFile('a.js', Buffer.from('let x = 1;\n'.repeat(100)))
+  t.ok(js.br !== undefined && js.gzip !== undefined)
+  t.equal(js.bytes, js.identity.body.length + (js.br?.body.length ?? 0) + (js.gzip?.body.length ?? 0))
+  const png = await prepareFile('a.png', Buffer.alloc(5000))
+  t.equal(png.br, undefined)
+  t.equal(png.gzip, undefined)
+  const tiny = await prepareFile('a.css', Buffer.from('a{}'))
+  t.equal(tiny.br, undefined, 'tiny files are not worth it')
+})
+
+t.test('chooseEncoding and etagMatches', async (t) => {
+  const both = { br: 1, gzip: 1 }
+  t.equal(chooseEncoding(undefined, both), undefined)
+  t.equal(chooseEncoding('', both), undefined)
+  t.equal(chooseEncoding('gzip, deflate, br, zstd', both), 'br')
+  t.equal(chooseEncoding('gzip', both), 'gzip')
+  t.equal(chooseEncoding('x-gzip', both), 'gzip')
+  t.equal(chooseEncoding('br;q=0.1, gzip;q=0.9', both), 'gzip')
+  t.equal(chooseEncoding('br;q=0, gzip;q=0', both), undefined)
+  t.equal(chooseEncoding('*', both), 'br')
+  t.equal(chooseEncoding('*;q=0', both), undefined)
+  t.equal(chooseEncoding('br', { gzip: 1 }), undefined, 'only variants that exist')
+  t.equal(chooseEncoding('identity', both), undefined)
+
+  t.ok(etagMatches('"a"', '"a"'))
+  t.ok(etagMatches('W/"a"', '"a"'))
+  t.ok(etagMatches('"b", "a"', '"a"'))
+  t.ok(etagMatches('*', '"a"'))
+  t.notOk(etagMatches('"b"', '"a"'))
+  t.notOk(etagMatches(undefined, '"a"'))
+})
+
+t.test('hasDotSegment and parseAppUiUrl', async (t) => {
+  for (const s of ['.env', 'a/.b', '..', '%2e%2e', '%252e', 'a\\..', '%2E', '%5c..', 'x%2f.y', '%25252e']) t.ok(hasDotSegment(s), s)
+  for (const s of ['a.b', 'index.html', 'a..b', '%2', 'x%41']) t.notOk(hasDotSegment(s), s)
+
+  const prefix = ['app-ui']
+  t.match(parseAppUiUrl('/app-ui/demo@1.0.0/a/b.js?x=1', prefix), { kind: 'app', name: 'demo', version: '1.0.0', segments: ['a', 'b.js'], trailingSlash: false, dotSegment: false, query: 'x=1' })
+  t.match(parseAppUiUrl('/app-ui/@s/n@2/', prefix), { kind: 'app', name: '@s/n', version: '2', segments: [], trailingSlash: true })
+  t.match(parseAppUiUrl('/app-ui/demo@1', prefix), { kind: 'app', segments: null })
+  t.match(parseAppUiUrl('/app-ui/demo@1?q', prefix), { kind: 'app', segments: null, query: 'q' })
+  t.match(parseAppUiUrl('/app-ui/demo@1/a%5cb', prefix), { segments: ['a', 'b'] })
+  t.match(parseAppUiUrl('/app-ui/demo@1/?a=%0d%0aSet-Cookie:x', prefix), { query: 'a=%0d%0aSet-Cookie:x' })
+  t.match(parseAppUiUrl('/app-ui/demo@1/?a=\r\nx y', prefix), { query: 'a=%0D%0Ax%20y' }, 'a raw CR/LF/space never reaches a header')
+  t.match(parseAppUiUrl('http://evil.example/app-ui/demo@1/', prefix), { kind: 'app', name: 'demo' }, 'absolute-form targets: the path only')
+  t.match(parseAppUiUrl('/other/demo@1/', prefix), { kind: 'none' })
+  t.match(parseAppUiUrl('/app-ui/demo/', prefix), { kind: 'none' })
+  t.match(parseAppUiUrl('/app-ui/demo@1/%e0%80', prefix), { kind: 'bad' })
+  t.match(parseAppUiUrl('/app-ui/demo@1/a%00', prefix), { kind: 'bad' })
+})
+
+t.test('helperInsertionOffset', async (t) => {
+  t.equal(helperInsertionOffset('<head>'), 6)
+  t.equal(helperInsertionOffset('<!doctype html><head>x'), 21)
+  t.equal(helperInsertionOffset('<html><body>'), 6)
+  t.equal(helperInsertionOffset('<!-- unterminated'), 0)
+  t.equal(helperInsertionOffset('<headline>'), 0)
+  t.equal(helperInsertionOffset('  <HEAD >'), 9)
+})
+
+t.test('PublicFolder: only real paths inside public/, never a dot file', async (t) => {
+  const dir = await fs.realpath(await fs.mkdtemp(path.join(os.tmpdir(), 'safe-path-')))
+  t.teardown(async () => await fs.rm(dir, { recursive: true, force: true }))
+  const pub = path.join(dir, 'public')
+  const write = async (file: string, text = 'x'): Promise<void> => {
+    await fs.mkdir(path.dirname(path.join(dir, file)), { recursive: true })
+    await fs.writeFile(path.join(dir, file), text)
+  }
+  for (const file of ['public/index.html', 'public/app.js', 'public/.env', 'public/sub/.hidden', 'public/.git/config', 'public/empty/keep.txt', 'public-old/x.js', 'secret.txt']) await write(file)
+  const link = async (target: string, name: string): Promise<void> => await fs.symlink(target, path.join(pub, name))
+  await link(path.join(dir, 'secret.txt'), 'out.txt')
+  await link('../secret.txt', 'relative-out.txt')
+  await link(path.join(dir, 'public-old', 'x.js'), 'sibling.js')
+  await link(path.join(pub, '.env'), 'env-link')
+  await link(path.join(pub, '.git'), 'git-link')
+  await link(path.join(pub, 'app.js'), 'alias.js')
+  await link('loop', 'loop')
+  await fs.mkdir(path.join(pub, 'linked-index'))
+  await fs.symlink(path.join(dir, 'secret.txt'), path.join(pub, 'linked-index', 'index.html'))
+  await fs.symlink(pub, path.join(dir, 'public-link'))
+
+  await t.rejects(PublicFolder.open(path.join(dir, 'missing')), 'a missing public/ is refused')
+  await t.rejects(PublicFolder.open(path.join(dir, 'secret.txt')), { message: 'not a folder' })
+  const folder = await PublicFolder.open(path.join(dir, 'public-link'))
+  t.equal(folder.root, pub, 'the root is the real path')
+
+  const kind = async (segments: string[], trailingSlash = false): Promise<string> => (await folder.resolve(segments, trailingSlash)).kind
+  t.match(await folder.resolve(['app.js'], false), { kind: 'file', realPath: path.join(pub, 'app.js'), size: 1 })
+  t.match(await folder.resolve([], true), { kind: 'file', realPath: path.join(pub, 'index.html') }, 'a folder with its slash: index.html')
+  t.equal(await kind([]), 'folder', 'a folder without its slash: redirect')
+  t.equal(await kind(['empty'], true), 'missing', 'a folder without index.html')
+  t.equal(await kind(['app.js'], true), 'missing', 'a file with a trailing slash')
+  t.equal(await kind(['nothing.js']), 'missing')
+  t.equal(await kind(['app.js', 'x']), 'missing', 'a file used as a folder')
+  t.match(await folder.resolve(['alias.js'], false), { kind: 'file', realPath: path.join(pub, 'app.js') }, 'a link inside public/ is followed, to its real path')
+  t.match(await folder.resolve(['..', 'public', 'app.js'], false), { kind: 'file', realPath: path.join(pub, 'app.js') }, '.. that stays inside')
+
+  for (const segments of [
+    ['..', 'secret.txt'], ['..', '..', '..', '..', 'etc', 'passwd'], ['..', 'public-old', 'x.js'], ['..'],
+    ['.env'], ['sub', '.hidden'], ['.git', 'config'], ['.git'],
+    ['out.txt'], ['relative-out.txt'], ['sibling.js'], ['env-link'], ['git-link', 'config'], ['loop']
+  ]) t.equal(await kind(segments), 'forbidden', segments.join('/'))
+  t.equal(await kind(['linked-index'], true), 'forbidden', 'an index.html linked out of public/')
+
+  const first = await folder.resolve(['app.js'], false)
+  t.equal(await folder.resolve(['app.js'], false), first, 'positive answers are memoised')
+})

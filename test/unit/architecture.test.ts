@@ -1,0 +1,92 @@
+/**
+ * The layout rules of the README's Architecture section, checked on the source itself: files stay
+ * small enough to read, modules import each other without cycles, and the scheduler and the
+ * polling read side never reach into the HTTP layer.
+ */
+import t from 'tap'
+import fs from 'node:fs'
+import path from 'node:path'
+
+const SRC = path.resolve(import.meta.dirname, '../../src')
+const MAX_LINES = 450
+
+function sourceFiles (dir: string): string[] {
+  return fs.readdirSync(dir, { withFileTypes: true }).flatMap((entry) => {
+    const full = path.join(dir, entry.name)
+    return entry.isDirectory() ? sourceFiles(full) : entry.name.endsWith('.ts') ? [full] : []
+  })
+}
+
+/** Every module specifier a file imports or re-exports (static and dynamic). */
+function specifiers (source: string): string[] {
+  const found: string[] = []
+  for (const m of source.matchAll(/(?:^|\n)\s*(?:import|export)\s[^'"]*?from\s+'([^']+)'|import\(\s*'([^']+)'\s*\)/g)) found.push(m[1] ?? m[2])
+  return found
+}
+
+/** The file a relative specifier names, or undefined for packages. */
+function resolveLocal (from: string, specifier: string): string | undefined {
+  if (!specifier.startsWith('.')) return undefined
+  const target = path.resolve(path.dirname(from), specifier).replace(/\.js$/, '.ts')
+  return fs.existsSync(target) && fs.statSync(target).isDirectory() ? path.join(target, 'index.ts') : target
+}
+
+const files = sourceFiles(SRC)
+const imports = new Map(files.map((f) => [f, specifiers(fs.readFileSync(f, 'utf8'))]))
+const rel = (f: string): string => path.relative(SRC, f)
+
+t.test('the rules see the whole source tree', async (t) => {
+  t.ok(files.length > 50, `${files.length} source files`)
+  t.ok([...imports.values()].flat().length > 200, 'and their imports')
+})
+
+t.test(`no source file is longer than ${MAX_LINES} lines`, async (t) => {
+  const long = files.map((f) => ({ file: rel(f), lines: fs.readFileSync(f, 'utf8').split('\n').length }))
+    .filter((f) => f.lines > MAX_LINES)
+  t.same(long, [])
+})
+
+t.test('no import cycles', async (t) => {
+  // Tarjan's strongly connected components over the relative imports.
+  const graph = new Map(files.map((f) => [f, imports.get(f)!.map((s) => resolveLocal(f, s)).filter((d): d is string => d !== undefined)]))
+  t.ok([...graph.values()].every((deps) => deps.every((d) => graph.has(d))), 'every relative import names a source file')
+  const index = new Map<string, number>()
+  const low = new Map<string, number>()
+  const stack: string[] = []
+  const cycles: string[][] = []
+  const visit = (v: string): void => {
+    index.set(v, index.size)
+    low.set(v, index.get(v)!)
+    stack.push(v)
+    for (const w of graph.get(v) ?? []) {
+      if (!index.has(w)) {
+        visit(w)
+        low.set(v, Math.min(low.get(v)!, low.get(w)!))
+      } else if (stack.includes(w)) {
+        low.set(v, Math.min(low.get(v)!, index.get(w)!))
+      }
+    }
+    if (low.get(v) === index.get(v)) {
+      const component: string[] = []
+      let w: string
+      do {
+        w = stack.pop()!
+        component.push(rel(w))
+      } while (w !== v)
+      if (component.length > 1) cycles.push(component)
+    }
+  }
+  for (const f of files) if (!index.has(f)) visit(f)
+  t.same(cycles, [])
+})
+
+t.test('the scheduler and the polling read side know nothing of HTTP', async (t) => {
+  const http = /^(fastify|@fastify\/|fastify-plugin)/
+  const layers = ['routes', 'plugins', 'schemas'].map((d) => path.join(SRC, d) + path.sep)
+  for (const folder of ['scheduler', 'polling']) {
+    const offending = files.filter((f) => f.startsWith(path.join(SRC, folder) + path.sep)).flatMap((f) =>
+      imports.get(f)!.filter((s) => http.test(s) || layers.some((l) => resolveLocal(f, s)?.startsWith(l) === true && !(folder === 'polling' && l.endsWith(`schemas${path.sep}`))))
+        .map((s) => `${rel(f)} imports ${s}`))
+    t.same(offending, [], `src/${folder}/: no Fastify, no routes or plugins${folder === 'scheduler' ? ', no API schemas' : ''}`)
+  }
+})

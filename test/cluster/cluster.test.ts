@@ -170,9 +170,13 @@ t.test('a cluster of real processes: spread, control, failover, fencing, rolling
         const now = await cluster.lockConnectionPid(victim)
         return now !== undefined && now !== pid
       }, { timeoutMs: 10_000, intervalMs: 100, what: `${victim} to reconnect` })
-      const log = cluster.node(victim).output().slice(before)
+      // The new lock session can show in pg_locks before its log line has crossed the child's stdout.
+      const log = await waitFor(() => {
+        const since = cluster.node(victim).output().slice(before)
+        return /lock connection re-established/.test(since) ? since : undefined
+      }, { timeoutMs: 5000, intervalMs: 20, what: `${victim} to log its reconnect` })
       t.match(log, /all runs aborted \(fencing\)/, 'the fencing is logged')
-      t.match(log, /lock connection re-established/, 'and the reconnect')
+      t.pass('and the reconnect')
     }
     figures.resumeAfterTerminateMs = resumes
   })

@@ -1,5 +1,7 @@
 import createError from '@fastify/error'
 
+import { UnknownReaktorError } from './scheduler/index.js'
+
 /**
  * Every error of the service, in one catalogue. The one error handler turns whatever reaches it
  * into `{statusCode, error, message}`; a 5xx body shows the message only for the HTTP errors below
@@ -9,7 +11,8 @@ import createError from '@fastify/error'
  */
 
 // ---------------------------------------------------------------- HTTP answers
-// Thrown by routes and hooks (or @fastify/sensible's httpErrors).
+// Thrown by routes and hooks. (@fastify/sensible's httpErrors serve too, for 4xx answers: a 5xx
+// of theirs shows only the generic text.)
 export const Errors = {
   Unauthorized: createError('REAKTOR_UNAUTHORIZED', 'Missing, invalid or expired session token', 401),
   InvalidCredentials: createError('REAKTOR_INVALID_CREDENTIALS', 'Invalid username or password', 401),
@@ -23,6 +26,11 @@ export const Errors = {
 /** True for the errors above: their messages are written to be shown, even in a 5xx body. */
 export function isHttpError (err: unknown): boolean {
   return Object.values(Errors).some((E) => err instanceof E)
+}
+
+/** The HTTP status of a domain error that is an answer (the domain layers know nothing of HTTP). */
+export function domainStatus (err: unknown): number | undefined {
+  return err instanceof UnknownReaktorError ? 404 : undefined
 }
 
 // ---------------------------------------------------------------- Start-up
@@ -48,5 +56,5 @@ export { RunTimeoutError, RunStoppedError } from './scheduler/index.js'
 // ---------------------------------------------------------------- Aktors
 // REAKTOR_MISSING_SETTING: an aktor read a setting its app does not declare.
 export { MissingSettingError } from './sdk/combinators.js'
-// REAKTOR_CLIENT_CLOSED (499): the HTTP client went away before the aktor answered.
+// REAKTOR_CLIENT_CLOSED: the HTTP client went away before the aktor answered (the route answers 499).
 export { ClientClosed } from './apps/invoke.js'

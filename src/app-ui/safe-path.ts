@@ -2,7 +2,8 @@
  * The path-security boundary of app UIs: which file on disk, if any, a request path inside one
  * app's `public/` folder names. Everything the service serves from `public/` has passed here.
  *
- * Guarantees, for ANY segments passed to `resolve` (even `..`, `/`, empty or dot segments):
+ * Guarantees, for any segments without a NUL byte passed to `resolve` (even `..`, `/`, empty or
+ * dot segments; a NUL makes Node's file calls throw, and `parseAppUiUrl` refuses it first):
  * - The root is the real path of `public/`, taken once by `PublicFolder.open` (a `public/` that
  *   is itself a symbolic link is followed there, once); `open` fails unless it is a folder.
  * - The segments are joined onto the root (`path.join`: `..` drops the segment before it) and the

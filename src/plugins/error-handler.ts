@@ -1,7 +1,7 @@
 import fp from 'fastify-plugin'
 import type { FastifyError } from 'fastify'
 import { STATUS_CODES } from 'node:http'
-import { Errors, isHttpError } from '../errors.js'
+import { domainStatus, Errors, isHttpError } from '../errors.js'
 
 /**
  * The one error handler: every error body is `{statusCode, error, message}`, and a 5xx body never
@@ -9,7 +9,7 @@ import { Errors, isHttpError } from '../errors.js'
  */
 export default fp(async (fastify) => {
   fastify.setErrorHandler((err: FastifyError, request, reply) => {
-    let statusCode = typeof err.statusCode === 'number' && err.statusCode >= 400 && err.statusCode < 600 ? err.statusCode : 500
+    let statusCode = typeof err.statusCode === 'number' && err.statusCode >= 400 && err.statusCode < 600 ? err.statusCode : domainStatus(err) ?? 500
     if (err.validation !== undefined) statusCode = 400
     const error = STATUS_CODES[statusCode] ?? (statusCode === 499 ? 'Client Closed Request' : 'Error')
     if (statusCode >= 500) {

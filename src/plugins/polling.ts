@@ -31,7 +31,7 @@ export default fp(async (fastify) => {
 
   const { registry } = fastify.metrics
   scrapeCounter(registry, 'reaktor_status_cache_hits_total', 'Polling status and list answers served from memory', () => reads.hits)
-  scrapeCounter(registry, 'reaktor_status_cache_reads_total', 'Polling status and list answers read from the database', () => reads.reads)
+  scrapeCounter(registry, 'reaktor_status_cache_reads_total', 'Database reads behind polling status and list answers (one per coalesced read, shared by the requests of one turn)', () => reads.reads)
 
   // Written (and awaited) before the answer: a crash after the 200 never loses the change. The
   // NOTIFY drops the cached answers on every node; here at once for this one.

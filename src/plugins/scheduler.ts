@@ -9,7 +9,10 @@ declare module 'fastify' {
   }
 }
 
-/** What this plugin supplies from the app; every other option is a knob tests may turn (the defaults are production's). */
+/**
+ * What this plugin supplies from the app; every other option (shutdownGraceMs too, which comes from
+ * the config) is a knob tests may turn: the defaults are production's.
+ */
 type Supplied = 'db' | 'databaseUrl' | 'reaktors' | 'nodeId' | 'log' | 'partitions' | 'onRunEnd'
 export type SchedulerOverrides = Partial<Omit<SchedulerOptions, Supplied>>
 

@@ -4,8 +4,8 @@ import { coalesce, type SharedRead } from './coalesce.js'
 import type { StatusCache } from './status-cache.js'
 import { readStatuses, type StatusSource } from './status.js'
 
-/** Turns an answer into its JSON through the route's response schema. */
-export type Serialize = (value: unknown) => string
+/** Turns an answer into its JSON through the route's response schema (a Fastify reply is one). */
+export interface Serializer { serialize: (value: any) => unknown }
 
 /** The cache key of the list; a reaktor's status is cached under its id. */
 const LIST = ''
@@ -41,13 +41,13 @@ export class PollingReads {
     return await readStatuses(this.source, [...this.source.reaktors.keys()].sort())
   }
 
-  async statusJson (reaktorId: string, serialize: Serialize): Promise<string> {
+  async statusJson (reaktorId: string, serializer: Serializer): Promise<string> {
     if (!this.source.reaktors.has(reaktorId)) throw new UnknownReaktorError(reaktorId)
-    return await this.answer(reaktorId, this.readStatus, serialize)
+    return await this.answer(reaktorId, this.readStatus, serializer)
   }
 
-  async listJson (serialize: Serialize): Promise<string> {
-    return await this.answer(LIST, this.readList, serialize)
+  async listJson (serializer: Serializer): Promise<string> {
+    return await this.answer(LIST, this.readList, serializer)
   }
 
   /** A start or stop through this node: forget its answers now (the NOTIFY does it on every node). */
@@ -55,7 +55,7 @@ export class PollingReads {
     this.cache.invalidate(reaktorId)
   }
 
-  private async answer<T>(key: string, read: (key: string) => SharedRead<T>, serialize: Serialize): Promise<string> {
+  private async answer<T>(key: string, read: (key: string) => SharedRead<T>, serializer: Serializer): Promise<string> {
     if (this.cache.get(key) !== undefined && await this.cache.sync()) {
       const json = this.cache.get(key)
       if (json !== undefined) {
@@ -67,7 +67,7 @@ export class PollingReads {
     const value = await shared.value
     if (shared.json === undefined) {
       this.reads++
-      shared.json = serialize(value)
+      shared.json = String(serializer.serialize(value))
       this.cache.set(key, shared.json, shared.generation, shared.readAt)
     }
     return shared.json

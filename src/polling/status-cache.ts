@@ -62,9 +62,6 @@ export class StatusCache {
   private queued: Deferred | undefined
   /** Grows with every notification and every lost connection: a read that spans one is not cached. */
   generation = 0
-  /** Answers served from memory, and database reads (for tests and metrics). */
-  hits = 0
-  reads = 0
 
   constructor (private readonly opts: StatusCacheOptions) {
     this.maxAgeMs = opts.maxAgeMs ?? 100

@@ -1,13 +1,7 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import type { FastifyReply } from 'fastify'
-import type { Serialize } from '../polling/reads.js'
 import { ErrorBody } from '../schemas/common.js'
 import { MessageBody, PollingList, PollingStatus, ReaktorIdParams } from '../schemas/polling.js'
-
-/** The route's response-schema serializer: cached answers are JSON made by it, once per read. */
-function serializer (reply: FastifyReply): Serialize {
-  return (value) => String(reply.serialize(value))
-}
 
 async function sendJson (reply: FastifyReply, json: string): Promise<FastifyReply> {
   return await reply.type('application/json; charset=utf-8').send(json)
@@ -45,7 +39,7 @@ const routes: FastifyPluginAsyncTypebox = async (fastify) => {
       response: { 200: PollingStatus, 400: ErrorBody, 401: ErrorBody, 404: ErrorBody, 500: ErrorBody }
     }
   }, async (request, reply) => {
-    return await sendJson(reply, await polling.reads.statusJson(request.params.reaktorId, serializer(reply)))
+    return await sendJson(reply, await polling.reads.statusJson(request.params.reaktorId, reply))
   })
 
   fastify.get('/polling', {
@@ -55,7 +49,7 @@ const routes: FastifyPluginAsyncTypebox = async (fastify) => {
       response: { 200: PollingList, 400: ErrorBody, 401: ErrorBody, 500: ErrorBody }
     }
   }, async (_request, reply) => {
-    return await sendJson(reply, await polling.reads.listJson(serializer(reply)))
+    return await sendJson(reply, await polling.reads.listJson(reply))
   })
 }
 export default routes

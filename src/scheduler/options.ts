@@ -80,7 +80,6 @@ export interface RunEnd {
 /** Start, stop or status of an id no app on this node registered: the API's 404. */
 export class UnknownReaktorError extends Error {
   readonly code = 'REAKTOR_NOT_FOUND'
-  readonly statusCode = 404
   constructor (public readonly reaktorId: string) {
     super(`Polling reaktor "${reaktorId}" is not registered`)
     this.name = 'UnknownReaktorError'

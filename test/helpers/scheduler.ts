@@ -106,9 +106,10 @@ export type TestSchedulerOptions = Omit<SchedulerOptions, 'db' | 'databaseUrl' |
   log?: SchedulerLogger
 }
 
-/** A scheduler with fast test knobs, stopped at teardown (before the database is dropped). */
 /** A scheduler for tests, with `status(id)`: what the API would show, read as the service reads it. */
 export type TestScheduler = Scheduler & { status: (reaktorId: string) => Promise<PollingStatusType> }
+
+/** A scheduler with fast test knobs, stopped at teardown (before the database is dropped). */
 
 export function scheduler (t: TestContext, db: Kysely<Database>, databaseUrl: string, opts: TestSchedulerOptions): TestScheduler {
   const s = new Scheduler({

@@ -1,5 +1,6 @@
 import { performance } from 'node:perf_hooks'
 import type { AktorContext, AktorLogger } from '../sdk/types.js'
+import { LazyAbort } from './lazy-abort.js'
 import type { RegisteredReaktor } from './types.js'
 
 /** The reason a call is cut short when the client that asked for it goes away. */
@@ -15,26 +16,12 @@ function isThenable (value: unknown): value is PromiseLike<unknown> {
   return (typeof value === 'object' || typeof value === 'function') && value !== null && typeof (value as { then?: unknown }).then === 'function'
 }
 
-/** The state of one aktor call: settled or not, why it was interrupted, and its signal if asked for. */
-export class AktorCall {
+/**
+ * The state of one aktor call: settled or not, and (LazyAbort) why it was cut short, the timeout
+ * reason or ClientClosed, with the aktor's signal if it asked for one.
+ */
+export class AktorCall extends LazyAbort {
   settled = false
-  /** Why the call was cut short (the timeout reason or ClientClosed); undefined while it was not. */
-  reason: Error | undefined
-  private controller: AbortController | undefined
-
-  /** The aktor's signal, created on first use (aborted already if the call was interrupted). */
-  signal (): AbortSignal {
-    if (this.controller === undefined) {
-      this.controller = new AbortController()
-      if (this.reason !== undefined) this.controller.abort(this.reason)
-    }
-    return this.controller.signal
-  }
-
-  interrupt (reason: Error): void {
-    this.reason = reason
-    this.controller?.abort(reason)
-  }
 }
 
 /**
@@ -81,7 +68,7 @@ export function invokeAktor (registered: RegisteredReaktor, input: unknown, call
   const { reaktorId, response } = options
   let log: AktorLogger | undefined
   const context: AktorContext = {
-    get signal () { return call.signal() },
+    get signal () { return call.signal },
     get log () { return (log ??= options.log.child({ aktor: reaktorId })) },
     settings: registered.app.settings,
     reaktorId,
@@ -102,7 +89,7 @@ export function invokeAktor (registered: RegisteredReaktor, input: unknown, call
     }
     const interrupt = (reason: Error): void => {
       if (!settle()) return
-      call.interrupt(reason)
+      call.abort(reason)
       reject(reason)
     }
     // The response closing before it was fully written means the client went away.

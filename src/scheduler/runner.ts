@@ -1,10 +1,10 @@
 import { randomUUID } from 'node:crypto'
 import { MAX_TIMER_MS } from '../duration.js'
+import { LazyAbort } from '../apps/lazy-abort.js'
 import type { RegisteredPollingReaktor } from '../apps/types.js'
 import type { PollingAktor } from '../sdk/types.js'
 import type { SchedulerLogger } from './logger.js'
 import type { RunRecord } from './store.js'
-
 
 export class RunTimeoutError extends Error {
   readonly code = 'REAKTOR_RUN_TIMEOUT'
@@ -30,7 +30,6 @@ export interface RunnerOptions {
   version: string
   /** Carried over from the stored record, so a takeover continues the count. */
   consecutiveFailures: number
-  nodeId: string
   /** The partition the reaktor belongs to, and its generation when this node took it. */
   partition: number
   generation: string
@@ -45,29 +44,10 @@ export interface RunnerOptions {
   onRunEnd: (record: RunRecord, outcome: RunOutcome, durationMs: number) => void
 }
 
-/**
- * The abort side of one run. Its AbortController is made only when the aktor reads
- * `context.signal` (most never do, and one per run is a measurable cost at thousands of runs a
- * second); an abort before that is remembered and the signal is born aborted.
- */
-class RunAbort {
-  private controller: AbortController | undefined
-  reason: unknown
-
-  constructor (readonly runId: string) {}
-
-  get signal (): AbortSignal {
-    if (this.controller === undefined) {
-      this.controller = new AbortController()
-      if (this.reason !== undefined) this.controller.abort(this.reason)
-    }
-    return this.controller.signal
-  }
-
-  abort (reason: unknown): void {
-    if (this.reason !== undefined) return
-    this.reason = reason
-    this.controller?.abort(reason)
+/** One run's abort side (its signal made only if the aktor reads it), with the run's id for the logs. */
+class RunAbort extends LazyAbort {
+  constructor (readonly runId: string) {
+    super()
   }
 }
 

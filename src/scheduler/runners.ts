@@ -136,7 +136,6 @@ export class PartitionRunners {
       effectiveIntervalMs: effectiveIntervalMs(reaktor, this.ctx.settings.minIntervalMs),
       version: row.version,
       consecutiveFailures: row.consecutiveFailures,
-      nodeId: this.ctx.settings.nodeId,
       partition: hp.partition,
       generation: hp.generation,
       log: this.ctx.settings.log,

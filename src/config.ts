@@ -1,6 +1,7 @@
 import { hostname } from 'node:os'
 import path from 'node:path'
 import { parseDuration } from './duration.js'
+import { DEFAULT_PARTITIONS, MAX_PARTITIONS } from './scheduler/partitions.js'
 
 /** Every setting of the service, validated once at start (the README's "Configuration" table). */
 export interface Config {
@@ -134,7 +135,7 @@ export function loadConfig (env: Env = process.env): Config {
     aktorBodyLimit: integer(env, 'AKTOR_BODY_LIMIT', 1024 * 1024, 1, 1024 * 1024 * 1024),
     shutdownGraceMs: duration(env, 'SHUTDOWN_GRACE', '10s'),
     loginRateLimit: integer(env, 'LOGIN_RATE_LIMIT', 10, 1, 100_000),
-    partitions: read(env, 'PARTITIONS') === undefined ? undefined : integer(env, 'PARTITIONS', 256, 1, 65_536),
+    partitions: read(env, 'PARTITIONS') === undefined ? undefined : integer(env, 'PARTITIONS', DEFAULT_PARTITIONS, 1, MAX_PARTITIONS),
     appUiCacheBytes: integer(env, 'APP_UI_CACHE_BYTES', 64 * 1024 * 1024, 0, 16 * 1024 * 1024 * 1024),
     appSettingsEnv: Object.freeze(Object.fromEntries(Object.entries(env).filter((e): e is [string, string] => e[0].startsWith('REAKTOR_SETTING_') && e[1] !== undefined)))
   }

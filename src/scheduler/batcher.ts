@@ -3,17 +3,10 @@ import type { Database } from '../db/schema.js'
 import type { SchedulerLogger } from './logger.js'
 import { writeRunResults, type RunRecord } from './store.js'
 
-/**
- * Run results are persisted in batches: the latest result of each reaktor is kept in memory and
- * flushed at most every `intervalMs` in ONE statement, so thousands of reaktors never mean
- * thousands of single-row writes per second. A crash loses at most the unflushed batch (last run
- * times), never a state change: start/stop are written directly, before they are acknowledged.
- */
 /** Rows per statement of a flush. */
 const MAX_ROWS = 1000
 /** A row PostgreSQL refused this many times (data error, not an outage) is dropped, with an error log. */
 const MAX_ROW_REJECTIONS = 3
-
 
 /**
  * PostgreSQL refused the DATA (SQLSTATE class 22 "data exception", 23 "integrity constraint
@@ -26,6 +19,12 @@ function isRejectedData (err: unknown): boolean {
   return typeof code === 'string' && /^2[23][0-9A-Z]{3}$/.test(code)
 }
 
+/**
+ * Run results are persisted in batches: the latest result of each reaktor is kept in memory and
+ * flushed at most every `intervalMs` in ONE statement, so thousands of reaktors never mean
+ * thousands of single-row writes per second. A crash loses at most the unflushed batch (last run
+ * times), never a state change: start/stop are written directly, before they are acknowledged.
+ */
 export class RunResultBatcher {
   /** The latest result per reaktor. Runners reuse one record object each (no allocation per run). */
   private pending = new Map<string, RunRecord>()

@@ -129,15 +129,19 @@ export class PartitionOwnership {
    * node, is not started from the first read but looked at again.
    */
   private async startRunners (rows: store.ScheduleRow[], epoch: number): Promise<void> {
-    let ready = rows.filter((r) => this.ctx.settings.reaktors.has(r.reaktorId) && !this.runners.draining.has(r.reaktorId))
-    if (ready.length === 0) return
-    await this.ctx.settings.reconcileHook?.('locked', ready.map((r) => r.reaktorId))
-    const again = new Map((await store.readSchedule(this.ctx.settings.db, ready.map((r) => r.reaktorId))).map((r) => [r.reaktorId, r]))
+    const candidates = rows.filter((r) => this.ctx.settings.reaktors.has(r.reaktorId) && !this.runners.draining.has(r.reaktorId))
+    if (candidates.length === 0) return
+    await this.ctx.settings.reconcileHook?.('locked', candidates.map((r) => r.reaktorId))
+    const again = new Map((await store.readSchedule(this.ctx.settings.db, candidates.map((r) => r.reaktorId))).map((r) => [r.reaktorId, r]))
     if (epoch !== this.ctx.epoch) return
-    const changed = ready.filter((r) => again.get(r.reaktorId)?.version !== r.version)
-    ready = ready.filter((r) => again.get(r.reaktorId)?.version === r.version && again.get(r.reaktorId)?.state === 'running')
-      .map((r) => again.get(r.reaktorId)!)
-    if (changed.length > 0) this.ctx.requestReconcile(changed.map((r) => r.reaktorId))
+    const ready: store.ScheduleRow[] = []
+    const changed: string[] = []
+    for (const r of candidates) {
+      const now = again.get(r.reaktorId)
+      if (now?.version !== r.version) changed.push(r.reaktorId)
+      else if (now.state === 'running') ready.push(now)
+    }
+    if (changed.length > 0) this.ctx.requestReconcile(changed)
     await this.ctx.settings.reconcileHook?.('claimed', ready.map((r) => r.reaktorId))
     if (epoch !== this.ctx.epoch || !this.ctx.running()) return
     for (const row of ready) this.runners.ensureRunner(row)

@@ -1,7 +1,7 @@
 import { sql, type Kysely } from 'kysely'
 import type { Database } from '../db/schema.js'
 import { CLUSTER_LOCK_NAMESPACE, MEMBERSHIP_KEY, PARTITION_LOCK_NAMESPACE, PARTITIONED_PROTOCOL_KEY } from './keys.js'
-import { MAX_PARTITIONS, PARTITION_HASH } from './partitions.js'
+import { DEFAULT_PARTITIONS, PARTITION_HASH } from './partitions.js'
 
 /**
  * The SQL of partitioned ownership: the cluster's partition count, who holds which partition
@@ -35,10 +35,10 @@ export class PartitionCountMismatch extends Error {
 /**
  * The partition count of this cluster. The first node to start on a database stores its own
  * (`configured`, else the default) with the partition rows; every later node reads it, and one
- * configured differently refuses to start.
+ * configured differently refuses to start. (The table's check keeps a stored count in range.)
  */
-export async function ensurePartitions (db: Kysely<Database>, configured: number | undefined, fallback: number): Promise<number> {
-  const wanted = configured ?? fallback
+export async function ensurePartitions (db: Kysely<Database>, configured: number | undefined): Promise<number> {
+  const wanted = configured ?? DEFAULT_PARTITIONS
   await sql`
     insert into reaktor_cluster (id, partitions, partition_hash) values (1, ${wanted}, ${PARTITION_HASH})
     on conflict (id) do nothing
@@ -48,7 +48,6 @@ export async function ensurePartitions (db: Kysely<Database>, configured: number
     throw new Error(`this cluster maps reaktors to partitions with "${stored.partition_hash}", this version with "${PARTITION_HASH}"; start a version that matches the cluster`)
   }
   if (configured !== undefined && configured !== stored.partitions) throw new PartitionCountMismatch(configured, stored.partitions)
-  if (stored.partitions < 1 || stored.partitions > MAX_PARTITIONS) throw new Error(`stored partition count ${stored.partitions} is out of range`)
   await sql`
     insert into reaktor_partitions (partition) select g from generate_series(0, ${stored.partitions - 1}::int) as g
     on conflict (partition) do nothing

@@ -5,7 +5,7 @@ import { LockConnection } from './lock-connection.js'
 import type { SchedulerLogger } from './logger.js'
 import { LegacyNodeRunning, UnknownReaktorError, withDefaults, type SchedulerOptions, type SchedulerSettings } from './options.js'
 import { PartitionOwnership } from './ownership.js'
-import { DEFAULT_PARTITIONS, partitionOf, type OwnershipShare } from './partitions.js'
+import { partitionOf, type OwnershipShare } from './partitions.js'
 import { PartitionRunners, type SchedulerContext } from './runners.js'
 import * as partitionStore from './partition-store.js'
 import * as store from './store.js'
@@ -163,7 +163,7 @@ export class Scheduler {
     if (this.phase !== 'idle') throw new Error(`scheduler cannot start: it is ${this.phase}`)
     this.phase = 'starting'
     try {
-      this.ctx.partitions = await partitionStore.ensurePartitions(this.settings.db, this.settings.partitions, DEFAULT_PARTITIONS)
+      this.ctx.partitions = await partitionStore.ensurePartitions(this.settings.db, this.settings.partitions)
       for (const id of this.settings.reaktors.keys()) this.ctx.partitionOfId.set(id, partitionOf(id, this.ctx.partitions))
       await this.lock.connect()
       await this.ownership.warnIfLockTableSmall()

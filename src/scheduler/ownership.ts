@@ -1,5 +1,6 @@
 import { createHash } from 'node:crypto'
 import { performance } from 'node:perf_hooks'
+import { Handovers } from './handover.js'
 import { isResourceRefusal, LockRefused } from './lock-connection.js'
 import { LegacyNodeRunning } from './options.js'
 import { planOwnership, type ClusterView, type OwnershipShare } from './partitions.js'
@@ -10,8 +11,6 @@ import * as store from './store.js'
 /** Running reaktors per partition are re-counted at least this often (and at once after a state change). */
 const CENSUS_MAX_AGE_MS = 10_000
 const LOCK_REFUSAL_MAX_BACKOFF_MS = 60_000
-/** A handover retries its final flush this many times, a second apart, before it releases anyway. */
-const HANDOVER_FLUSH_ATTEMPTS = 30
 /** Partition locks taken per statement: after a refusal, at most this many were taken in vain. */
 const LOCK_CHUNK = 64
 /** Partitions given back after a refusal, so that PostgreSQL keeps room for other sessions' locks. */
@@ -42,8 +41,6 @@ export class PartitionOwnership {
   /** Clusters whose nodes register different reaktors: the registrations of the other fingerprints. */
   private readonly registeredByFingerprint = new Map<string, Set<string>>()
   private partialRunning: { key: string, byPartition: Map<number, string[]> } | undefined
-  /** Partitions deleted from `held` whose unlock is on its way (not strays). */
-  private readonly releasing = new Set<number>()
   private legacy: number[] = []
   private refusal: { since: number, retryAt: number, delayMs: number, message: string } | undefined
   /** The even-spreading arithmetic of the last full pass. */
@@ -51,7 +48,10 @@ export class PartitionOwnership {
   /** Times PostgreSQL refused a lock (metrics, tests). */
   lockRefusals = 0
 
+  private readonly handovers: Handovers
+
   constructor (private readonly ctx: SchedulerContext, private readonly runners: PartitionRunners) {
+    this.handovers = new Handovers(ctx, runners)
     this.registeredIds = [...ctx.settings.reaktors.keys()].sort()
     this.fingerprint = createHash('sha256').update(this.registeredIds.join('\n')).digest('base64url')
   }
@@ -93,7 +93,7 @@ export class PartitionOwnership {
 
   /** The lock connection is gone: so is every lock, and with it the census is stale. */
   onFence (): void {
-    this.releasing.clear()
+    this.handovers.onFence()
     this.censusDirty = true
   }
 
@@ -160,7 +160,7 @@ export class PartitionOwnership {
     if (this.noteLegacy(view.legacy)) return
     // Locks this session holds that the bookkeeping does not know (a statement that failed after
     // taking some): give them back, or nobody would run those partitions.
-    const strays = [...view.holders].filter(([p, pid]) => pid === me && !this.runners.held.has(p) && !this.releasing.has(p)).map(([p]) => p)
+    const strays = [...view.holders].filter(([p, pid]) => pid === me && !this.runners.held.has(p) && !this.handovers.releasing.has(p)).map(([p]) => p)
     if (strays.length > 0) {
       this.ctx.log.warn({ partitions: strays.length }, 'releasing partition locks held without bookkeeping')
       await this.ctx.lock.unlock(strays)
@@ -185,7 +185,7 @@ export class PartitionOwnership {
     for (const [p, since] of this.freeSince) if (at - since >= this.ctx.settings.orphanGraceMs) orphans.add(p)
     for (const [p, until] of this.keepUntil) if (until <= at) this.keepUntil.delete(p)
     const leaving = new Set([...this.runners.held.values()].filter((hp) => hp.leaving).map((hp) => hp.partition))
-    for (const p of this.releasing) leaving.add(p)
+    for (const p of this.handovers.releasing) leaving.add(p)
     // A partition whose stopped reaktor's run has not settled yet is not handed over now: its
     // other reaktors would wait for that run too.
     const keep = new Set(this.keepUntil.keys())
@@ -196,7 +196,7 @@ export class PartitionOwnership {
       this.ctx.log.debug({ nodeId: this.ctx.settings.nodeId, ...plan.share }, 'fair share changed')
     }
     this.lastShare = plan.share
-    for (const p of plan.give) this.handOver(p)
+    for (const p of plan.give) this.handovers.handOver(p)
     const take = plan.take.filter((p) => (this.ctx.settings.wantsOwnership?.(p) ?? true) && !this.runners.held.has(p))
     if (take.length === 0 && this.refusal !== undefined && this.mayAcquire()) {
       // Nothing left to take (others took what this node gave back): no refusal stands.
@@ -341,7 +341,7 @@ export class PartitionOwnership {
     const spare = [...this.runners.held.values()].filter((hp) => !hp.leaving)
       .sort((a, b) => (this.weights.get(a.partition) ?? 0) - (this.weights.get(b.partition) ?? 0))
       .slice(0, LOCK_HEADROOM)
-    for (const hp of spare) this.handOver(hp.partition)
+    for (const hp of spare) this.handovers.handOver(hp.partition)
   }
 
   /** A node of the previous version shares the database: run nothing while it is alive. */
@@ -353,7 +353,7 @@ export class PartitionOwnership {
       return false
     }
     if (!was) this.ctx.log.error({ nodeId: this.ctx.settings.nodeId, pids: legacy }, `${new LegacyNodeRunning(legacy).message}; this node gives back its partitions until then`)
-    for (const p of this.runners.held.keys()) this.handOver(p, true)
+    for (const p of this.runners.held.keys()) this.handovers.handOver(p, true)
     return true
   }
 
@@ -385,56 +385,6 @@ export class PartitionOwnership {
     }
     const byPartition = this.partialRunning.byPartition
     return (p, pid) => (byPartition.get(p) ?? []).every((id) => sets.get(pid)?.has(id) === true)
-  }
-
-  /**
-   * Gives a partition back. Handover (balance): its runners finish their in-flight runs without
-   * an abort; `halt` (an earlier-version node appeared): they are aborted. Then the results are
-   * flushed, the owner cleared, the lock released and announced, so that the next holder (an
-   * under-share node, notified at once) continues each reaktor from its stored next run.
-   */
-  handOver (partition: number, halt = false): void {
-    const hp = this.runners.held.get(partition)
-    if (hp === undefined || hp.leaving) return
-    hp.leaving = true
-    for (const [id, runner] of hp.runners) this.runners.drain(id, partition, runner, halt ? runner.halt('handed over') : runner.finish())
-    hp.runners.clear()
-    const current = (): boolean => this.runners.held.get(partition) === hp && hp.epoch === this.ctx.epoch && this.ctx.running()
-    let attempts = 0
-    const release = async (): Promise<void> => {
-      // Until every last run of the partition has settled (a stop may have let go of one before).
-      while (hp.settling.size > 0) await Promise.all([...hp.settling])
-      if (!current()) return
-      try {
-        await this.ctx.batcher.flush()
-      } catch (err) {
-        // The next holder continues from the stored next runs: release once they are written, or
-        // after HANDOVER_FLUSH_ATTEMPTS seconds anyway (then at worst one early run each).
-        if (++attempts < HANDOVER_FLUSH_ATTEMPTS) {
-          this.ctx.log.warn({ err, partition, attempts }, 'handover: could not persist the last run results; retrying')
-          setTimeout(() => {
-            if (current()) release().catch((e) => this.ctx.log.warn({ err: e, partition }, 'could not hand over partition'))
-          }, 1000).unref()
-          return
-        }
-        this.ctx.log.warn({ err, partition, attempts }, 'handover: the last run results could not be persisted; releasing the partition anyway')
-      }
-      await partitionStore.releasePartitions(this.ctx.settings.db, this.ctx.settings.nodeId, [partition]).catch((err) => this.ctx.log.warn({ err, partition }, 'handover: could not clear the owner'))
-      if (!current()) return
-      this.runners.held.delete(partition)
-      this.releasing.add(partition)
-      try {
-        const notHeld = await this.ctx.lock.unlock([partition])
-        if (notHeld.length > 0) this.ctx.log.error({ partition }, 'advisory lock was not held at release (bookkeeping bug)')
-      } finally {
-        this.releasing.delete(partition)
-      }
-      await partitionStore.announcePartitions(this.ctx.settings.db, [partition])
-      this.ctx.log.debug({ nodeId: this.ctx.settings.nodeId, partition }, 'partition handed over between runs')
-    }
-    release().catch((err) => {
-      this.ctx.log.warn({ err, partition }, 'could not hand over partition')
-    })
   }
 }
 

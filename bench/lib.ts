@@ -150,6 +150,13 @@ export function median (values: readonly number[]): number {
   return percentile(values, 50)
 }
 
+/** The sum of `pick` over the items (of the items themselves when they are numbers). */
+export function sum<T> (items: readonly T[], pick: (item: T) => number = Number): number {
+  let total = 0
+  for (const item of items) total += pick(item)
+  return total
+}
+
 export function mean (values: readonly number[]): number {
   return values.length === 0 ? NaN : values.reduce((a, b) => a + b, 0) / values.length
 }

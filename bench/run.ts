@@ -19,7 +19,7 @@ import { databaseUrlFor } from '../test/helpers/database.js'
 import { ADMIN, BENCH_APP, ECHO_BODY, JS_BYTES, reaktorId, writeBenchApp } from './fixture.js'
 import type { LoadOptions, LoadResult } from './load.js'
 import type { NodeOptions } from './node.js'
-import { BENCH_DIR, delay, forkChild, formatTable, mean, median, percentile, ROOT, round, wallNow, type ChildHandle, type Message, type Row } from './lib.js'
+import { BENCH_DIR, delay, forkChild, formatTable, mean, median, sum, percentile, ROOT, round, wallNow, type ChildHandle, type Message, type Row } from './lib.js'
 
 const args = process.argv.slice(2)
 const quick = args.includes('--quick')
@@ -108,10 +108,10 @@ async function comparePair (pair: Pair): Promise<Row[]> {
     latencyP50: mean(list.map((l) => l.latencyP50)),
     latencyP99: mean(list.map((l) => l.latencyP99)),
     throughputMBps: mean(list.map((l) => l.throughputMBps)),
-    total: list.reduce((a, l) => a + l.total, 0),
-    non2xx: list.reduce((a, l) => a + l.non2xx, 0),
-    errors: list.reduce((a, l) => a + l.errors, 0),
-    timeouts: list.reduce((a, l) => a + l.timeouts, 0)
+    total: sum(list, (l) => l.total),
+    non2xx: sum(list, (l) => l.non2xx),
+    errors: sum(list, (l) => l.errors),
+    timeouts: sum(list, (l) => l.timeouts)
   })
   const o = summary(ours)
   const b = summary(bare)
@@ -416,6 +416,12 @@ const SCALE_CASES: ScaleCase[] = [
   { label: '100,000 at 30s, 3 nodes', reaktors: 100_000, nodes: 3, interval: '30s', intervalMs: 30_000, p99Target: 250 }
 ]
 
+/** Every node owns within 10 % of an even share of `total`. */
+function evenlySpread (owned: readonly number[], total: number): boolean {
+  const even = total / owned.length
+  return owned.every((o) => Math.abs(o - even) <= 0.1 * even)
+}
+
 /** Starts the nodes of a case (the first alone: the cold start inserts the rows), waits for an even spread. */
 async function startCluster (tmp: string, db: string, c: { reaktors: number, nodes: number, interval: string, intervalMs: number, behaviour: NodeOptions['behaviour'] }, name: string): Promise<ChildHandle[]> {
   const nodes: ChildHandle[] = []
@@ -423,10 +429,9 @@ async function startCluster (tmp: string, db: string, c: { reaktors: number, nod
     nodes.push(startNode(`${name}-${i}`, nodeOptions(db, tmp, { nodeId: `${name}-${i}`, reaktors: c.reaktors, interval: c.interval, intervalMs: c.intervalMs, behaviour: c.behaviour }), ['--expose-gc']))
     await nodes[i].ready
   }
-  const even = c.reaktors / c.nodes
   await until(`an even spread of ${c.reaktors} reaktors over ${c.nodes} nodes`, 120_000, async () => {
     const owned = await Promise.all(nodes.map(async (n) => Number((await n.request({ type: 'stats' })).owned)))
-    return owned.reduce((a, b) => a + b, 0) === c.reaktors && owned.every((o) => Math.abs(o - even) <= 0.1 * even)
+    return sum(owned) === c.reaktors && evenlySpread(owned, c.reaktors)
   })
   return nodes
 }
@@ -447,18 +452,17 @@ async function scaleCase (tmp: string, c: ScaleCase, index: number): Promise<Row
   await Promise.all(nodes.map(async (n) => await n.shutdown()))
   const windowMs = mean(reports.map((r, i) => Number(r.at) - Number(begins[i].at)))
   const expected = c.reaktors * windowMs / c.intervalMs
-  const cycles = reports.reduce((a, r) => a + Number(r.cycles), 0)
-  const runs = reports.reduce((a, r) => a + Number(r.runs), 0)
+  const cycles = sum(reports, (r) => Number(r.cycles))
+  const runs = sum(reports, (r) => Number(r.runs))
   const share = cycles / expected
   const p99 = Math.max(...reports.map((r) => Number(r.gapP99)))
   const owned = reports.map((r) => Number(r.owned))
-  const even = c.reaktors / c.nodes
-  const evenOk = owned.every((o) => Math.abs(o - even) <= 0.1 * even)
-  const flushed = reports.reduce((a, r) => a + Number((r.flushedInWindow as { rows: number }).rows), 0)
-  const statements = reports.reduce((a, r) => a + Number((r.flushedInWindow as { flushes: number }).flushes), 0)
-  const refusals = reports.reduce((a, r) => a + Number(r.lockRefusals), 0)
+  const evenOk = evenlySpread(owned, c.reaktors)
+  const flushed = sum(reports, (r) => (r.flushedInWindow as { rows: number }).rows)
+  const statements = sum(reports, (r) => (r.flushedInWindow as { flushes: number }).flushes)
+  const refusals = sum(reports, (r) => Number(r.lockRefusals))
   const cpuPerRunUs = (cpu1 - cpu0) * 1e6 / Math.max(1, runs)
-  const nodeCpuPerRunUs = reports.reduce((a, r) => a + Number(r.cpuMs), 0) * 1000 / Math.max(1, runs)
+  const nodeCpuPerRunUs = sum(reports, (r) => Number(r.cpuMs)) * 1000 / Math.max(1, runs)
   const rss = reports.map((r) => Number(r.rss) / 2 ** 20)
   const row: Row = {
     case: c.label,
@@ -521,7 +525,7 @@ async function scaleKill (tmp: string, index: number): Promise<Row> {
     const due = last === undefined ? killedAt : Math.max(killedAt, last[2] + 3000)
     lateness.push(first[1] - due)
   }
-  results[`s11_kill_${index}`] = { orphans: orphans.length, missing, overlaps, toFirstRun, lateness, runs: victimRuns.length + after.reduce((a, x) => a + (x.runs as Run[]).length, 0) }
+  results[`s11_kill_${index}`] = { orphans: orphans.length, missing, overlaps, toFirstRun, lateness, runs: victimRuns.length + sum(after, (x) => (x.runs as Run[]).length) }
   return {
     kill: index + 1,
     orphans: orphans.length,

@@ -141,6 +141,7 @@ export class PartitionRunners {
       log: this.ctx.settings.log,
       now: this.ctx.settings.now,
       mayRun: () => this.mayRun(id, runner),
+      onRecord: (record) => this.ctx.batcher.record(record),
       onRunEnd: (record, outcome, durationMs) => {
         this.ctx.batcher.record(record)
         if (this.ctx.settings.onRunEnd === undefined) return

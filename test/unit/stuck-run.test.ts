@@ -1,0 +1,71 @@
+import t from 'tap'
+import { waitFor } from '../helpers/context.js'
+import { memoryLogger } from '../helpers/log.js'
+import { FAST_SCHEDULER, openTestDatabase, probe, registry, row, scheduler, untilAborted } from '../helpers/scheduler.js'
+
+/**
+ * A run whose aktor ignores its signal past `timeout` keeps its reaktor blocked (runs never
+ * overlap): the status must say so from the timeout on, not look healthy until the run settles.
+ */
+
+const TIMEOUT_MS = 150
+/** The failure is written by the next batched flush after the timeout; margin for two busy cores. */
+const RECORDED_WITHIN_MS = TIMEOUT_MS + FAST_SCHEDULER.flushIntervalMs + 1000
+
+t.test('a run that ignores its signal past its timeout is recorded as failed at once and shown blocked until it settles', async (t) => {
+  const { url, db } = await openTestDatabase(t)
+  let release = (_value: boolean): void => {}
+  const settled = new Promise<boolean>((resolve) => { release = resolve })
+  // Run 1 ignores its signal and settles only when the test says so; later runs return false at once.
+  const deaf = probe('deaf', async (n) => n === 1 ? await settled : false, { interval: '100ms', timeout: `${TIMEOUT_MS}ms`, autoStart: true })
+  const s = scheduler(t, db, url, { reaktors: registry([deaf.registration]), log: memoryLogger() })
+  await s.start()
+  await waitFor(() => deaf.runs.length === 1, { what: 'the first run' })
+  const startedAt = deaf.runs[0].start
+
+  const blocked = await waitFor(async () => {
+    const status = await s.status('deaf')
+    return status.consecutiveFailures > 0 ? status : undefined
+  }, { timeoutMs: RECORDED_WITHIN_MS, intervalMs: 10, what: 'the timed-out run recorded as a failure' })
+  t.ok(Date.now() - startedAt < RECORDED_WITHIN_MS, `recorded ${Date.now() - startedAt} ms after the run started (timeout ${TIMEOUT_MS} ms)`)
+  t.equal(deaf.runs[0].end, undefined, 'while the run is still in flight')
+  t.ok(deaf.runs[0].context.signal.aborted, 'its signal was aborted at the timeout')
+  t.match(blocked, { state: 'running', blocked: true, consecutiveFailures: 1, nextRun: null, owner: 'node-a' }, 'blocked, counted, and not scheduled')
+  t.match(blocked.lastError, /timed out after 150 ms.*still settling/, `lastError says so: ${String(blocked.lastError)}`)
+  t.equal(blocked.lastRun, new Date((await row(db, 'deaf'))!.last_run).toISOString(), 'lastRun is the start of the stuck run')
+
+  // Stop and start: the stuck run still blocks the reaktor, and the status keeps saying so.
+  t.equal(await s.stopReaktor('deaf'), true)
+  t.match(await s.status('deaf'), { state: 'stopped', blocked: true }, 'stopped, the run still settling')
+  t.equal(await s.startReaktor('deaf'), true)
+  await waitFor(async () => (await s.status('deaf')).owner !== null, { what: 'the owner after the start' })
+  const restarted = await s.status('deaf')
+  t.match(restarted, { state: 'running', blocked: true, owner: 'node-a', consecutiveFailures: 1 }, 'running again, but blocked by the stuck run')
+  t.equal(deaf.runs.length, 1, 'and no other run started')
+
+  // The run settles: the block is gone, the reaktor runs again and its success clears the failure.
+  release(true)
+  await waitFor(() => deaf.runs.length >= 2 && deaf.runs[1].end !== undefined, { what: 'the next run after the stuck one settled' })
+  t.ok(deaf.runs[1].start >= deaf.runs[0].end!, 'the next run started only after the stuck one settled')
+  const healthy = await waitFor(async () => {
+    const status = await s.status('deaf')
+    return status.lastRun !== null && Date.parse(status.lastRun) >= deaf.runs[0].end! ? status : undefined
+  }, { timeoutMs: 5000, what: 'the next run recorded' })
+  t.match(healthy, { state: 'running', blocked: false, lastError: null, consecutiveFailures: 0 })
+  t.equal(deaf.maxActive(), 1, 'never two runs at once')
+})
+
+t.test('a run that honours its signal at the timeout counts once, and is never shown blocked', async (t) => {
+  const { url, db } = await openTestDatabase(t)
+  const polite = probe('polite', async (n, ctx) => n === 1 ? await untilAborted(ctx.signal) : false, { interval: '1h', timeout: `${TIMEOUT_MS}ms`, autoStart: true })
+  const s = scheduler(t, db, url, { reaktors: registry([polite.registration]), log: memoryLogger() })
+  await s.start()
+  await waitFor(() => polite.runs.length >= 1 && polite.runs[0].end !== undefined, { what: 'the first run to time out' })
+  const status = await waitFor(async () => {
+    const st = await s.status('polite')
+    return st.consecutiveFailures > 0 ? st : undefined
+  }, { timeoutMs: RECORDED_WITHIN_MS, what: 'the failure recorded' })
+  t.match(status, { blocked: false, consecutiveFailures: 1 }, 'one failure, not blocked')
+  t.match(status.lastError, /timed out after 150 ms/)
+  t.notMatch(status.lastError, /still settling/, 'it settled with the abort')
+})

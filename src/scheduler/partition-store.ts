@@ -1,6 +1,6 @@
 import { sql, type Kysely } from 'kysely'
 import type { Database } from '../db/schema.js'
-import { CLUSTER_LOCK_NAMESPACE, MEMBERSHIP_KEY, PARTITION_LOCK_NAMESPACE, PARTITIONED_PROTOCOL_KEY } from './keys.js'
+import { CLUSTER_LOCK_NAMESPACE, LEAVING_KEY, MEMBERSHIP_KEY, PARTITION_LOCK_NAMESPACE, PARTITIONED_PROTOCOL_KEY } from './keys.js'
 import { DEFAULT_PARTITIONS, PARTITION_HASH } from './partitions.js'
 
 /**
@@ -77,6 +77,7 @@ export async function readLockView (db: Kysely<Database>): Promise<LockView> {
   `.execute(db)
   const membership = new Set<number>()
   const protocol = new Set<number>()
+  const leaving = new Set<number>()
   const holders = new Map<number, number>()
   const fingerprints = new Map<number, string>()
   for (const r of rows) {
@@ -86,10 +87,11 @@ export async function readLockView (db: Kysely<Database>): Promise<LockView> {
     }
     if (r.key === MEMBERSHIP_KEY) membership.add(r.pid)
     if (r.key === PARTITIONED_PROTOCOL_KEY) protocol.add(r.pid)
+    if (r.key === LEAVING_KEY) leaving.add(r.pid)
     if (r.fingerprint !== null) fingerprints.set(r.pid, r.fingerprint)
   }
   return {
-    members: [...membership].filter((pid) => protocol.has(pid)),
+    members: [...membership].filter((pid) => protocol.has(pid) && !leaving.has(pid)),
     legacy: [...membership].filter((pid) => !protocol.has(pid)),
     holders,
     fingerprints

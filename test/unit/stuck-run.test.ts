@@ -1,7 +1,10 @@
 import t from 'tap'
 import { waitFor } from '../helpers/context.js'
 import { memoryLogger } from '../helpers/log.js'
-import { FAST_SCHEDULER, openTestDatabase, probe, registry, row, scheduler, untilAborted } from '../helpers/scheduler.js'
+import { partitionOf as partitionIn } from '../../src/scheduler/partitions.js'
+import { FAST_SCHEDULER, openTestDatabase, probe, reaktorLocks, registry, row, scheduler, untilAborted } from '../helpers/scheduler.js'
+
+const partitionOf = (id: string): number => partitionIn(id, 256)
 
 /**
  * A run whose aktor ignores its signal past `timeout` keeps its reaktor blocked (runs never
@@ -68,4 +71,30 @@ t.test('a run that honours its signal at the timeout counts once, and is never s
   t.match(status, { blocked: false, consecutiveFailures: 1 }, 'one failure, not blocked')
   t.match(status.lastError, /timed out after 150 ms/)
   t.notMatch(status.lastError, /still settling/, 'it settled with the abort')
+})
+
+t.test('shutdown: a run still in flight after the grace keeps its partition locked until it settles; the others are released at the grace', async (t) => {
+  const { url, db } = await openTestDatabase(t)
+  let release = (_value: boolean): void => {}
+  const settled = new Promise<boolean>((resolve) => { release = resolve })
+  const deaf = probe('deaf', async () => await settled, { interval: '1h', autoStart: true })
+  const polite = probe('polite', async (_n, ctx) => await untilAborted(ctx.signal), { interval: '1h', autoStart: true })
+  const log = memoryLogger()
+  const s = scheduler(t, db, url, { reaktors: registry([deaf.registration, polite.registration]), log, shutdownGraceMs: 300 })
+  await s.start()
+  await waitFor(() => deaf.runs.length === 1 && polite.runs.length === 1, { what: 'both runs in flight' })
+  const lockPid = s.lockConnectionPid
+  t.ok(lockPid, 'the lock connection is up')
+  t.same((await reaktorLocks(db, 'deaf')).map((l) => l.pid), [lockPid], 'deaf\'s partition is locked by this node')
+  t.not(partitionOf('deaf'), partitionOf('polite'), 'two partitions')
+
+  await s.stop()
+  t.ok(polite.runs[0].end !== undefined && deaf.runs[0].end === undefined, 'stop returned after the grace, the deaf run still in flight')
+  t.same((await reaktorLocks(db, 'deaf')).map((l) => l.pid), [lockPid], 'its partition is still locked')
+  t.same(await reaktorLocks(db, 'polite'), [], 'the other partition was released')
+  t.ok(log.lines.some((l) => l.level === 'warn' && /stay locked until those runs settle/.test(l.msg ?? '')), 'a warning says so')
+
+  release(false)
+  await waitFor(async () => (await reaktorLocks(db, 'deaf')).length === 0, { timeoutMs: 5000, what: 'the lock released once the run settled' })
+  t.equal(deaf.runs.length, 1, 'nothing ran again')
 })

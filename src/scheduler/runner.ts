@@ -1,10 +1,17 @@
 import { randomUUID } from 'node:crypto'
+import { performance } from 'node:perf_hooks'
 import { MAX_TIMER_MS } from '../duration.js'
 import { LazyAbort } from '../apps/lazy-abort.js'
 import type { RegisteredPollingReaktor } from '../apps/types.js'
 import type { PollingAktor } from '../sdk/types.js'
 import type { SchedulerLogger } from './logger.js'
 import type { RunRecord } from './store.js'
+
+/**
+ * A run whose turn of the event loop comes this much later than it was queued has waited through
+ * a stall: it lets the loop poll I/O once more before it checks that it still owns its reaktor.
+ */
+const LATE_TURN_MS = 100
 
 export class RunTimeoutError extends Error {
   readonly code = 'REAKTOR_RUN_TIMEOUT'
@@ -75,6 +82,8 @@ export class ReaktorRunner {
   /** The timer of "one interval after the run ended", re-armed with refresh() (no allocation per run). */
   private intervalTimer: NodeJS.Timeout | undefined
   private immediate: NodeJS.Immediate | undefined
+  /** performance.now() when the next run was queued for the next turn of the event loop. */
+  private queuedAt = 0
   /** The run's timeout, likewise re-armed per run; it acts only while `current` is that run. */
   private timeoutTimer: NodeJS.Timeout | undefined
   private current: RunAbort | undefined
@@ -159,17 +168,28 @@ export class ReaktorRunner {
     if (this.halted || this.finishing) return
     const delay = at - this.opts.now()
     if (delay <= 0) {
-      this.immediate = setImmediate(() => {
-        this.immediate = undefined
-        this.launch()
-      })
+      this.launchSoon()
     } else {
       this.timer = setTimeout(() => {
         this.timer = undefined
         if (delay > MAX_TIMER_MS) this.scheduleAt(at) // longer waits are taken in steps
-        else this.launch()
+        else this.launchSoon()
       }, Math.min(delay, MAX_TIMER_MS))
     }
+  }
+
+  /**
+   * Runs start from setImmediate, never straight from a timer: timers fire before the event loop
+   * polls I/O, so after a stall (a long GC pause, a paused process) every overdue timer would run
+   * before the node has read that its lock session ended meanwhile. An immediate comes after the
+   * poll; one that itself comes late (the stall fell between) waits one more turn (runOnce).
+   */
+  private launchSoon (): void {
+    this.queuedAt = performance.now()
+    this.immediate = setImmediate(() => {
+      this.immediate = undefined
+      this.launch()
+    })
   }
 
   /** The next run one effective interval from now (the run just ended). */
@@ -177,7 +197,7 @@ export class ReaktorRunner {
     if (this.halted || this.finishing) return
     const interval = this.opts.effectiveIntervalMs
     if (interval > MAX_TIMER_MS) { this.scheduleAt(this.opts.now() + interval); return }
-    if (this.intervalTimer === undefined) this.intervalTimer = setTimeout(() => this.launch(), interval)
+    if (this.intervalTimer === undefined) this.intervalTimer = setTimeout(() => this.launchSoon(), interval)
     else this.intervalTimer.refresh()
   }
 
@@ -235,6 +255,12 @@ export class ReaktorRunner {
 
   private async runOnce (): Promise<void> {
     if (this.halted || this.finishing) return
+    // Queued before a stall: let the loop poll I/O (a lost lock session) before the ownership check.
+    while (performance.now() - this.queuedAt > LATE_TURN_MS) {
+      this.queuedAt = performance.now()
+      await new Promise((resolve) => setImmediate(resolve))
+      if (this.halted || this.finishing) return
+    }
     let may = false
     try {
       const answer = this.opts.mayRun()

@@ -147,13 +147,15 @@ export async function readRunningIds (db: Kysely<Database>, ids: readonly string
  * Marks partitions whose lock this node has just taken as its own: a new generation each, so that
  * the late writes of a previous holder (fenced, not yet aware) no longer move their schedule.
  * Their reaktors are no longer `blocked`: a stuck run of the previous holder does not hold back
- * the new one (that run is aborted, or gone with its process).
+ * the new one (that run is aborted, or gone with its process), unless the new holder is the same
+ * node taking its partitions back, whose own stuck runs (`stillBlocked`) still do.
  */
-export async function claimPartitions (db: Kysely<Database>, nodeId: string, partitions: readonly number[]): Promise<Map<number, string>> {
+export async function claimPartitions (db: Kysely<Database>, nodeId: string, partitions: readonly number[], stillBlocked: readonly string[] = []): Promise<Map<number, string>> {
   if (partitions.length === 0) return new Map()
   const { rows } = await sql<{ partition: number, generation: string }>`
     with unblocked as (
-      update polling_reaktors set blocked = false where blocked and partition = any(${[...partitions]}::int[])
+      update polling_reaktors set blocked = false
+      where blocked and partition = any(${[...partitions]}::int[]) and reaktor_id <> all(${[...stillBlocked]}::text[])
     )
     update reaktor_partitions set owner = ${nodeId}, generation = generation + 1
     where partition = any(${[...partitions]}::int[])

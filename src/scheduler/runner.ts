@@ -111,6 +111,11 @@ export class ReaktorRunner {
     return this.inFlight !== undefined
   }
 
+  /** Its run in flight passed its timeout (recorded as blocked). */
+  get blocked (): boolean {
+    return this.current?.timedOut === true
+  }
+
   /** Starts timing: the first run at `firstRunAt` (epoch ms), at once when null, due or overdue. */
   start (firstRunAt: number | null): void {
     if (this.started) throw new Error('a runner starts once')

@@ -276,8 +276,9 @@ function numberArray (values: readonly number[]): string {
  * the row is still `running` under the version the run belonged to and its partition is still in
  * the generation the runner's node took it in, so a flush landing after a stop (or a stop + start,
  * or a takeover by another node after this one was fenced) never brings back a next run or an owner.
- * `blocked` is written under the partition's generation only: a stopped reaktor's stuck run still
- * blocks it (and unblocks it when it settles), but after a takeover the new owner runs it.
+ * `blocked` is written under the partition's generation (a stopped reaktor's stuck run still blocks
+ * it), else only cleared, by the run that set it: after a takeover the new owner runs the reaktor,
+ * and a node that took its partition back learns from its stuck run when it settled.
  */
 export async function writeRunResults (db: Kysely<Database>, owner: string, batch: readonly RunRecord[]): Promise<number> {
   if (batch.length === 0) return 0
@@ -291,7 +292,8 @@ export async function writeRunResults (db: Kysely<Database>, owner: string, batc
                       then v.next_run else p.next_run end,
       owner = case when p.state = 'running' and p.state_version = v.version and v.current_partition
                    then ${owner}::text else p.owner end,
-      blocked = case when v.current_partition then v.blocked else p.blocked end
+      blocked = case when v.current_partition then v.blocked
+                     when p.last_run_id = v.run_id then p.blocked and v.blocked else p.blocked end
     from (
       select v.*,
              coalesce(rp.generation = v.generation, false) as current_partition

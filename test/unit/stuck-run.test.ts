@@ -1,10 +1,11 @@
 import t from 'tap'
+import { sql } from 'kysely'
 import { waitFor } from '../helpers/context.js'
 import { memoryLogger } from '../helpers/log.js'
-import { partitionOf as partitionIn } from '../../src/scheduler/partitions.js'
+import { DEFAULT_PARTITIONS, partitionOf as partitionIn } from '../../src/scheduler/partitions.js'
 import { FAST_SCHEDULER, openTestDatabase, probe, reaktorLocks, registry, row, scheduler, untilAborted } from '../helpers/scheduler.js'
 
-const partitionOf = (id: string): number => partitionIn(id, 256)
+const partitionOf = (id: string): number => partitionIn(id, DEFAULT_PARTITIONS)
 
 /**
  * A run whose aktor ignores its signal past `timeout` keeps its reaktor blocked (runs never
@@ -97,4 +98,26 @@ t.test('shutdown: a run still in flight after the grace keeps its partition lock
   release(false)
   await waitFor(async () => (await reaktorLocks(db, 'deaf')).length === 0, { timeoutMs: 5000, what: 'the lock released once the run settled' })
   t.equal(deaf.runs.length, 1, 'nothing ran again')
+})
+
+t.test('a node that lost its lock session and took its partition back still shows the reaktor blocked by its stuck run', async (t) => {
+  const { url, db } = await openTestDatabase(t)
+  let release = (_value: boolean): void => {}
+  const settled = new Promise<boolean>((resolve) => { release = resolve })
+  const deaf = probe('deaf', async (n) => n === 1 ? await settled : false, { interval: '100ms', timeout: `${TIMEOUT_MS}ms`, autoStart: true })
+  const s = scheduler(t, db, url, { reaktors: registry([deaf.registration]), log: memoryLogger() })
+  await s.start()
+  await waitFor(async () => (await s.status('deaf')).blocked, { timeoutMs: RECORDED_WITHIN_MS, intervalMs: 10, what: 'the run blocked' })
+  const lockPid = s.lockConnectionPid!
+  const { rows: [terminated] } = await sql<{ ok: boolean }>`select pg_terminate_backend(${lockPid}) as ok`.execute(db)
+  t.ok(terminated.ok, 'lock session terminated')
+  await waitFor(async () => s.lockConnectionPid !== undefined && s.lockConnectionPid !== lockPid &&
+    (await reaktorLocks(db, 'deaf')).some((l) => l.pid === s.lockConnectionPid), { timeoutMs: 10_000, what: 'the partition taken back on a new session' })
+  t.match(await s.status('deaf'), { state: 'running', blocked: true }, 'still blocked: the stuck run still holds the reaktor back on this node')
+  t.equal(deaf.runs.length, 1, 'and nothing else ran')
+
+  release(true)
+  await waitFor(() => deaf.runs.length >= 2, { timeoutMs: 5000, what: 'the reaktor to run again' })
+  await waitFor(async () => !(await s.status('deaf')).blocked, { timeoutMs: 5000, what: 'the block lifted' })
+  t.equal(deaf.maxActive(), 1, 'never two runs at once')
 })

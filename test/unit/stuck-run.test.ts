@@ -1,9 +1,10 @@
 import t from 'tap'
-import { sql } from 'kysely'
-import { waitFor } from '../helpers/context.js'
+import { sql, type Kysely } from 'kysely'
+import type { Database } from '../../src/db/schema.js'
+import { waitFor, type TestContext } from '../helpers/context.js'
 import { memoryLogger } from '../helpers/log.js'
 import { DEFAULT_PARTITIONS, partitionOf as partitionIn } from '../../src/scheduler/partitions.js'
-import { FAST_SCHEDULER, openTestDatabase, probe, reaktorLocks, registry, row, scheduler, untilAborted } from '../helpers/scheduler.js'
+import { FAST_SCHEDULER, openTestDatabase, probe, reaktorLocks, registry, row, scheduler, untilAborted, type TestScheduler } from '../helpers/scheduler.js'
 
 const partitionOf = (id: string): number => partitionIn(id, DEFAULT_PARTITIONS)
 
@@ -16,14 +17,19 @@ const TIMEOUT_MS = 150
 /** The failure is written by the next batched flush after the timeout; margin for two busy cores. */
 const RECORDED_WITHIN_MS = TIMEOUT_MS + FAST_SCHEDULER.flushIntervalMs + 1000
 
-t.test('a run that ignores its signal past its timeout is recorded as failed at once and shown blocked until it settles', async (t) => {
+/** A started scheduler with `deaf`: its run 1 ignores its signal and settles when the test calls `release`; later runs return false at once. */
+async function stuckReaktor (t: TestContext): Promise<{ db: Kysely<Database>, s: TestScheduler, deaf: ReturnType<typeof probe>, release: (value: boolean) => void }> {
   const { url, db } = await openTestDatabase(t)
   let release = (_value: boolean): void => {}
   const settled = new Promise<boolean>((resolve) => { release = resolve })
-  // Run 1 ignores its signal and settles only when the test says so; later runs return false at once.
   const deaf = probe('deaf', async (n) => n === 1 ? await settled : false, { interval: '100ms', timeout: `${TIMEOUT_MS}ms`, autoStart: true })
   const s = scheduler(t, db, url, { reaktors: registry([deaf.registration]), log: memoryLogger() })
   await s.start()
+  return { db, s, deaf, release }
+}
+
+t.test('a run that ignores its signal past its timeout is recorded as failed at once and shown blocked until it settles', async (t) => {
+  const { db, s, deaf, release } = await stuckReaktor(t)
   await waitFor(() => deaf.runs.length === 1, { what: 'the first run' })
   const startedAt = deaf.runs[0].start
 
@@ -101,12 +107,7 @@ t.test('shutdown: a run still in flight after the grace keeps its partition lock
 })
 
 t.test('a node that lost its lock session and took its partition back still shows the reaktor blocked by its stuck run', async (t) => {
-  const { url, db } = await openTestDatabase(t)
-  let release = (_value: boolean): void => {}
-  const settled = new Promise<boolean>((resolve) => { release = resolve })
-  const deaf = probe('deaf', async (n) => n === 1 ? await settled : false, { interval: '100ms', timeout: `${TIMEOUT_MS}ms`, autoStart: true })
-  const s = scheduler(t, db, url, { reaktors: registry([deaf.registration]), log: memoryLogger() })
-  await s.start()
+  const { db, s, deaf, release } = await stuckReaktor(t)
   await waitFor(async () => (await s.status('deaf')).blocked, { timeoutMs: RECORDED_WITHIN_MS, intervalMs: 10, what: 'the run blocked' })
   const lockPid = s.lockConnectionPid!
   const { rows: [terminated] } = await sql<{ ok: boolean }>`select pg_terminate_backend(${lockPid}) as ok`.execute(db)

@@ -46,6 +46,8 @@ export interface PollingReaktorsTable {
   last_run_id: string | null
   /** The partition of the id (written by the nodes that register it); null until one has. */
   partition: number | null
+  /** A run passed its timeout and has not settled yet: no other run of it starts until it does. */
+  blocked: ColumnType<boolean, boolean | undefined, boolean>
 }
 
 /** One row: the partition count of this cluster, fixed at its first start. */

@@ -46,6 +46,7 @@ function toStatus (id: string, reaktor: RegisteredPollingReaktor, row: PollingRe
     autoStart: reaktor.registration.autoStart === true,
     lastError: row?.last_error ?? null,
     consecutiveFailures: row?.consecutive_failures ?? 0,
+    blocked: row?.blocked === true,
     owner: row?.owner ?? null
   }
 }

@@ -10,6 +10,9 @@
  * - `(CLUSTER_LOCK_NAMESPACE, 1)`: held SHARED, beside the membership lock, by nodes that own by
  *   partition. A membership holder without it is a node of the previous version (one lock per
  *   reaktor, `REAKTOR_LOCK_NAMESPACE`): the two must never run side by side.
+ * - `(CLUSTER_LOCK_NAMESPACE, 2)`: held SHARED by a node shutting down that keeps the partitions of
+ *   runs still in flight past its grace: still alive (no false cold start), but no longer a member
+ *   that the others count when they share out the reaktors.
  *
  * The namespaces are fixed constants ("RKTP"/"RKTC"/"RKTO" in ASCII) so other users of advisory
  * locks in the same database are unlikely to collide with them. In pg_locks a two-int4 advisory
@@ -21,3 +24,4 @@ export const CLUSTER_LOCK_NAMESPACE = 0x524b_5443
 export const REAKTOR_LOCK_NAMESPACE = 0x524b_544f
 export const MEMBERSHIP_KEY = 0
 export const PARTITIONED_PROTOCOL_KEY = 1
+export const LEAVING_KEY = 2

@@ -2,7 +2,7 @@ import pg from 'pg'
 import { performance } from 'node:perf_hooks'
 import { PARTITION_CHANNEL } from './partition-store.js'
 import { NOTIFY_CHANNEL } from './store.js'
-import { CLUSTER_LOCK_NAMESPACE, MEMBERSHIP_KEY, PARTITION_LOCK_NAMESPACE, PARTITIONED_PROTOCOL_KEY } from './keys.js'
+import { CLUSTER_LOCK_NAMESPACE, LEAVING_KEY, MEMBERSHIP_KEY, PARTITION_LOCK_NAMESPACE, PARTITIONED_PROTOCOL_KEY } from './keys.js'
 
 export { CLUSTER_LOCK_NAMESPACE, PARTITION_LOCK_NAMESPACE, REAKTOR_LOCK_NAMESPACE } from './keys.js'
 
@@ -204,6 +204,23 @@ export class LockConnection {
     this.client = undefined
     if (wasAlive) await client.query('select pg_advisory_unlock_all()').catch(() => {})
     await client.end().catch(() => {})
+  }
+
+  /** A shutdown keeps some partitions past its grace: the other nodes no longer count this one when sharing out. */
+  async markLeaving (): Promise<void> {
+    await this.query('select pg_advisory_lock_shared($1::int4, $2::int4)', [CLUSTER_LOCK_NAMESPACE, LEAVING_KEY])
+  }
+
+  /**
+   * The end of a shutdown that kept some partitions locked past its grace: releases them, tells
+   * the other nodes (on this connection: the pool may be closed by now), and closes.
+   */
+  async releaseAndClose (partitions: readonly number[]): Promise<void> {
+    if (this.alive) {
+      await this.unlock(partitions).catch(() => {})
+      await this.query('select pg_notify($1, $2)', [PARTITION_CHANNEL, String(partitions.length)]).catch(() => {})
+    }
+    await this.close()
   }
 
   /** Gives up on a connection that is up but could not be set up: the same as losing it (fencing). */

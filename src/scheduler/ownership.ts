@@ -288,7 +288,8 @@ export class PartitionOwnership {
   private async claim (got: number[], epoch: number, orphans: ReadonlySet<number>): Promise<void> {
     const at = performance.now()
     try {
-      const generations = await partitionStore.claimPartitions(this.ctx.settings.db, this.ctx.settings.nodeId, got)
+      const stillBlocked = [...this.runners.draining].filter(([, d]) => d.runner.blocked && got.includes(d.partition)).map(([id]) => id)
+      const generations = await partitionStore.claimPartitions(this.ctx.settings.db, this.ctx.settings.nodeId, got, stillBlocked)
       if (epoch !== this.ctx.epoch) return
       for (const p of got) {
         this.runners.held.set(p, { partition: p, generation: generations.get(p) ?? '0', epoch, runners: new Map(), leaving: false, settling: new Set() })

@@ -1,6 +1,6 @@
 import { sql, type Kysely } from 'kysely'
 import type { Database } from '../db/schema.js'
-import { CLUSTER_LOCK_NAMESPACE, MEMBERSHIP_KEY, PARTITION_LOCK_NAMESPACE, PARTITIONED_PROTOCOL_KEY } from './keys.js'
+import { CLUSTER_LOCK_NAMESPACE, LEAVING_KEY, MEMBERSHIP_KEY, PARTITION_LOCK_NAMESPACE, PARTITIONED_PROTOCOL_KEY } from './keys.js'
 import { DEFAULT_PARTITIONS, PARTITION_HASH } from './partitions.js'
 
 /**
@@ -77,6 +77,7 @@ export async function readLockView (db: Kysely<Database>): Promise<LockView> {
   `.execute(db)
   const membership = new Set<number>()
   const protocol = new Set<number>()
+  const leaving = new Set<number>()
   const holders = new Map<number, number>()
   const fingerprints = new Map<number, string>()
   for (const r of rows) {
@@ -86,10 +87,11 @@ export async function readLockView (db: Kysely<Database>): Promise<LockView> {
     }
     if (r.key === MEMBERSHIP_KEY) membership.add(r.pid)
     if (r.key === PARTITIONED_PROTOCOL_KEY) protocol.add(r.pid)
+    if (r.key === LEAVING_KEY) leaving.add(r.pid)
     if (r.fingerprint !== null) fingerprints.set(r.pid, r.fingerprint)
   }
   return {
-    members: [...membership].filter((pid) => protocol.has(pid)),
+    members: [...membership].filter((pid) => protocol.has(pid) && !leaving.has(pid)),
     legacy: [...membership].filter((pid) => !protocol.has(pid)),
     holders,
     fingerprints
@@ -144,10 +146,17 @@ export async function readRunningIds (db: Kysely<Database>, ids: readonly string
 /**
  * Marks partitions whose lock this node has just taken as its own: a new generation each, so that
  * the late writes of a previous holder (fenced, not yet aware) no longer move their schedule.
+ * Their reaktors are no longer `blocked`: a stuck run of the previous holder does not hold back
+ * the new one (that run is aborted, or gone with its process), unless the new holder is the same
+ * node taking its partitions back, whose own stuck runs (`stillBlocked`) still do.
  */
-export async function claimPartitions (db: Kysely<Database>, nodeId: string, partitions: readonly number[]): Promise<Map<number, string>> {
+export async function claimPartitions (db: Kysely<Database>, nodeId: string, partitions: readonly number[], stillBlocked: readonly string[] = []): Promise<Map<number, string>> {
   if (partitions.length === 0) return new Map()
   const { rows } = await sql<{ partition: number, generation: string }>`
+    with unblocked as (
+      update polling_reaktors set blocked = false
+      where blocked and partition = any(${[...partitions]}::int[]) and reaktor_id <> all(${[...stillBlocked]}::text[])
+    )
     update reaktor_partitions set owner = ${nodeId}, generation = generation + 1
     where partition = any(${[...partitions]}::int[])
     returning partition, generation

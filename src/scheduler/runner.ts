@@ -1,10 +1,17 @@
 import { randomUUID } from 'node:crypto'
+import { performance } from 'node:perf_hooks'
 import { MAX_TIMER_MS } from '../duration.js'
 import { LazyAbort } from '../apps/lazy-abort.js'
 import type { RegisteredPollingReaktor } from '../apps/types.js'
 import type { PollingAktor } from '../sdk/types.js'
 import type { SchedulerLogger } from './logger.js'
 import type { RunRecord } from './store.js'
+
+/**
+ * A run whose turn of the event loop comes this much later than it was queued has waited through
+ * a stall: it lets the loop poll I/O once more before it checks that it still owns its reaktor.
+ */
+const LATE_TURN_MS = 100
 
 export class RunTimeoutError extends Error {
   readonly code = 'REAKTOR_RUN_TIMEOUT'
@@ -40,12 +47,21 @@ export interface RunnerOptions {
    * False skips the run (the scheduler is fencing or releasing this runner at that moment).
    */
   mayRun: () => boolean | Promise<boolean>
-  /** Every finished run (not those ended by halt): the record for the batched flush, and how it went. */
+  /**
+   * Every finished run (not those ended by halt), and every run at its timeout: the record for the
+   * batched flush, and how it went.
+   */
   onRunEnd: (record: RunRecord, outcome: RunOutcome, durationMs: number) => void
+  /** A record to flush that counts no new run: a timed-out run that has settled since. */
+  onRecord: (record: RunRecord) => void
 }
 
 /** One run's abort side (its signal made only if the aktor reads it), with the run's id for the logs. */
 class RunAbort extends LazyAbort {
+  /** When the aktor was called (epoch ms). */
+  startedAt = 0
+  /** Its timeout fired while it was in flight: it was recorded as failed (and blocked) then. */
+  timedOut = false
   constructor (readonly runId: string) {
     super()
   }
@@ -66,6 +82,8 @@ export class ReaktorRunner {
   /** The timer of "one interval after the run ended", re-armed with refresh() (no allocation per run). */
   private intervalTimer: NodeJS.Timeout | undefined
   private immediate: NodeJS.Immediate | undefined
+  /** performance.now() when the next run was queued for the next turn of the event loop. */
+  private queuedAt = 0
   /** The run's timeout, likewise re-armed per run; it acts only while `current` is that run. */
   private timeoutTimer: NodeJS.Timeout | undefined
   private current: RunAbort | undefined
@@ -91,6 +109,11 @@ export class ReaktorRunner {
 
   get running (): boolean {
     return this.inFlight !== undefined
+  }
+
+  /** Its run in flight passed its timeout (recorded as blocked). */
+  get blocked (): boolean {
+    return this.current?.timedOut === true
   }
 
   /** Starts timing: the first run at `firstRunAt` (epoch ms), at once when null, due or overdue. */
@@ -150,17 +173,28 @@ export class ReaktorRunner {
     if (this.halted || this.finishing) return
     const delay = at - this.opts.now()
     if (delay <= 0) {
-      this.immediate = setImmediate(() => {
-        this.immediate = undefined
-        this.launch()
-      })
+      this.launchSoon()
     } else {
       this.timer = setTimeout(() => {
         this.timer = undefined
         if (delay > MAX_TIMER_MS) this.scheduleAt(at) // longer waits are taken in steps
-        else this.launch()
+        else this.launchSoon()
       }, Math.min(delay, MAX_TIMER_MS))
     }
+  }
+
+  /**
+   * Runs start from setImmediate, never straight from a timer: timers fire before the event loop
+   * polls I/O, so after a stall (a long GC pause, a paused process) every overdue timer would run
+   * before the node has read that its lock session ended meanwhile. An immediate comes after the
+   * poll; one that itself comes late (the stall fell between) waits one more turn (runOnce).
+   */
+  private launchSoon (): void {
+    this.queuedAt = performance.now()
+    this.immediate = setImmediate(() => {
+      this.immediate = undefined
+      this.launch()
+    })
   }
 
   /** The next run one effective interval from now (the run just ended). */
@@ -168,7 +202,7 @@ export class ReaktorRunner {
     if (this.halted || this.finishing) return
     const interval = this.opts.effectiveIntervalMs
     if (interval > MAX_TIMER_MS) { this.scheduleAt(this.opts.now() + interval); return }
-    if (this.intervalTimer === undefined) this.intervalTimer = setTimeout(() => this.launch(), interval)
+    if (this.intervalTimer === undefined) this.intervalTimer = setTimeout(() => this.launchSoon(), interval)
     else this.intervalTimer.refresh()
   }
 
@@ -186,14 +220,52 @@ export class ReaktorRunner {
 
   private onTimeout (run: RunAbort): void {
     // An aktor that ignores its signal keeps the reaktor blocked until it settles (runs never
-    // overlap): say so now, not only when (if ever) it returns.
+    // overlap): say so now, in the log and in the status, not only when (if ever) it returns.
     const { reaktorId, reaktor } = this.opts
     this.safeLog('warn', { reaktorId, runId: run.runId, timeoutMs: reaktor.timeoutMs }, 'polling reaktor run timed out; its signal is aborted and no other run of it starts until this one settles')
     run.abort(new RunTimeoutError(reaktor.timeoutMs))
+    run.timedOut = true
+    this.failures++
+    const lastError = `${describe(run.reason)}; still settling (its aktor has not returned since its signal was aborted): no other run of this reaktor starts until it does`
+    // An aktor that honours the signal settles within moments and rewrites this before the flush.
+    this.opts.onRunEnd(this.writeRecord(run, null, lastError, true), 'failed', this.opts.now() - run.startedAt)
+  }
+
+  /** The runner's one record (it may be waiting in the batch), set to this run's result. */
+  private writeRecord (run: RunAbort, nextRun: number | null, lastError: string | null, blocked: boolean): RunRecord {
+    const { reaktorId, version, partition, generation } = this.opts
+    const record = this.record ??= { reaktorId, runId: run.runId, lastRun: 0, nextRun: 0, lastError: null, consecutiveFailures: 0, blocked: false, version, partition, generation }
+    record.runId = run.runId
+    record.lastRun = run.startedAt
+    record.nextRun = nextRun
+    record.lastError = lastError
+    record.consecutiveFailures = this.failures
+    record.blocked = blocked
+    return record
+  }
+
+  /**
+   * A run recorded as failed at its timeout has settled: no longer blocked, and (unless the runner
+   * was halted meanwhile) the next run one interval after it ended. Counted once, at the timeout.
+   */
+  private settleTimedOut (run: RunAbort, endedAt: number): void {
+    try {
+      const lastError = `${describe(run.reason)}; it settled ${endedAt - run.startedAt} ms after it started`
+      this.opts.onRecord(this.writeRecord(run, endedAt + this.opts.effectiveIntervalMs, lastError, false))
+      this.safeLog('warn', { reaktorId: this.opts.reaktorId, runId: run.runId, error: lastError, consecutiveFailures: this.failures }, 'polling reaktor run failed: it timed out, and has settled now')
+    } finally {
+      this.scheduleInterval()
+    }
   }
 
   private async runOnce (): Promise<void> {
     if (this.halted || this.finishing) return
+    // Queued before a stall: let the loop poll I/O (a lost lock session) before the ownership check.
+    while (performance.now() - this.queuedAt > LATE_TURN_MS) {
+      this.queuedAt = performance.now()
+      await new Promise((resolve) => setImmediate(resolve))
+      if (this.halted || this.finishing) return
+    }
     let may = false
     try {
       const answer = this.opts.mayRun()
@@ -208,8 +280,8 @@ export class ReaktorRunner {
     const { reaktorId, reaktor, now } = this.opts
     const parentLog = this.opts.log
     const runId = randomUUID()
-    let startedAt = now()
     const run = new RunAbort(runId)
+    run.startedAt = now()
     this.current = run
     this.runs++
     if (this.timeoutTimer === undefined) {
@@ -232,7 +304,7 @@ export class ReaktorRunner {
         runId
       }
       // lastRun is the moment the aktor is called (what the aktor itself would see as its start).
-      startedAt = now()
+      run.startedAt = now()
       result = await this.aktor(undefined, context)
     } catch (err) {
       error = err
@@ -240,9 +312,11 @@ export class ReaktorRunner {
     } finally {
       this.current = undefined
     }
+    const endedAt = now()
+    // Already recorded as failed (and blocked) at its timeout: only the block ends now.
+    if (run.timedOut) { this.settleTimedOut(run, endedAt); return }
     // Stopped, released or fenced meanwhile: the result schedules (and records) nothing.
     if (this.halted) return
-    const endedAt = now()
     // Whatever the bookkeeping below does (a logger or an observer throwing), the next run is scheduled.
     let more = false
     try {
@@ -259,18 +333,13 @@ export class ReaktorRunner {
       else this.failures = 0
       more = outcome === 'more_work'
       const lastError = failed ? describe(error) : null
-      const record = this.record ??= { reaktorId, runId, lastRun: 0, nextRun: 0, lastError: null, consecutiveFailures: 0, version: this.opts.version, partition: this.opts.partition, generation: this.opts.generation }
-      record.runId = runId
-      record.lastRun = startedAt
-      record.nextRun = more ? endedAt : endedAt + this.opts.effectiveIntervalMs
-      record.lastError = lastError
-      record.consecutiveFailures = this.failures
-      this.opts.onRunEnd(record, outcome, endedAt - startedAt)
+      const record = this.writeRecord(run, more ? endedAt : endedAt + this.opts.effectiveIntervalMs, lastError, false)
+      this.opts.onRunEnd(record, outcome, endedAt - run.startedAt)
       if (failed) {
         // A thrown non-Error (an object without a usable toString, say) is logged as its description.
         this.safeLog('warn', { err: error instanceof Error ? error : undefined, error: lastError, reaktorId, runId, consecutiveFailures: this.failures }, 'polling reaktor run failed')
       } else {
-        parentLog.debug({ reaktorId, runId, result, ms: endedAt - startedAt }, 'polling reaktor run finished')
+        parentLog.debug({ reaktorId, runId, result, ms: endedAt - run.startedAt }, 'polling reaktor run finished')
       }
     } finally {
       if (more) this.scheduleAt(endedAt)

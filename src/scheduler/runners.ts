@@ -39,6 +39,14 @@ export interface HeldPartition {
   settling: Set<Promise<void>>
 }
 
+/** A run aborted by the shutdown, until it has settled. */
+export interface HaltedRun {
+  reaktorId: string
+  partition: number
+  done: Promise<unknown>
+  settled: boolean
+}
+
 /** A runner that no longer owns its reaktor and whose last run has not settled yet. */
 interface Draining {
   done: Promise<void>
@@ -109,6 +117,25 @@ export class PartitionRunners {
     return aborted
   }
 
+  /** Shutdown: every run (owned or settling) is aborted; each is tracked, with its partition, until it settles. */
+  haltForShutdown (): HaltedRun[] {
+    const runs: HaltedRun[] = []
+    const track = (reaktorId: string, partition: number, done: Promise<unknown>): void => {
+      const run: HaltedRun = { reaktorId, partition, done, settled: false }
+      run.done = done.finally(() => { run.settled = true })
+      runs.push(run)
+    }
+    for (const hp of this.held.values()) {
+      for (const [id, runner] of hp.runners) track(id, hp.partition, runner.halt('shutdown'))
+      hp.runners.clear()
+    }
+    for (const [id, d] of this.draining) {
+      void d.runner.halt('shutdown')
+      track(id, d.partition, d.done)
+    }
+    return runs
+  }
+
   /** The held partition a registered id runs in, when this node may start it there. */
   heldFor (reaktorId: string): HeldPartition | undefined {
     const p = this.ctx.partitionOfId.get(reaktorId)
@@ -141,6 +168,7 @@ export class PartitionRunners {
       log: this.ctx.settings.log,
       now: this.ctx.settings.now,
       mayRun: () => this.mayRun(id, runner),
+      onRecord: (record) => this.ctx.batcher.record(record),
       onRunEnd: (record, outcome, durationMs) => {
         this.ctx.batcher.record(record)
         if (this.ctx.settings.onRunEnd === undefined) return

@@ -6,7 +6,7 @@ import type { SchedulerLogger } from './logger.js'
 import { LegacyNodeRunning, UnknownReaktorError, withDefaults, type SchedulerOptions, type SchedulerSettings } from './options.js'
 import { PartitionOwnership } from './ownership.js'
 import { partitionOf, type OwnershipShare } from './partitions.js'
-import { PartitionRunners, type SchedulerContext } from './runners.js'
+import { PartitionRunners, type HaltedRun, type SchedulerContext } from './runners.js'
 import * as partitionStore from './partition-store.js'
 import * as store from './store.js'
 
@@ -57,7 +57,7 @@ export class Scheduler {
   private coldStarted: boolean | undefined
   private stopping: Promise<void> | undefined
   /** What stopScheduling() aborted: awaited (up to the grace period) by stop(). */
-  private halting: { at: number, partitions: number[], settled: Array<Promise<unknown>> } | undefined
+  private halting: { at: number, partitions: number[], runs: HaltedRun[] } | undefined
 
   readonly nodeId: string
 
@@ -231,10 +231,7 @@ export class Scheduler {
     this.phase = 'stopping'
     this.clearTimers()
     const partitions = [...this.runners.held.keys()]
-    const settled: Array<Promise<unknown>> = this.runners.all().map(async (runner) => await runner.halt('shutdown'))
-    settled.push(...[...this.runners.draining.values()].map(async (d) => await d.done))
-    for (const hp of this.runners.held.values()) hp.runners.clear()
-    this.halting = { at: performance.now(), partitions, settled }
+    this.halting = { at: performance.now(), partitions, runs: this.runners.haltForShutdown() }
   }
 
   /**
@@ -251,7 +248,7 @@ export class Scheduler {
     this.stopScheduling()
     const halting = this.halting
     if (halting === undefined) { this.phase = 'stopped'; return }
-    const all = Promise.allSettled([...halting.settled, this.worker])
+    const all = Promise.allSettled([...halting.runs.map((r) => r.done), this.worker])
     const graceMs = Math.max(0, this.settings.shutdownGraceMs - (performance.now() - halting.at))
     let graceTimer: NodeJS.Timeout | undefined
     const inTime = await Promise.race([
@@ -259,18 +256,31 @@ export class Scheduler {
       new Promise<boolean>((resolve) => { graceTimer = setTimeout(() => resolve(false), graceMs) })
     ])
     clearTimeout(graceTimer)
-    if (!inTime) this.log.warn({ graceMs: this.settings.shutdownGraceMs }, 'runs still in flight after the shutdown grace period; releasing their locks anyway')
+    // A run that ignores its signal may still be going: its partition's lock is kept until it
+    // settles or the process exits (and the session with it), or another node would start the
+    // same reaktor beside it. Only partitions this session still holds can be kept.
+    const stuck = halting.runs.filter((r) => !r.settled && halting.partitions.includes(r.partition))
+    const kept = [...new Set(stuck.map((r) => r.partition))]
+    const released = halting.partitions.filter((p) => !kept.includes(p))
+    if (!inTime) {
+      this.log.warn({ graceMs: this.settings.shutdownGraceMs, reaktors: stuck.map((r) => r.reaktorId), partitions: kept },
+        'runs still in flight after the shutdown grace period; their partitions stay locked until those runs settle or the process exits')
+    }
     await this.batcher.close()
     // Everything naming this node, not only what it holds now (a takeover cut short by the
     // shutdown): a clean shutdown leaves no owner behind, which tells a clean stop from a crash.
     await store.releaseOwner(this.settings.db, this.nodeId).catch((err) => this.log.warn({ err }, 'could not clear owner at shutdown'))
     this.runners.held.clear()
-    await this.lock.close()
-    // The locks are gone with the session: tell the other nodes to take these over now, not at
-    // their next periodic pass (a rolling restart then costs no interval).
-    await partitionStore.announcePartitions(this.settings.db, halting.partitions).catch(() => {})
+    if (kept.length === 0) await this.lock.close()
+    else {
+      await this.lock.markLeaving().then(async () => await this.lock.unlock(released)).catch((err) => this.log.warn({ err }, 'could not release partitions at shutdown'))
+      void Promise.allSettled(stuck.map((r) => r.done)).then(async () => await this.lock.releaseAndClose(kept))
+    }
+    // Tell the other nodes to take these over now, not at their next periodic pass (a rolling
+    // restart then costs no interval).
+    await partitionStore.announcePartitions(this.settings.db, released).catch(() => {})
     this.phase = 'stopped'
-    this.log.info({ nodeId: this.nodeId, released: halting.partitions.length }, 'scheduler stopped')
+    this.log.info({ nodeId: this.nodeId, released: released.length, kept: kept.length }, 'scheduler stopped')
   }
 
   /**

@@ -30,9 +30,12 @@ export interface RunRecord {
   runId: string
   /** Epoch ms (numbers, not Dates: thousands of these are made every second). */
   lastRun: number
-  nextRun: number
+  /** Null while the run is blocked: it is not scheduled before it settles. */
+  nextRun: number | null
   lastError: string | null
   consecutiveFailures: number
+  /** The run passed its timeout and has not settled yet (its aktor ignores its signal); unset: false. */
+  blocked?: boolean
   /** `state_version` the runner was started under: the result applies only while it still matches. */
   version: string
   partition: number
@@ -57,7 +60,7 @@ export async function readStatusRows (db: Kysely<Database>, ids: readonly string
   const { rows } = await sql<PollingReaktorRow>`
     with held as (${partitionLocks})
     select p.reaktor_id, p.state, p.interval, p.last_run, p.next_run, p.updated_at, p.last_error,
-           p.consecutive_failures, p.state_version, p.last_run_id, p.partition,
+           p.consecutive_failures, p.state_version, p.last_run_id, p.partition, p.blocked,
            case when p.state = 'running' and exists (select 1 from held where held.partition = p.partition)
                 then rp.owner end as owner
     from polling_reaktors as p
@@ -256,7 +259,8 @@ function textArray (values: ReadonlyArray<string | null>): string {
 }
 
 /** An epoch-ms time as ISO text: exact to the millisecond by construction, no float arithmetic on the way. */
-function isoTime (ms: number): string {
+function isoTime (ms: number | null): string | null {
+  if (ms === null) return null
   if (!Number.isFinite(ms)) throw Object.assign(new TypeError(`not a time: ${ms}`), { code: '22023' })
   return new Date(ms).toISOString()
 }
@@ -272,6 +276,9 @@ function numberArray (values: readonly number[]): string {
  * the row is still `running` under the version the run belonged to and its partition is still in
  * the generation the runner's node took it in, so a flush landing after a stop (or a stop + start,
  * or a takeover by another node after this one was fenced) never brings back a next run or an owner.
+ * `blocked` is written under the partition's generation (a stopped reaktor's stuck run still blocks
+ * it), else only cleared, by the run that set it: after a takeover the new owner runs the reaktor,
+ * and a node that took its partition back learns from its stuck run when it settled.
  */
 export async function writeRunResults (db: Kysely<Database>, owner: string, batch: readonly RunRecord[]): Promise<number> {
   if (batch.length === 0) return 0
@@ -284,7 +291,9 @@ export async function writeRunResults (db: Kysely<Database>, owner: string, batc
       next_run = case when p.state = 'running' and p.state_version = v.version and v.current_partition
                       then v.next_run else p.next_run end,
       owner = case when p.state = 'running' and p.state_version = v.version and v.current_partition
-                   then ${owner}::text else p.owner end
+                   then ${owner}::text else p.owner end,
+      blocked = case when v.current_partition then v.blocked
+                     when p.last_run_id = v.run_id then p.blocked and v.blocked else p.blocked end
     from (
       select v.*,
              coalesce(rp.generation = v.generation, false) as current_partition
@@ -297,8 +306,9 @@ export async function writeRunResults (db: Kysely<Database>, owner: string, batc
         ${textArray(batch.map((r) => isoTime(r.nextRun)))}::timestamptz[],
         ${textArray(batch.map((r) => r.version))}::bigint[],
         ${numberArray(batch.map((r) => r.partition))}::int[],
-        ${textArray(batch.map((r) => r.generation))}::bigint[]
-      ) as v(id, last_run, run_id, last_error, failures, next_run, version, partition, generation)
+        ${textArray(batch.map((r) => r.generation))}::bigint[],
+        ${`{${batch.map((r) => r.blocked === true ? 't' : 'f').join(',')}}`}::boolean[]
+      ) as v(id, last_run, run_id, last_error, failures, next_run, version, partition, generation, blocked)
       left join reaktor_partitions as rp on rp.partition = v.partition
     ) as v
     where p.reaktor_id = v.id and (p.last_run is null or p.last_run <= v.last_run)

@@ -24,6 +24,7 @@ export const PollingStatus = Type.Object({
   autoStart: Type.Boolean(),
   lastError: Type.Union([Type.String(), Type.Null()]),
   consecutiveFailures: Type.Integer({ minimum: 0 }),
+  blocked: Type.Boolean({ description: 'A run passed its timeout and has not settled yet (its aktor ignores its signal): no other run of this reaktor starts until it does' }),
   owner: Type.Union([Type.String(), Type.Null()], { description: 'NODE_ID of the node running it' })
 })
 export type PollingStatusType = Static<typeof PollingStatus>

@@ -7,7 +7,7 @@ import { FAST_SCHEDULER, probe, sameRunStart, work } from '../helpers/scheduler.
 import type { PollingReaktorRegistration } from '../../src/sdk/types.js'
 import type { SchedulerOverrides } from '../../src/plugins/scheduler.js'
 
-const STATUS_KEYS = ['autoStart', 'consecutiveFailures', 'description', 'effectiveInterval', 'interval', 'label', 'lastError',
+const STATUS_KEYS = ['autoStart', 'blocked', 'consecutiveFailures', 'description', 'effectiveInterval', 'interval', 'label', 'lastError',
   'lastRun', 'nextRun', 'owner', 'reaktorDefinitionId', 'state', 'updatedAt']
 
 function isIso (value: unknown): boolean {

@@ -19,7 +19,7 @@ import t from 'tap'
 import net from 'node:net'
 import { waitFor } from '../helpers/context.js'
 import { createTestDatabase } from '../helpers/database.js'
-import { ALL_REAKTORS, BUSY, Cluster, firstRuns, ms, overlappingRuns, some } from '../helpers/cluster.js'
+import { ALL_REAKTORS, BUSY, Cluster, firstRuns, ms, overlappingRuns, some, watchLocksKept } from '../helpers/cluster.js'
 
 /** docs/cluster.md: pinged every 1 s, a statement unanswered for 5 s is a lost connection: fenced within about 6 s. */
 const FENCE_BOUND_MS = 7000
@@ -201,15 +201,7 @@ t.test('network cut of one node: it fences itself within about 6 s, nothing over
     `runs aborted on node-a: ${abortedA.map((r) => `${r.reaktor_id}: ${String(r.outcome)}`).join('; ') || 'none (nothing was in flight)'}`)
 
   // ---- PostgreSQL keeps the silent session, and its locks, for the keepalive window.
-  let checks = 0
-  const lost: string[] = []
-  await waitFor(async () => {
-    const holders = await cluster.lockHolders()
-    checks++
-    const gone = victims.filter((id) => holders.get(id) !== 'node-a')
-    if (gone.length > 0) lost.push(`${Date.now() - cutAt} ms: ${gone.join(', ')}`)
-    return Date.now() - cutAt >= SERVER_DROP_AFTER_MS
-  }, { timeoutMs: SERVER_DROP_AFTER_MS + 5000, intervalMs: 250, what: 'the server-side keepalive window' })
+  const { lost, checks } = await watchLocksKept(cluster, 'node-a', victims, cutAt, cutAt + SERVER_DROP_AFTER_MS, 'the server-side keepalive window')
   t.same(lost, [], `for ${SERVER_DROP_AFTER_MS} ms after the cut the silent session kept every lock of node-a (${checks} checks)`)
   t.equal(await cluster.lockConnectionPid('node-a'), lockPid, "the silent lock session is still there: PostgreSQL has not noticed the cut (loopback, proxy's kernel acks)")
   t.same((await cluster.ledger('reaktor_id = any($1) and started_at > $2', [victims, new Date(cutAt)]))

@@ -216,6 +216,23 @@ export class Cluster {
 }
 
 /**
+ * Watches, until `until` (epoch ms), that `nodeId` keeps the partition lock of each of `ids`
+ * (4 checks a second). Returns every moment it did not, and how many checks there were.
+ */
+export async function watchLocksKept (cluster: Cluster, nodeId: string, ids: readonly string[], since: number, until: number, what: string): Promise<{ lost: string[], checks: number }> {
+  let checks = 0
+  const lost: string[] = []
+  await waitFor(async () => {
+    const holders = await cluster.lockHolders()
+    checks++
+    const gone = ids.filter((id) => holders.get(id) !== nodeId)
+    if (gone.length > 0) lost.push(`${Date.now() - since} ms: ${gone.join(', ')}`)
+    return Date.now() >= until
+  }, { timeoutMs: until - Date.now() + 5000, intervalMs: 250, what })
+  return { lost, checks }
+}
+
+/**
  * Overlaps in the ledger: pairs of runs of one reaktor whose [start, end) intersect. A run left
  * without a recorded end (its process was killed, or exited before the background write landed)
  * ends when the test saw its process exit: the first exit of that node id after the run started.

@@ -265,8 +265,11 @@ t.test('shutdown aborts in-flight runs, waits up to the grace period, flushes an
   t.ok(stubborn.runs[0].context.signal.aborted, 'also the stubborn one\'s')
   t.ok(log.lines.some((l) => l.level === 'warn' && /grace period/.test(l.msg ?? '')), 'the overrun is logged')
   t.ok(sameRunStart((await row(db, 'done'))!.last_run?.getTime() ?? 0, done.runs[0].start), 'the pending batch was flushed')
+  for (const id of ['polite', 'done']) t.same(await reaktorLocks(db, id), [], `${id}: lock released`)
+  // Its run may still be going: another node must not start it beside that run.
+  t.equal((await reaktorLocks(db, 'stubborn')).length, 1, 'stubborn: its partition stays locked while its run is in flight')
+  await waitFor(async () => (await reaktorLocks(db, 'stubborn')).length === 0, { timeoutMs: 5000 + 3000, what: 'stubborn: lock released once its run settled' })
   for (const id of ['polite', 'stubborn', 'done']) {
-    t.same(await reaktorLocks(db, id), [], `${id}: lock released`)
     const stored = (await row(db, id))!
     t.equal(stored.state, 'running', `${id}: a shutdown is not a stop`)
     t.equal(stored.owner, null, `${id}: no owner any more`)

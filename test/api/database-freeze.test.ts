@@ -6,6 +6,7 @@
  */
 import t from 'tap'
 import { performance } from 'node:perf_hooks'
+import pg from 'pg'
 import { build } from '../helpers/app.js'
 import { ADMIN, ADMIN_ENV, loggedIn } from '../helpers/auth.js'
 import { waitFor } from '../helpers/context.js'
@@ -27,6 +28,19 @@ t.test('frozen database: /readyz 503 within 2 s, the API 503 with the error body
   const call = await loggedIn(app)
   t.equal((await app.inject({ method: 'GET', url: '/readyz' })).statusCode, 200, 'ready before the freeze')
   t.equal((await call('GET', '/api/v1/polling/freeze-probe/status')).statusCode, 200)
+
+  const poolBackends = async (): Promise<number[]> => {
+    const client = new pg.Client({ connectionString: server.url })
+    await client.connect()
+    try {
+      const { rows } = await client.query<{ pid: number }>("select pid from pg_stat_activity where application_name = 'reaktor-service test-node'")
+      return rows.map((r) => r.pid)
+    } finally {
+      await client.end()
+    }
+  }
+  const beforeFreeze = await poolBackends()
+  t.ok(beforeFreeze.length > 0, `the pool has ${beforeFreeze.length} connection(s) before the freeze`)
 
   const thaw = await freeze(server)
   t.teardown(thaw)
@@ -67,6 +81,12 @@ t.test('frozen database: /readyz 503 within 2 s, the API 503 with the error body
   await waitFor(async () => (await app.inject({ method: 'GET', url: '/readyz' })).statusCode === 200,
     { timeoutMs: 20_000, intervalMs: 100, what: '/readyz 200 after the thaw' })
   t.comment(`ready again ${Math.round(performance.now() - thawedAt)} ms after the thaw`)
+  // The connections whose statements timed out were discarded (not handed out again to wait behind
+  // an answer that may never come): their backends are gone as soon as the server runs again, well
+  // before the pool's 10 s idle timeout would close them.
+  await waitFor(async () => (await poolBackends()).every((pid) => !beforeFreeze.includes(pid)),
+    { timeoutMs: 3000, intervalMs: 100, what: 'the timed-out pool connections to be gone' })
+  t.pass(`the ${beforeFreeze.length} pool connection(s) that timed out were discarded`)
   // The start answered 503 may still have been applied: the frozen backend had its statement and
   // ran it at the thaw. Outcome unknown, as with any timeout; start is idempotent, so a retry is safe.
   const retried = await call('POST', '/api/v1/polling/freeze-probe/start')

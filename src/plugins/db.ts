@@ -7,6 +7,8 @@ import type { Database } from '../db/schema.js'
 declare module 'fastify' {
   interface FastifyInstance {
     db: Kysely<Database>
+    /** One connection without the statement bounds: migrations and the scheduler's boot rules. */
+    bulkDb: Kysely<Database>
     /** For dedicated connections (the scheduler's lock connection, LISTEN). */
     databaseUrl: string
   }
@@ -17,22 +19,20 @@ export interface DbPluginOptions {
 }
 
 /**
- * The Kysely instance over a pg pool whose statements are bounded (src/db/index.ts); migrations
- * run before the app is ready, on a connection of their own without those bounds: one may wait for
- * another node's migration lock, or take long on a large table.
+ * The Kysely instance over a pg pool whose statements are bounded (src/db/index.ts), and one
+ * connection without those bounds for the few statements that may rightly take long: migrations
+ * (one may wait for another node's migration lock) and the scheduler's boot rules. Its connection
+ * closes when idle (pg-pool's 10 s); migrations run before the app is ready.
  */
 export default fp<DbPluginOptions>(async (fastify, opts) => {
   const applicationName = `reaktor-service ${fastify.config.nodeId}`
-  const migrations = createDatabase(opts.databaseUrl, { max: 1, applicationName, bounded: false })
-  try {
-    await migrateToLatest(migrations.db)
-  } finally {
-    await migrations.db.destroy()
-  }
+  const bulk = createDatabase(opts.databaseUrl, { max: 1, applicationName, bounded: false })
   const handle = createDatabase(opts.databaseUrl, { applicationName })
   fastify.decorate('db', handle.db)
+  fastify.decorate('bulkDb', bulk.db)
   fastify.decorate('databaseUrl', opts.databaseUrl)
   fastify.addHook('onClose', async () => {
-    await handle.db.destroy()
+    await Promise.all([handle.db.destroy(), bulk.db.destroy()])
   })
+  await migrateToLatest(bulk.db)
 }, { name: 'db', dependencies: ['config'] })

@@ -11,6 +11,12 @@ import type { RunOutcome } from './runner.js'
 export interface SchedulerOptions {
   /** Kysely on the shared pool: state reads/writes and the batched run results. */
   db: Kysely<Database>
+  /**
+   * For the boot rules, which touch every registered row in one transaction: a handle without the
+   * pool's statement bounds (at 100,000 reaktors, with nodes booting at once and waiting on each
+   * other's rows, that can take longer). Default: `db`.
+   */
+  bulkDb?: Kysely<Database>
   /** For the scheduler's own dedicated connection (advisory locks + LISTEN); never pooled. */
   databaseUrl: string
   /** The polling reaktors registered in THIS node's code; a node only ever runs these. */

@@ -10,6 +10,7 @@ import pg from 'pg'
 import { build } from '../helpers/app.js'
 import { ADMIN, ADMIN_ENV, loggedIn } from '../helpers/auth.js'
 import { waitFor } from '../helpers/context.js'
+import { createTestDatabase } from '../helpers/database.js'
 import { freeze, ownPostgres } from '../helpers/own-postgres.js'
 import { FAST_SCHEDULER, probe } from '../helpers/scheduler.js'
 import { QUERY_GRACE_MS, STATEMENT_TIMEOUT_MS } from '../../src/db/index.js'
@@ -94,4 +95,35 @@ t.test('frozen database: /readyz 503 within 2 s, the API 503 with the error body
   t.equal((await call('GET', '/api/v1/polling/freeze-probe/status')).body.state, 'running')
   await waitFor(() => p.runs.length > 0, { timeoutMs: 10_000, what: 'a run after the thaw' })
   t.equal((await app.inject({ method: 'POST', url: '/api/v1/auth/login', payload: ADMIN })).statusCode, 200, 'login works again')
+})
+
+t.test('the boot rules may wait longer than a request statement: a node starts while another transaction holds its rows', async (t) => {
+  const url = await createTestDatabase(t)
+  const p = probe('boot-probe', async () => false, { interval: '1s', autoStart: true })
+  // Another transaction inserts the same reaktor's row and keeps it uncommitted: the boot's insert
+  // waits for it to end (as it would wait for a node booting at once, at scale).
+  const holder = new pg.Client({ connectionString: url })
+  await holder.connect()
+  t.teardown(async () => await holder.end())
+  await holder.query('begin')
+  await holder.query("insert into polling_reaktors (reaktor_id, state, interval, updated_at) values ('boot-probe', 'stopped', '1s', now())")
+  const building = build(t, { databaseUrl: url, apps: [{ name: 'boot-test', version: '1.0.0', pollingReaktors: [p.registration] }], scheduler: FAST_SCHEDULER })
+  building.catch(() => {})
+  // Watched from another session: inside its transaction the holder sees one snapshot of the statistics.
+  const watcher = new pg.Client({ connectionString: url })
+  await watcher.connect()
+  t.teardown(async () => await watcher.end())
+  const waitingSince = await waitFor(async () => {
+    const { rows } = await watcher.query(`select 1 from pg_stat_activity where datname = current_database()
+      and wait_event_type = 'Lock' and query like '%insert into polling_reaktors%'`)
+    return rows.length > 0 ? performance.now() : undefined
+  }, { timeoutMs: 30_000, intervalMs: 50, what: 'the boot rules to wait for the row' })
+  // Held past the request bound (the fault injected: a lock held this long), then released.
+  const holdMs = STATEMENT_TIMEOUT_MS + QUERY_GRACE_MS + 500
+  await new Promise((resolve) => setTimeout(resolve, holdMs - (performance.now() - waitingSince)))
+  await holder.query('rollback')
+  const app = await building
+  t.pass(`the node started after its boot rules waited ${Math.round(performance.now() - waitingSince)} ms for the row (request bound ${STATEMENT_TIMEOUT_MS + QUERY_GRACE_MS} ms)`)
+  await waitFor(() => p.runs.length > 0, { timeoutMs: 10_000, what: 'the autoStart reaktor to run' })
+  t.equal((await app.inject({ method: 'GET', url: '/readyz' })).statusCode, 200)
 })

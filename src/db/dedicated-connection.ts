@@ -1,4 +1,5 @@
 import pg from 'pg'
+import { endOnReadTimeout } from './index.js'
 
 /**
  * The one dead-connection rule of every dedicated (never pooled) connection: the scheduler's lock
@@ -29,7 +30,7 @@ export async function roundTrip<R extends pg.QueryResultRow = any> (client: pg.C
   try {
     return await client.query<R>({ text, values, query_timeout: deadAfterMs } as pg.QueryConfig)
   } catch (err) {
-    if ((err as Error | null)?.message === 'Query read timeout') client.end().catch(() => {})
+    endOnReadTimeout(client, err)
     throw err
   }
 }

@@ -52,13 +52,14 @@ export function createDatabase (url: string, options: DatabaseOptions = {}): Dat
 class DiscardOnTimeout extends pg.Client {
   override query (...args: unknown[]): any {
     const result = (super.query as (...a: unknown[]) => unknown)(...args)
-    if (result instanceof Promise) {
-      result.catch((err: unknown) => {
-        if ((err as Error | null)?.message === 'Query read timeout') this.end().catch(() => {})
-      })
-    }
+    if (result instanceof Promise) result.catch((err: unknown) => endOnReadTimeout(this, err))
     return result
   }
+}
+
+/** Ends a client whose statement went unanswered past its `query_timeout` (see above). */
+export function endOnReadTimeout (client: pg.Client, err: unknown): void {
+  if ((err as Error | null)?.message === 'Query read timeout') client.end().catch(() => {})
 }
 
 /**

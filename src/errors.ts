@@ -20,7 +20,9 @@ export const Errors = {
   CrossSiteLogin: createError('REAKTOR_CROSS_SITE_LOGIN', 'Cross-site login request rejected', 403),
   AktorNotFound: createError('REAKTOR_AKTOR_NOT_FOUND', 'Aktor "%s" is not registered', 404),
   AktorTimeout: createError('REAKTOR_AKTOR_TIMEOUT', 'Aktor "%s" did not answer within %s', 504),
-  NotFound: createError('REAKTOR_NOT_FOUND_ROUTE', 'Route %s %s not found', 404)
+  NotFound: createError('REAKTOR_NOT_FOUND_ROUTE', 'Route %s %s not found', 404),
+  // Whatever a request needed from the database failed for want of a database (src/db/unavailable.ts).
+  DatabaseUnavailable: createError('REAKTOR_DATABASE_UNAVAILABLE', 'The database is unavailable; retry shortly', 503)
 } as const
 
 /** True for the errors above: their messages are written to be shown, even in a 5xx body. */

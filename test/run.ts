@@ -30,7 +30,7 @@ const template = `reaktor_test_template_${randomBytes(4).toString('hex')}`
 const admin = new pg.Client({ connectionString: adminUrl })
 await admin.connect()
 await admin.query(`create database ${template}`)
-const { db } = createDatabase(databaseUrlFor(adminUrl, template), { max: 1 })
+const { db } = createDatabase(databaseUrlFor(adminUrl, template), { max: 1, bounded: false })
 await migrateToLatest(db)
 await db.destroy()
 

@@ -165,18 +165,13 @@ export class SessionCache {
   }
 
   private async confirm (): Promise<void> {
-    const client = this.client
-    if (client === undefined || this.pinging) return
+    if (this.client === undefined || this.pinging) return
     this.pinging = true
     const sentAt = performance.now()
-    try {
-      await client.query({ text: 'select 1', query_timeout: this.maxStalenessMs } as pg.QueryConfig)
-      // Notifications travel before the answer: every revocation committed before sentAt is applied.
-      if (this.client === client) this.confirmedAt = Math.max(this.confirmedAt, sentAt)
-    } catch {
-      // A slow or broken connection: entries age out of trust; 'error'/'end' handle a broken one.
-    } finally {
-      this.pinging = false
-    }
+    // A slow answer leaves the entries to age out of trust meanwhile; one that never comes ends
+    // the connection (the dead-connection rule), and the reconnect starts from an empty cache.
+    // Notifications travel before the answer: every revocation committed before sentAt is applied.
+    if (await this.listener.ping()) this.confirmedAt = Math.max(this.confirmedAt, sentAt)
+    this.pinging = false
   }
 }

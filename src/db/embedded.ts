@@ -25,6 +25,11 @@ export interface EmbeddedOptions {
   database?: string
   /** Port on 127.0.0.1; default: a free one. A restart on the same port keeps clients' URLs valid. */
   port?: number
+  /**
+   * Addresses the server listens on besides 127.0.0.1 (IP literals), e.g. the host end of a test's
+   * network namespace. Clients on them also need a pg_hba.conf line; the URLs keep 127.0.0.1.
+   */
+  extraListenAddresses?: readonly string[]
   /** Extra server settings (`-c name=value`), e.g. a small lock table for a test. Names and values: [a-z0-9_.]. */
   serverSettings?: Readonly<Record<string, string | number>>
   log: { info: (obj: object, msg: string) => void, warn: (obj: object, msg: string) => void }
@@ -138,8 +143,12 @@ export async function startEmbeddedPostgres (options: EmbeddedOptions): Promise<
     if (!/^[a-z0-9_.]+$/i.test(name) || !/^[a-z0-9_.]+$/i.test(String(value))) throw new Error(`embedded PostgreSQL: bad server setting ${name}=${String(value)}`)
     return ` -c ${name}=${String(value)}`
   }).join('')
+  const extra = options.extraListenAddresses ?? []
+  const bad = extra.find((address) => net.isIP(address) === 0)
+  if (bad !== undefined) throw new Error(`embedded PostgreSQL: not an IP address: ${bad}`)
+  const listen = ['127.0.0.1', ...extra].join(',')
   await run(bin.pg_ctl, ['start', '-D', clusterDir, '-w', '-t', '60', '-l', logFile, '-o',
-    `-p ${port} -c listen_addresses=127.0.0.1 -c unix_socket_directories=''${settings}`]).catch(async (err) => {
+    `-p ${port} -c listen_addresses=${listen} -c unix_socket_directories=''${settings}`]).catch(async (err) => {
     const tail = await fs.readFile(logFile, 'utf8').then((s) => s.trim().split('\n').slice(-5).join(' | '), () => '')
     throw new Error(`embedded PostgreSQL in ${clusterDir} did not start: ${tail || (err as Error).message}`)
   })

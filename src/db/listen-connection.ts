@@ -1,4 +1,6 @@
-import pg from 'pg'
+import { performance } from 'node:perf_hooks'
+import type pg from 'pg'
+import { dedicatedClient, PING_EVERY_MS, roundTrip } from './dedicated-connection.js'
 
 export interface ListenConnectionOptions {
   url: string
@@ -17,17 +19,25 @@ export interface ListenConnectionOptions {
 /**
  * A dedicated (never pooled) connection that LISTENs on one channel and reconnects by itself with
  * backoff (100 ms doubling to 10 s). `client` is undefined while there is none; the caches built
- * on it treat that as "trust nothing, read the database".
+ * on it treat that as "trust nothing, read the database". It follows the dead-connection rule of
+ * src/db/dedicated-connection.ts: pinged every second unless something else answered meanwhile,
+ * and ended when a round trip goes unanswered for 5 s.
  */
 export class ListenConnection {
   client: pg.Client | undefined
   private closed = false
   private reconnectDelay = 100
+  private heartbeat: NodeJS.Timeout | undefined
+  /** performance.now() of the last answered round trip. */
+  private lastOkAt = -Infinity
 
   constructor (private readonly opts: ListenConnectionOptions) {}
 
   /** Connects and LISTENs. A failure is not fatal: it keeps retrying in the background. */
   async start (): Promise<void> {
+    this.heartbeat = setInterval(() => {
+      if (performance.now() - this.lastOkAt >= PING_EVERY_MS) void this.ping()
+    }, PING_EVERY_MS).unref()
     await this.connect().catch((err: unknown) => {
       this.opts.log.warn({ err }, `${this.opts.name}: could not listen on ${this.opts.channel}; ${this.opts.whileLost} until it can`)
       this.scheduleReconnect()
@@ -36,14 +46,32 @@ export class ListenConnection {
 
   async stop (): Promise<void> {
     this.closed = true
+    clearInterval(this.heartbeat)
     const client = this.client
     this.client = undefined
     await client?.end().catch(() => {})
   }
 
+  /**
+   * A round trip on the current connection. True when it was answered and the connection is still
+   * the current one: every notification committed before this call has then been handled.
+   */
+  async ping (): Promise<boolean> {
+    const client = this.client
+    if (client === undefined) return false
+    try {
+      await roundTrip(client, 'select 1')
+    } catch {
+      return false
+    }
+    if (client !== this.client) return false
+    this.lastOkAt = performance.now()
+    return true
+  }
+
   private async connect (): Promise<void> {
     const { opts } = this
-    const client = new pg.Client({ connectionString: opts.url, application_name: opts.applicationName, keepAlive: true, connectionTimeoutMillis: 5000 })
+    const client = dedicatedClient(opts.url, opts.applicationName)
     const lost = (): void => {
       if (this.client !== client) return
       this.client = undefined
@@ -61,7 +89,7 @@ export class ListenConnection {
     })
     try {
       await client.connect()
-      await client.query(`listen ${client.escapeIdentifier(opts.channel)}`)
+      await roundTrip(client, `listen ${client.escapeIdentifier(opts.channel)}`)
     } catch (err) {
       client.removeAllListeners('end')
       await client.end().catch(() => {})
@@ -73,6 +101,7 @@ export class ListenConnection {
     }
     opts.onReset()
     this.client = client
+    this.lastOkAt = performance.now()
     this.reconnectDelay = 100
   }
 

@@ -8,7 +8,7 @@ async function main (): Promise<void> {
   const config = loadConfig(process.env)
   const log = { info: (_o: object, m: string) => console.log(m), warn: (_o: object, m: string) => console.warn(m) }
   const embedded = config.databaseUrl === undefined ? await startEmbeddedPostgres({ dataDir: config.dataDir, log }) : undefined
-  const { db } = createDatabase(config.databaseUrl ?? embedded!.url)
+  const { db } = createDatabase(config.databaseUrl ?? embedded!.url, { bounded: false })
   try {
     const { results } = await migrateToLatest(db)
     for (const r of results ?? []) console.log(`${r.status}: ${r.migrationName}`)

@@ -1,6 +1,7 @@
 import fp from 'fastify-plugin'
 import type { FastifyError } from 'fastify'
 import { STATUS_CODES } from 'node:http'
+import { isDatabaseUnavailable } from '../db/unavailable.js'
 import { domainStatus, Errors, isHttpError } from '../errors.js'
 
 /**
@@ -9,6 +10,14 @@ import { domainStatus, Errors, isHttpError } from '../errors.js'
  */
 export default fp(async (fastify) => {
   fastify.setErrorHandler((err: FastifyError, request, reply) => {
+    if (isDatabaseUnavailable(err)) {
+      // Not a fault of the service: a warning, and an answer that tells the client to retry.
+      request.log.warn({ err }, 'database unavailable')
+      void reply.header('retry-after', '1')
+      const unavailable = new Errors.DatabaseUnavailable()
+      void reply.code(503).send({ statusCode: 503, error: 'Service Unavailable', message: unavailable.message })
+      return
+    }
     let statusCode = typeof err.statusCode === 'number' && err.statusCode >= 400 && err.statusCode < 600 ? err.statusCode : domainStatus(err) ?? 500
     if (err.validation !== undefined) statusCode = 400
     const error = STATUS_CODES[statusCode] ?? (statusCode === 499 ? 'Client Closed Request' : 'Error')

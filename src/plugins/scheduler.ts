@@ -13,7 +13,7 @@ declare module 'fastify' {
  * What this plugin supplies from the app; every other option (shutdownGraceMs too, which comes from
  * the config) is a knob tests may turn: the defaults are production's.
  */
-type Supplied = 'db' | 'databaseUrl' | 'reaktors' | 'nodeId' | 'log' | 'partitions' | 'onRunEnd'
+type Supplied = 'db' | 'bulkDb' | 'databaseUrl' | 'reaktors' | 'nodeId' | 'log' | 'partitions' | 'onRunEnd'
 export type SchedulerOverrides = Partial<Omit<SchedulerOptions, Supplied>>
 
 export interface SchedulerPluginOptions {
@@ -37,6 +37,7 @@ export default fp<SchedulerPluginOptions>(async (fastify, opts) => {
   pollingRuns.register(registry)
   const scheduler = new Scheduler({
     db: fastify.db,
+    bulkDb: fastify.bulkDb,
     databaseUrl: fastify.databaseUrl,
     reaktors: fastify.apps.pollingReaktors,
     nodeId: fastify.config.nodeId,

@@ -21,10 +21,12 @@ interface Entry { json: string, readAt: number }
 
 interface Deferred { promise: Promise<boolean>, resolve: (ok: boolean) => void }
 
-function deferred (): Deferred {
-  let resolve!: (ok: boolean) => void
-  const promise = new Promise<boolean>((_resolve) => { resolve = _resolve })
-  return { promise, resolve }
+/** Resolves with what resolve() is given, or false after `timeoutMs`: whichever comes first. */
+function deferred (timeoutMs: number): Deferred {
+  let settle!: (ok: boolean) => void
+  const promise = new Promise<boolean>((resolve) => { settle = resolve })
+  const timer = setTimeout(() => settle(false), timeoutMs)
+  return { promise, resolve: (ok) => { clearTimeout(timer); settle(ok) } }
 }
 
 /**
@@ -56,8 +58,8 @@ export class StatusCache {
   private closed = false
   private readonly maxAgeMs: number
   private readonly syncTimeoutMs: number
-  /** The confirmation round trip on the wire, if any. */
-  private inflight = false
+  /** performance.now() when the confirmation round trip on the wire was sent; undefined when none is. */
+  private inflightSince: number | undefined
   /** The next one, not sent yet: joined by every caller until it is sent. */
   private queued: Deferred | undefined
   /** Grows with every notification and every lost connection: a read that spans one is not cached. */
@@ -129,10 +131,13 @@ export class StatusCache {
    */
   async sync (): Promise<boolean> {
     if (this.client === undefined) return false
+    // A round trip unanswered for longer than a caller may wait: the connection is suspect (the
+    // dead-connection rule ends it after 5 s); meanwhile nobody waits for it again.
+    if (this.inflightSince !== undefined && performance.now() - this.inflightSince > this.syncTimeoutMs) return false
     let waiting = this.queued
     if (waiting === undefined) {
-      waiting = this.queued = deferred()
-      if (!this.inflight) this.sendQueued()
+      waiting = this.queued = deferred(this.syncTimeoutMs)
+      if (this.inflightSince === undefined) this.sendQueued()
     }
     return await waiting.promise
   }
@@ -141,21 +146,17 @@ export class StatusCache {
     const waiting = this.queued
     if (waiting === undefined) return
     this.queued = undefined
-    const client = this.client
-    if (client === undefined) {
+    if (this.client === undefined) {
       waiting.resolve(false)
       return
     }
-    this.inflight = true
-    // Nothing else is queued on this client, so the query is written now, after every waiter arrived.
-    client.query({ text: 'select 1', query_timeout: this.syncTimeoutMs } as pg.QueryConfig).then(
-      () => client === this.client,
-      () => false
-    ).then((ok) => {
-      this.inflight = false
+    this.inflightSince = performance.now()
+    // Written now, or right after the heartbeat's ping if one is out: after every waiter arrived.
+    void this.listener.ping().then((ok) => {
+      this.inflightSince = undefined
       waiting.resolve(ok)
       this.sendQueued()
-    }, () => {})
+    })
   }
 
   /** Empty, and reads that started before now are not cached. */

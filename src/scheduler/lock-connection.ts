@@ -1,5 +1,6 @@
-import pg from 'pg'
+import type pg from 'pg'
 import { performance } from 'node:perf_hooks'
+import { dedicatedClient, roundTrip } from '../db/dedicated-connection.js'
 import { PARTITION_CHANNEL } from './partition-store.js'
 import { NOTIFY_CHANNEL } from './store.js'
 import { CLUSTER_LOCK_NAMESPACE, LEAVING_KEY, MEMBERSHIP_KEY, PARTITION_LOCK_NAMESPACE, PARTITIONED_PROTOCOL_KEY } from './keys.js'
@@ -35,7 +36,10 @@ export function isResourceRefusal (err: unknown): boolean {
 export interface LockConnectionOptions {
   url: string
   applicationName: string
-  /** A lock query that takes longer means the connection is dead (network cut): it is dropped. */
+  /**
+   * A lock query unanswered this long means the connection is dead (network cut): it is dropped.
+   * The dead-connection rule of src/db/dedicated-connection.ts (5 s by default).
+   */
   queryTimeoutMs: number
   /** Called once per connection, as soon as it breaks (error, end, failed query). */
   onLost: (err: unknown) => void
@@ -59,12 +63,7 @@ export class LockConnection {
   constructor (private readonly opts: LockConnectionOptions) {}
 
   async connect (): Promise<void> {
-    const client = new pg.Client({
-      connectionString: this.opts.url,
-      application_name: this.opts.applicationName,
-      keepAlive: true,
-      connectionTimeoutMillis: 5000
-    })
+    const client = dedicatedClient(this.opts.url, this.opts.applicationName)
     // Without these listeners a terminated backend would crash the process.
     client.on('error', (err) => this.lost(client, err))
     client.on('end', () => this.lost(client, new Error('connection ended')))
@@ -115,7 +114,7 @@ export class LockConnection {
     const client = this.client
     if (client === undefined || !this.alive) throw new LockConnectionLost()
     try {
-      const result = await client.query<R>({ text, values, query_timeout: this.opts.queryTimeoutMs } as pg.QueryConfig)
+      const result = await roundTrip<R>(client, text, values, this.opts.queryTimeoutMs)
       this.lastOkAt = performance.now()
       return result
     } catch (err) {

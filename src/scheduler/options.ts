@@ -1,6 +1,7 @@
 import type { Kysely } from 'kysely'
 import { MIN_POLLING_INTERVAL_MS } from '../apps/registry.js'
 import type { RegisteredPollingReaktor } from '../apps/types.js'
+import { DEAD_AFTER_MS, PING_EVERY_MS } from '../db/dedicated-connection.js'
 import type { Database } from '../db/schema.js'
 import type { SchedulerLogger } from './logger.js'
 import type { RunOutcome } from './runner.js'
@@ -10,6 +11,12 @@ import type { RunOutcome } from './runner.js'
 export interface SchedulerOptions {
   /** Kysely on the shared pool: state reads/writes and the batched run results. */
   db: Kysely<Database>
+  /**
+   * For the boot rules, which touch every registered row in one transaction: a handle without the
+   * pool's statement bounds (at 100,000 reaktors, with nodes booting at once and waiting on each
+   * other's rows, that can take longer). Default: `db`.
+   */
+  bulkDb?: Kysely<Database>
   /** For the scheduler's own dedicated connection (advisory locks + LISTEN); never pooled. */
   databaseUrl: string
   /** The polling reaktors registered in THIS node's code; a node only ever runs these. */
@@ -100,10 +107,11 @@ export class LegacyNodeRunning extends Error {
 export const SCHEDULER_DEFAULTS = {
   shutdownGraceMs: 10_000,
   minIntervalMs: MIN_POLLING_INTERVAL_MS,
-  reconcileIntervalMs: 1000,
+  // The reconcile pass pings the lock connection: the dead-connection rule of every dedicated connection.
+  reconcileIntervalMs: PING_EVERY_MS,
   flushIntervalMs: 200,
   lockCheckMaxAgeMs: 2000,
-  lockQueryTimeoutMs: 5000,
+  lockQueryTimeoutMs: DEAD_AFTER_MS,
   reconnectMinMs: 250,
   reconnectMaxMs: 5000,
   orphanGraceMs: 3000,

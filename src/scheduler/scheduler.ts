@@ -175,7 +175,7 @@ export class Scheduler {
       const boot = [...this.settings.reaktors].map(([id, r]) => ({
         reaktorId: id, interval: r.registration.interval, autoStart: r.registration.autoStart === true, partition: this.ctx.partitionOfId.get(id)!
       }))
-      const applied = await store.applyBootRules(this.settings.db, boot, new Date(this.settings.now()), cold)
+      const applied = await store.applyBootRules(this.settings.bulkDb ?? this.settings.db, boot, new Date(this.settings.now()), cold)
       await this.lock.holdSharedMembership()
       if (cold) await this.lock.releaseExclusiveMembership()
       const { legacy } = await partitionStore.readLockView(this.settings.db)

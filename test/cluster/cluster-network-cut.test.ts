@@ -1,32 +1,46 @@
 /**
  * A network cut between ONE node and PostgreSQL (docs/cluster.md, "How the nodes coordinate" →
- * "Network cut"), with real processes. node-a reaches the database through a small TCP proxy in
- * this test; node-b directly. The cut stops the proxy forwarding in both directions without closing
- * anything: no FIN, no RST reaches either side, bytes (and FINs) wait in the proxy as they would
- * wait for TCP retransmission. The ledger app writes straight to the database on every node, so the
- * cut node's runs stay visible to the test.
+ * "Network cut"), with real processes. The ledger app writes every run straight to the database
+ * over a path that is never cut, so the cut node's runs stay visible to the test.
  *
- * What a userspace proxy cannot do is make PostgreSQL's keepalive (or tcp_user_timeout) fire: the
- * proxy's own kernel keeps acknowledging the server's probes and data, so the server never sees
- * silence on loopback. The test therefore keeps the cut for the documented server-side bound
- * (25 s of silence), proving that meanwhile nothing of node-a's runs anywhere, and then plays the
- * server's part: it resets the proxy's connection to PostgreSQL for node-a's lock session only,
- * which is what PostgreSQL does to a session whose keepalive failed. Then node-b takes node-a's
- * reaktors over, while node-a is still cut off; finally the network heals, and node-a reconnects
- * by itself and takes its share again.
+ * Two ways to cut, and the output says which ran:
+ * - **network namespace** (as root, with `ip` and `nft`): the test runs its own PostgreSQL, listening
+ *   also on the host end of a veth pair, and node-a inside a namespace of its own at the other end.
+ *   The cut is an nft table in that namespace dropping every packet to and from the database's
+ *   address, both ways: both kernels see real silence, so PostgreSQL's keepalive and
+ *   `tcp_user_timeout` must end node-a's session by themselves, and the takeover time is real.
+ * - **proxy** (anywhere else, or with REAKTOR_TEST_NETWORK_CUT=proxy): node-a reaches the database through a small TCP proxy that stops
+ *   forwarding in both directions without closing anything. The proxy's own kernel keeps
+ *   acknowledging the server's probes, so PostgreSQL never sees silence on loopback: the test keeps
+ *   the cut for the documented server-side bound (25 s) and then plays the server's part, resetting
+ *   the proxy's connection for node-a's lock session only.
+ *
+ * Either way node-b then takes node-a's reaktors over while node-a is still cut off; finally the
+ * network heals, and node-a reconnects by itself and takes its share again.
  */
 import t from 'tap'
 import net from 'node:net'
 import { waitFor } from '../helpers/context.js'
 import { createTestDatabase } from '../helpers/database.js'
-import { ALL_REAKTORS, BUSY, Cluster, firstRuns, ms, overlappingRuns, some, watchLocksKept } from '../helpers/cluster.js'
+import { ALL_REAKTORS, BUSY, Cluster, firstRuns, ms, overlappingRuns, some } from '../helpers/cluster.js'
+import fs from 'node:fs/promises'
+import path from 'node:path'
+import pg from 'pg'
+import { createNetns, netnsUnavailable } from '../helpers/netns.js'
+import { ownPostgres } from '../helpers/own-postgres.js'
+import type { TestContext } from '../helpers/context.js'
+import type { Test } from 'tap'
 
 /** docs/cluster.md: pinged every 1 s, a statement unanswered for 5 s is a lost connection: fenced within about 6 s. */
 const FENCE_BOUND_MS = 7000
 /** docs/cluster.md: a run starts without a fresh ping when the lock connection answered within 2 s. */
 const LOCK_CHECK_MAX_AGE_MS = 2000
-/** docs/cluster.md: PostgreSQL drops a silent lock session only after at least 25 s (tcp_user_timeout). */
+/** docs/cluster.md: PostgreSQL drops a silent lock session only after at least 25 s of silence (keepalives, tcp_user_timeout). */
 const SERVER_DROP_AFTER_MS = 25_000
+/** Silence starts at the session's last packet, up to one ping period (1 s) before the cut. */
+const PING_PERIOD_MS = 1000
+/** How late the server's own drop may come: its last keepalive probe, retransmission timers, two busy cores. */
+const SERVER_DROP_MARGIN_MS = 10_000
 /** Timestamps of the ledger (node clocks) against the test's clock and log times: same machine, event-loop slack. */
 const SLACK_MS = 250
 
@@ -145,18 +159,92 @@ function logTime (output: string, msg: RegExp): number | undefined {
   return undefined
 }
 
-t.test('network cut of one node: it fences itself within about 6 s, nothing overlaps, the reaktors run again', async (t) => {
+/** One way to cut node-a off: how node-a is started, the cut, the heal, and the server's drop of the silent session. */
+interface Partition {
+  variant: string
+  databaseUrl: string
+  nodeA: { env: Record<string, string>, netns?: string }
+  cut: () => Promise<void>
+  heal: () => Promise<void>
+  /**
+   * Resolves when PostgreSQL has ended node-a's silent lock session, with the time it was seen
+   * gone; `watch` runs meanwhile (every 250 ms) to prove that the locks stayed with that session.
+   */
+  serverDrop: (cluster: Cluster, lockPid: number, cutAt: number, watch: () => Promise<void>) => Promise<number>
+}
+
+async function sessionGone (cluster: Cluster, pid: number): Promise<boolean> {
+  return (await cluster.sql.query('select 1 from pg_stat_activity where pid = $1', [pid])).rowCount === 0
+}
+
+/** Real packet drops: node-a in a namespace of its own, PostgreSQL on the host end of its veth pair. */
+async function namespacePartition (t: TestContext): Promise<Partition> {
+  const ns = await createNetns(t)
+  const server = await ownPostgres(t, { extraListenAddresses: ns.hostAddresses })
+  await fs.appendFile(path.join(server.dataDir, 'postgres', 'pg_hba.conf'), `host all all ${ns.subnet} scram-sha-256\n`)
+  const client = new pg.Client({ connectionString: server.adminUrl })
+  await client.connect()
+  await client.query('select pg_reload_conf()')
+  await client.end()
+  const via = (host: string): string => {
+    const url = new URL(server.url)
+    url.hostname = host
+    return url.toString()
+  }
+  let heal: (() => Promise<void>) | undefined
+  return {
+    variant: `network namespace ${ns.name} (veth ${ns.nsAddress} -> ${ns.hostAddresses[0]}, nft drops both ways)`,
+    databaseUrl: server.url,
+    // Its ledger writes take the second host address, which is never cut.
+    nodeA: { env: { DATABASE_URL: via(ns.hostAddresses[0]), REAKTOR_SETTING_CLUSTER_LEDGER_LEDGERURL: via(ns.hostAddresses[1]) }, netns: ns.name },
+    cut: async () => { heal = await ns.cut(ns.hostAddresses[0]) },
+    heal: async () => { await heal?.() },
+    serverDrop: async (cluster, lockPid, cutAt, watch) => await waitFor(async () => {
+      await watch()
+      return await sessionGone(cluster, lockPid) ? Date.now() : undefined
+    }, { timeoutMs: SERVER_DROP_AFTER_MS + SERVER_DROP_MARGIN_MS + 5000 - (Date.now() - cutAt), intervalMs: 250, what: 'PostgreSQL to drop the silent lock session' })
+  }
+}
+
+/** The stand-in: node-a through a proxy that stops forwarding; the server's drop is played at 25 s. */
+async function proxyPartition (t: Test, reason: string): Promise<Partition> {
   const databaseUrl = await createTestDatabase(t)
   const target = new URL(databaseUrl)
   const proxy = new CutProxy(target.hostname, Number(target.port))
   const viaProxy = new URL(databaseUrl)
   viaProxy.port = String(await proxy.listen())
-  const cluster = new Cluster(t, databaseUrl)
   t.teardown(async () => await proxy.close())
-  const figures: Record<string, unknown> = {}
+  return {
+    variant: `proxy (no network namespace: ${reason}); the server's drop is played at ${SERVER_DROP_AFTER_MS} ms`,
+    databaseUrl,
+    nodeA: { env: { DATABASE_URL: viaProxy.toString() } },
+    cut: async () => proxy.cut(),
+    heal: async () => proxy.heal(),
+    serverDrop: async (cluster, lockPid, cutAt, watch) => {
+      await waitFor(async () => {
+        await watch()
+        return Date.now() - cutAt >= SERVER_DROP_AFTER_MS
+      }, { timeoutMs: SERVER_DROP_AFTER_MS + 5000, intervalMs: 250, what: 'the server-side keepalive window' })
+      t.equal(await cluster.lockConnectionPid('node-a'), lockPid, "the silent lock session is still there: PostgreSQL has not noticed the cut (loopback, proxy's kernel acks)")
+      const { rows: [session] } = await cluster.sql.query<{ client_port: number }>('select client_port from pg_stat_activity where pid = $1', [lockPid])
+      const droppedAt = Date.now()
+      t.ok(proxy.dropUpstream(session.client_port), "the server side of node-a's lock session is reset")
+      await waitFor(async () => await sessionGone(cluster, lockPid), { timeoutMs: 5000, intervalMs: 20, what: 'PostgreSQL to end the silent session' })
+      return droppedAt
+    }
+  }
+}
 
-  // node-a: everything (pool, lock connection) through the proxy; its ledger writes go direct.
-  const [nodeA] = await Promise.all([cluster.start('node-a', { DATABASE_URL: viaProxy.toString() }), cluster.start('node-b')])
+// REAKTOR_TEST_NETWORK_CUT=proxy runs the stand-in where a namespace could be made, to keep it honest.
+const unavailable = process.env.REAKTOR_TEST_NETWORK_CUT === 'proxy' ? 'REAKTOR_TEST_NETWORK_CUT=proxy' : await netnsUnavailable()
+
+t.test(`network cut of one node (${unavailable === false ? 'network namespace' : 'proxy'}): it fences itself within about 6 s, nothing overlaps, the reaktors run again`, async (t) => {
+  const partition = unavailable === false ? await namespacePartition(t) : await proxyPartition(t, unavailable)
+  t.comment(`cut by: ${partition.variant}`)
+  const cluster = new Cluster(t, partition.databaseUrl)
+  const figures: Record<string, unknown> = { variant: unavailable === false ? 'netns' : 'proxy' }
+
+  const [nodeA] = await Promise.all([cluster.start('node-a', partition.nodeA.env, { netns: partition.nodeA.netns }), cluster.start('node-b')])
   const running = ALL_REAKTORS.filter((id) => id !== 'manual') // autoStart; manual stays stopped
   const before = await waitFor(async () => {
     const holders = await cluster.lockHolders()
@@ -175,7 +263,7 @@ t.test('network cut of one node: it fences itself within about 6 s, nothing over
 
   // ---- the cut
   const cutAt = Date.now()
-  proxy.cut()
+  await partition.cut()
   t.comment(`cut node-a off; it owned ${victims.join(', ')}`)
 
   const fencedAt = await waitFor(() => logTime(nodeA.output().slice(logOffset), /all runs aborted \(fencing\)/),
@@ -200,20 +288,27 @@ t.test('network cut of one node: it fences itself within about 6 s, nothing over
   t.ok(abortedA.every((r) => r.outcome === 'run aborted: lock connection lost'),
     `runs aborted on node-a: ${abortedA.map((r) => `${r.reaktor_id}: ${String(r.outcome)}`).join('; ') || 'none (nothing was in flight)'}`)
 
-  // ---- PostgreSQL keeps the silent session, and its locks, for the keepalive window.
-  const { lost, checks } = await watchLocksKept(cluster, 'node-a', victims, cutAt, cutAt + SERVER_DROP_AFTER_MS, 'the server-side keepalive window')
-  t.same(lost, [], `for ${SERVER_DROP_AFTER_MS} ms after the cut the silent session kept every lock of node-a (${checks} checks)`)
-  t.equal(await cluster.lockConnectionPid('node-a'), lockPid, "the silent lock session is still there: PostgreSQL has not noticed the cut (loopback, proxy's kernel acks)")
+  // ---- PostgreSQL keeps the silent session, and its locks, until it notices the silence.
+  let checks = 0
+  const lost: string[] = []
+  const droppedAt = await partition.serverDrop(cluster, lockPid, cutAt, async () => {
+    const holders = await cluster.lockHolders()
+    checks++
+    const gone = victims.filter((id) => holders.get(id) !== 'node-a')
+    // Gone with the session itself is the drop, not a loss.
+    if (gone.length > 0 && !(await sessionGone(cluster, lockPid))) lost.push(`${Date.now() - cutAt} ms: ${gone.join(', ')}`)
+  })
+  figures.serverDropAfterCutMs = droppedAt - cutAt
+  t.same(lost, [], `until PostgreSQL dropped it ${droppedAt - cutAt} ms after the cut, the silent session kept every lock of node-a (${checks} checks)`)
+  t.ok(droppedAt - cutAt >= SERVER_DROP_AFTER_MS - PING_PERIOD_MS - SLACK_MS,
+    `PostgreSQL dropped the session no earlier than the documented ${SERVER_DROP_AFTER_MS} ms of silence (its last packet came up to ${PING_PERIOD_MS} ms before the cut)`)
+  t.ok(droppedAt - cutAt <= SERVER_DROP_AFTER_MS + SERVER_DROP_MARGIN_MS, `and within ${SERVER_DROP_AFTER_MS} + ${SERVER_DROP_MARGIN_MS} ms`)
+  t.ok(droppedAt - fencedAt >= SERVER_DROP_AFTER_MS - FENCE_BOUND_MS - PING_PERIOD_MS, `node-a had fenced itself ${droppedAt - fencedAt} ms before its locks could move`)
   t.same((await cluster.ledger('reaktor_id = any($1) and started_at > $2', [victims, new Date(cutAt)]))
-    .filter((r) => ms(r.started_at) > fencedAt).map((r) => `${r.reaktor_id}@${r.node_id}`), [],
-  "no run of node-a's reaktors started anywhere between the fencing and the end of the window")
+    .filter((r) => ms(r.started_at) > fencedAt && ms(r.started_at) < droppedAt).map((r) => `${r.reaktor_id}@${r.node_id}`), [],
+  "no run of node-a's reaktors started anywhere between the fencing and the server's drop")
 
-  // ---- PostgreSQL drops the session (its keepalive failed): node-b takes over, node-a still cut.
-  const { rows: [session] } = await cluster.sql.query<{ client_port: number }>('select client_port from pg_stat_activity where pid = $1', [lockPid])
-  const droppedAt = Date.now()
-  t.ok(proxy.dropUpstream(session.client_port), "the server side of node-a's lock session is reset")
-  await waitFor(async () => (await cluster.sql.query('select 1 from pg_stat_activity where pid = $1', [lockPid])).rowCount === 0,
-    { timeoutMs: 5000, intervalMs: 20, what: 'PostgreSQL to end the silent session' })
+  // ---- node-b takes over, node-a still cut.
   const firsts = await waitFor(async () => {
     const first = firstRuns(await cluster.ledger("node_id = 'node-b' and reaktor_id = any($1) and started_at > $2", [victims, new Date(droppedAt)]))
     return first.size === victims.length ? first : undefined
@@ -232,7 +327,7 @@ t.test('network cut of one node: it fences itself within about 6 s, nothing over
 
   // ---- The network heals: node-a reconnects by itself and takes its share again.
   const healedAt = Date.now()
-  proxy.heal()
+  await partition.heal()
   await waitFor(() => /lock connection re-established/.test(nodeA.output().slice(logOffset)),
     { timeoutMs: 15_000, intervalMs: 50, what: 'node-a to reconnect' })
   const back = await waitFor(async () => some(await cluster.ledger("node_id = 'node-a' and started_at > $1", [new Date(healedAt)])),

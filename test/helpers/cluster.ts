@@ -82,11 +82,17 @@ export class Cluster {
     })
   }
 
-  /** Spawns one node and waits until it listens (and so has joined the cluster: onReady ran). */
-  async start (nodeId: string, extraEnv: Record<string, string> = {}): Promise<NodeProcess> {
+  /**
+   * Spawns one node and waits until it listens (and so has joined the cluster: onReady ran).
+   * `netns`: the node runs inside that network namespace (`ip netns exec`, which execs it: the
+   * pid is the node's own); its HTTP port is then reachable only from inside.
+   */
+  async start (nodeId: string, extraEnv: Record<string, string> = {}, { netns }: { netns?: string } = {}): Promise<NodeProcess> {
     const dataDir = await tempDir(this.t, 'reaktor-cluster-node-')
     let output = ''
-    const child = spawn(process.execPath, ['--import', 'tsx', 'src/server.ts'], {
+    const command = [process.execPath, '--import', 'tsx', 'src/server.ts']
+    if (netns !== undefined) command.unshift('ip', 'netns', 'exec', netns)
+    const child = spawn(command[0], command.slice(1), {
       cwd: ROOT,
       env: {
         ...process.env,

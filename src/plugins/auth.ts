@@ -6,6 +6,7 @@ import { LoginThrottle } from '../auth/login-throttle.js'
 import { dummyPasswordHash } from '../auth/password.js'
 import { SessionCache } from '../auth/session-cache.js'
 import { createSessionService } from '../auth/sessions.js'
+import { loadTokenTagger } from '../auth/token-tag.js'
 import { SESSION_COOKIE, TOKEN_HEADER, type AuthSession, type SessionService } from '../auth/types.js'
 import { verifyCredentials } from '../auth/users.js'
 import { Errors } from '../errors.js'
@@ -48,7 +49,7 @@ export default fp(async (fastify) => {
   const cache = new SessionCache({ url: fastify.databaseUrl, applicationName: `reaktor-sessions ${config.nodeId}`.slice(0, 63), log: fastify.log })
   await cache.start()
   fastify.addHook('onClose', async () => { await cache.stop() })
-  const sessions = createSessionService(db, config.sessionTtlMs, cache)
+  const sessions = createSessionService(db, config.sessionTtlMs, await loadTokenTagger(db), cache)
   fastify.decorate('sessions', sessions)
   scrapeCounter(fastify.metrics.registry, 'reaktor_session_cache_hits_total', 'Token checks answered from memory', () => cache.hits)
   scrapeGauge(fastify.metrics.registry, 'reaktor_session_cache_trusted', '1 while the revocation listener vouches for cached token checks, else 0', () => cache.trusted ? 1 : 0)

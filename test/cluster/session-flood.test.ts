@@ -111,7 +111,7 @@ t.test('sessions issued before tokens were tagged stay valid until they expire; 
   const databaseUrl = await createTestDatabase(t)
   const { db } = createDatabase(databaseUrl)
   const migrator = new Migrator({ db, provider: { getMigrations: async () => migrations } })
-  t.equal((await migrator.migrateDown()).error, undefined)
+  t.equal((await migrator.migrateTo('20261125000000_partitions')).error, undefined)
   const user = await db.insertInto('users').values({ username: 'old-timer', password_hash: 'x' }).returning('id').executeTakeFirstOrThrow()
   const oldToken = fakeToken()
   await db.insertInto('sessions').values({ user_id: user.id, token_hash: tokenDigest(oldToken), expires_at: sql<Date>`now() + interval '1 hour'` }).execute()

@@ -20,7 +20,8 @@ export const Errors = {
   CrossSiteLogin: createError('REAKTOR_CROSS_SITE_LOGIN', 'Cross-site login request rejected', 403),
   AktorNotFound: createError('REAKTOR_AKTOR_NOT_FOUND', 'Aktor "%s" is not registered', 404),
   AktorTimeout: createError('REAKTOR_AKTOR_TIMEOUT', 'Aktor "%s" did not answer within %s', 504),
-  NotFound: createError('REAKTOR_NOT_FOUND_ROUTE', 'Route %s %s not found', 404)
+  NotFound: createError('REAKTOR_NOT_FOUND_ROUTE', 'Route %s %s not found', 404),
+  HostNotAllowed: createError('REAKTOR_HOST_NOT_ALLOWED', 'This service does not answer to Host %s', 421)
 } as const
 
 /** True for the errors above: their messages are written to be shown, even in a 5xx body. */

@@ -7,7 +7,8 @@ import { dummyPasswordHash } from '../auth/password.js'
 import { SessionCache } from '../auth/session-cache.js'
 import { createSessionService } from '../auth/sessions.js'
 import { loadTokenTagger } from '../auth/token-tag.js'
-import { SESSION_COOKIE, TOKEN_HEADER, type AuthSession, type SessionService } from '../auth/types.js'
+import { cookieSession, cookieValues, sessionCookieName } from '../auth/session-cookie.js'
+import { TOKEN_HEADER, type AuthSession, type SessionService } from '../auth/types.js'
 import { verifyCredentials } from '../auth/users.js'
 import { Errors } from '../errors.js'
 import { scrapeCounter, scrapeGauge } from '../metrics/read-at-scrape.js'
@@ -24,6 +25,8 @@ declare module 'fastify' {
     login: (request: FastifyRequest, username: string, password: string) => Promise<{ token: string, expiresAt: Date } | null>
     /** preHandler hook of the login routes: 429 past the failed-login budgets (src/auth/login-throttle.ts). */
     limitLoginAttempts: (request: FastifyRequest, reply: FastifyReply) => Promise<void>
+    /** The session of the browser's session cookie (see src/auth/session-cookie.ts), or null. */
+    cookieSession: (request: FastifyRequest) => Promise<AuthSession | null>
     /** Sets or clears the browser session cookie read by the app-UI token helper. */
     setSessionCookie: (request: FastifyRequest, reply: FastifyReply, token: string) => void
     clearSessionCookie: (request: FastifyRequest, reply: FastifyReply) => void
@@ -94,11 +97,19 @@ export default fp(async (fastify) => {
   })
 
   const maxAgeSeconds = Math.max(1, Math.ceil(config.sessionTtlMs / 1000))
+  // request.protocol is 'https' for TLS, or behind a trusted proxy (TRUST_PROXY) saying so; over
+  // https the cookie is `__Host-reaktor_session`, which nobody but this host's https pages can set.
+  const https = (request: FastifyRequest): boolean => request.protocol === 'https'
   // Setting and clearing must name the same path and flags, or the browser keeps the cookie.
-  // request.protocol is 'https' for TLS, or behind a trusted proxy (TRUST_PROXY) saying so.
-  const cookieScope = (request: FastifyRequest) => ({ path: '/', sameSite: 'lax' as const, secure: request.protocol === 'https' })
+  const cookieScope = (request: FastifyRequest) => ({ path: '/', sameSite: 'lax' as const, secure: https(request) })
+  fastify.decorate('cookieSession', async (request: FastifyRequest) => {
+    const values = cookieValues(request.headers.cookie, sessionCookieName(https(request)))
+    const { session, conflicting } = await cookieSession(values, sessions.verify)
+    if (conflicting) request.log.warn({ values: values.length }, 'conflicting session cookies: none is used')
+    return session
+  })
   fastify.decorate('setSessionCookie', (request: FastifyRequest, reply: FastifyReply, token: string) => {
-    void reply.setCookie(SESSION_COOKIE, token, {
+    void reply.setCookie(sessionCookieName(https(request)), token, {
       ...cookieScope(request),
       maxAge: maxAgeSeconds,
       // Deliberately NOT HttpOnly: the app-UI helper window.getServiceAuthToken() reads this cookie
@@ -109,7 +120,7 @@ export default fp(async (fastify) => {
     })
   })
   fastify.decorate('clearSessionCookie', (request: FastifyRequest, reply: FastifyReply) => {
-    void reply.clearCookie(SESSION_COOKIE, cookieScope(request))
+    void reply.clearCookie(sessionCookieName(https(request)), cookieScope(request))
   })
 
   // Ready before the first login, so that an unknown user's first failed login is not slower.

@@ -1,6 +1,6 @@
 import { createHash } from 'node:crypto'
 import t from 'tap'
-import { SESSION_COOKIE } from '../../src/auth/types.js'
+import { SECURE_SESSION_COOKIE, SESSION_COOKIE } from '../../src/auth/types.js'
 import { ADMIN, ADMIN_ENV, apiLogin, formLogin, sessionCookie, whoami } from '../helpers/auth.js'
 import { build } from '../helpers/app.js'
 
@@ -122,15 +122,21 @@ t.test('every login issues a new session (no fixation)', async (t) => {
   t.equal((await app.db.selectFrom('sessions').select('id').execute()).length, 2)
 })
 
-t.test('the cookie is Secure when the request is HTTPS through a trusted proxy, and only then', async (t) => {
+t.test('over HTTPS through a trusted proxy the cookie is __Host-reaktor_session, Secure; on plain http reaktor_session', async (t) => {
   const trusted = await build(t, { env: { ...ADMIN_ENV, TRUST_PROXY: 'true' } })
   const viaProxy = await formLogin(trusted, ADMIN, { 'x-forwarded-proto': 'https' })
   t.equal(viaProxy.statusCode, 303)
-  t.match(String(viaProxy.headers['set-cookie']), /; Secure(;|$)/)
+  const secure = String(viaProxy.headers['set-cookie'])
+  // What browsers require of a __Host- cookie: Secure, Path=/, no Domain.
+  t.match(secure, new RegExp(`^${SECURE_SESSION_COOKIE}=[A-Za-z0-9_-]{43};`))
+  t.match(secure, /; Secure(;|$)/)
+  t.match(secure, /; Path=\/(;|$)/)
+  t.notMatch(secure, /Domain=/i)
 
   const untrusted = await build(t, { env: ADMIN_ENV })
   const spoofed = await formLogin(untrusted, ADMIN, { 'x-forwarded-proto': 'https' })
   t.equal(spoofed.statusCode, 303)
+  t.match(String(spoofed.headers['set-cookie']), new RegExp(`^${SESSION_COOKIE}=`))
   t.notMatch(String(spoofed.headers['set-cookie']), /Secure/)
 })
 

@@ -43,3 +43,27 @@ export async function cookieSession (values: string[], verify: (token: string) =
   const live = (await Promise.all(values.slice(0, MAX_VALUES).map(verify))).filter((s) => s !== null)
   return live.length === 1 ? { session: live[0], conflicting: false } : { session: null, conflicting: live.length > 1 }
 }
+
+const MAX_SCOPES = 32
+
+/**
+ * Where a planted duplicate of the session cookie can sit, so that it can be expired: every path
+ * a cookie sent with this request may have (RFC 6265 path-match: each prefix of the request path
+ * that ends before or at a `/`) on this host, and every path including `/` on each parent domain.
+ * The service's own cookie (host-only, Path=/) is never among them. Public suffixes among the
+ * parents are harmless: browsers ignore a Set-Cookie for them.
+ */
+export function plantedCookieScopes (requestPath: string, hostname: string): Array<{ path: string, domain?: string }> {
+  const paths: string[] = []
+  for (let i = 1; i < requestPath.length; i++) {
+    if (requestPath[i] === '/') paths.push(requestPath.slice(0, i), requestPath.slice(0, i + 1))
+  }
+  if (requestPath.length > 1 && !requestPath.endsWith('/')) paths.push(requestPath)
+  const scopes: Array<{ path: string, domain?: string }> = paths.map((path) => ({ path }))
+  const labels = /^[\d.]+$|^\[|:/.test(hostname) ? [] : hostname.toLowerCase().split('.')
+  for (let i = 1; i < labels.length - 1; i++) {
+    const domain = labels.slice(i).join('.')
+    for (const path of ['/', ...paths]) scopes.push({ path, domain })
+  }
+  return scopes.slice(0, MAX_SCOPES)
+}

@@ -7,7 +7,7 @@ import { dummyPasswordHash } from '../auth/password.js'
 import { SessionCache } from '../auth/session-cache.js'
 import { createSessionService } from '../auth/sessions.js'
 import { loadTokenTagger } from '../auth/token-tag.js'
-import { cookieSession, cookieValues, sessionCookieName } from '../auth/session-cookie.js'
+import { cookieSession, cookieValues, plantedCookieScopes, sessionCookieName } from '../auth/session-cookie.js'
 import { TOKEN_HEADER, type AuthSession, type SessionService } from '../auth/types.js'
 import { verifyCredentials } from '../auth/users.js'
 import { Errors } from '../errors.js'
@@ -25,8 +25,11 @@ declare module 'fastify' {
     login: (request: FastifyRequest, username: string, password: string) => Promise<{ token: string, expiresAt: Date } | null>
     /** preHandler hook of the login routes: 429 past the failed-login budgets (src/auth/login-throttle.ts). */
     limitLoginAttempts: (request: FastifyRequest, reply: FastifyReply) => Promise<void>
-    /** The session of the browser's session cookie (see src/auth/session-cookie.ts), or null. */
-    cookieSession: (request: FastifyRequest) => Promise<AuthSession | null>
+    /**
+     * The session of the browser's session cookie (see src/auth/session-cookie.ts), or null. With
+     * duplicates of that cookie, the answer also expires them wherever they may have been planted.
+     */
+    cookieSession: (request: FastifyRequest, reply: FastifyReply) => Promise<AuthSession | null>
     /** Sets or clears the browser session cookie read by the app-UI token helper. */
     setSessionCookie: (request: FastifyRequest, reply: FastifyReply, token: string) => void
     clearSessionCookie: (request: FastifyRequest, reply: FastifyReply) => void
@@ -102,10 +105,18 @@ export default fp(async (fastify) => {
   const https = (request: FastifyRequest): boolean => request.protocol === 'https'
   // Setting and clearing must name the same path and flags, or the browser keeps the cookie.
   const cookieScope = (request: FastifyRequest) => ({ path: '/', sameSite: 'lax' as const, secure: https(request) })
-  fastify.decorate('cookieSession', async (request: FastifyRequest) => {
-    const values = cookieValues(request.headers.cookie, sessionCookieName(https(request)))
+  fastify.decorate('cookieSession', async (request: FastifyRequest, reply: FastifyReply) => {
+    const name = sessionCookieName(https(request))
+    const values = cookieValues(request.headers.cookie, name)
     const { session, conflicting } = await cookieSession(values, sessions.verify)
     if (conflicting) request.log.warn({ values: values.length }, 'conflicting session cookies: none is used')
+    if (values.length > 1) {
+      // The token helper answers null while one name holds several values; the page's next load
+      // must not find the planted ones again.
+      for (const scope of plantedCookieScopes(request.url.split('?')[0], request.hostname)) {
+        void reply.clearCookie(name, { ...scope, sameSite: 'lax', secure: https(request) })
+      }
+    }
     return session
   })
   fastify.decorate('setSessionCookie', (request: FastifyRequest, reply: FastifyReply, token: string) => {

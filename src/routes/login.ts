@@ -64,7 +64,7 @@ const routes: FastifyPluginAsyncTypebox = async (fastify) => {
   fastify.get('/', {
     schema: { response: { 200: HtmlPage, 302: Type.Null({ description: 'Not signed in: to the login page' }) } }
   }, async (request, reply) => {
-    const session = await fastify.cookieSession(request)
+    const session = await fastify.cookieSession(request, reply)
     if (session === null) return reply.redirect('/login?redirect=%2F', 302)
     const apps = fastify.apps.apps.filter((a) => a.publicDir !== undefined).map((a) => ({
       name: a.name, version: a.version, url: `/app-ui/${a.name}@${a.version}/`, reaktors: a.pollingReaktors.length

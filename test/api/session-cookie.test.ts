@@ -26,6 +26,18 @@ t.test('duplicate session cookies: a planted value never overrides the valid one
     t.equal(await ui(cookie), 200, `app UI with ${JSON.stringify(planted)} planted (served from memory)`)
     t.equal(await home(`${SESSION_COOKIE}=${valid}; ${SESSION_COOKIE}=${planted}`), 200, 'in either order')
   }
+  // The answer expires the duplicates wherever they may sit (never the real cookie: host-only, Path=/).
+  const cleared = await app.inject({ method: 'GET', url: '/app-ui/cookie-demo@1.0.0/index.html?x=1', headers: { host: 'ui.corp.example:8080', cookie: `${SESSION_COOKIE}=garbage; ${SESSION_COOKIE}=${valid}` } })
+  t.equal(cleared.statusCode, 200)
+  const scopes = cleared.cookies.map((c) => `${c.name}=${c.value} ${String(c.domain ?? 'host')} ${String(c.path)} ${String(c.maxAge)}`)
+  t.same(scopes.filter((c) => !c.endsWith(' 0')), [], 'every Set-Cookie of the answer expires')
+  for (const path of ['/app-ui', '/app-ui/', '/app-ui/cookie-demo@1.0.0', '/app-ui/cookie-demo@1.0.0/', '/app-ui/cookie-demo@1.0.0/index.html']) {
+    t.ok(scopes.includes(`${SESSION_COOKIE}= host ${path} 0`), `expires a planted cookie at ${path}`)
+  }
+  t.ok(scopes.includes(`${SESSION_COOKIE}= corp.example / 0`), 'and one planted from a sibling on the parent domain')
+  t.notOk(scopes.includes(`${SESSION_COOKIE}= host / 0`), 'never the real cookie')
+  t.equal((await app.inject({ method: 'GET', url: '/', headers: { cookie: `${SESSION_COOKIE}=${valid}` } })).headers['set-cookie'], undefined, 'one cookie: nothing to expire')
+
   // Someone else's live session planted next to the user's: neither is used (the user logs in again).
   const both = `${SESSION_COOKIE}=${attackers}; ${SESSION_COOKIE}=${valid}`
   t.equal(await home(both), 302)

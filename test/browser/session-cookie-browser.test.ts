@@ -50,11 +50,15 @@ if (skip !== false) {
 
     // What a man in the middle on http (or a sibling subdomain) can do: the same name, a longer path.
     await context.addCookies([{ name: SESSION_COOKIE, value: 'planted-by-attacker', domain: '127.0.0.1', path: '/app-ui/' }])
+    t.match(await page.evaluate(() => document.cookie), /^reaktor_session=planted-by-attacker; reaktor_session=/, 'the page sees the planted cookie first')
+    t.equal(await helper(page), null, 'the helper answers null rather than a value that may be planted')
+
     const res = await page.goto(`${base}${APP_PATH}`)
     t.equal(res?.status(), 200, 'the app UI is still served: the server picks the valid cookie')
     t.equal(new URL(page.url()).pathname, APP_PATH, 'no detour to the login page')
-    t.match(await page.evaluate(() => document.cookie), /^reaktor_session=planted-by-attacker; reaktor_session=/, 'the browser lists the planted cookie first')
-    t.equal(await helper(page), null, 'the helper answers null rather than a value that may be planted')
+    // That answer expired the planted cookie where it sat: the page is back to one cookie.
+    t.same((await context.cookies()).filter((c) => c.name === SESSION_COOKIE).map((c) => [c.path, c.value]), [['/', real]], 'only the real cookie is left')
+    t.equal(await helper(page), real, 'and the helper returns it')
   })
 
   t.test('https through a trusted proxy: the __Host- cookie is set and read; a plain planted cookie is ignored', async (t) => {

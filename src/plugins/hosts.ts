@@ -34,8 +34,8 @@ export default fp(async (fastify) => {
   fastify.addHook('onRequest', async (request, reply) => {
     if (request.protocol === 'https') void reply.header('strict-transport-security', HSTS)
     // request.host is the Host header, or X-Forwarded-Host from a trusted proxy (TRUST_PROXY).
-    if (allowed !== undefined && !hostAllowed(request.host ?? '', allowed)) {
-      throw new Errors.HostNotAllowed(JSON.stringify(String(request.host ?? '').slice(0, 100)))
+    if (allowed !== undefined && !hostAllowed(request.host, allowed)) {
+      throw new Errors.HostNotAllowed(JSON.stringify(request.host.slice(0, 100)))
     }
   })
 }, { name: 'hosts', dependencies: ['config', 'error-handler'] })

@@ -10,6 +10,7 @@ import type { Config } from './config.js'
 import type { AppDefinition } from './apps/types.js'
 import configPlugin from './plugins/config.js'
 import errorHandler from './plugins/error-handler.js'
+import hostsPlugin from './plugins/hosts.js'
 import dbPlugin from './plugins/db.js'
 import appsPlugin from './plugins/apps.js'
 import authPlugin from './plugins/auth.js'
@@ -110,6 +111,7 @@ export const app: FastifyPluginAsync<AppOptions> = async (fastify, opts) => {
   await fastify.register(configPlugin, { config: opts.config })
   await fastify.register(sensible)
   await fastify.register(errorHandler)
+  await fastify.register(hostsPlugin)
   await fastify.register(metricsPlugin)
   await fastify.register(openapiPlugin)
   await fastify.register(dbPlugin, { databaseUrl: opts.databaseUrl })

@@ -21,6 +21,11 @@ export interface Config {
    * `Secure` cookies): false, true (any), a hop count, or proxy addresses/CIDRs. Passed to Fastify.
    */
   trustProxy: boolean | number | string[]
+  /**
+   * ALLOWED_HOSTS: the Host header values the service answers (lower case; an entry without a
+   * port matches any port); undefined answers every Host.
+   */
+  allowedHosts: string[] | undefined
   /** Largest accepted aktor request body, in bytes. */
   aktorBodyLimit: number
   /** How long shutdown waits for in-flight runs and requests. */
@@ -89,6 +94,19 @@ function trustProxy (env: Env): boolean | number | string[] {
   throw new ConfigError('TRUST_PROXY', `${JSON.stringify(raw)} is not allowed; expected true, false, a hop count (1), or proxy addresses/CIDRs separated by commas (10.0.0.1,10.1.0.0/16, loopback)`)
 }
 
+function allowedHosts (env: Env): string[] | undefined {
+  const raw = read(env, 'ALLOWED_HOSTS')
+  if (raw === undefined) return undefined
+  const entries = raw.split(',').map((e) => e.trim().toLowerCase())
+  // A host name or IPv4 address, or a bracketed IPv6 address, with an optional port.
+  const valid = /^(?:[a-z0-9](?:[a-z0-9.-]*[a-z0-9])?|\[[0-9a-f:.]+\])(?::\d{1,5})?$/
+  const bad = entries.find((e) => !valid.test(e))
+  if (bad !== undefined) {
+    throw new ConfigError('ALLOWED_HOSTS', `${JSON.stringify(bad)} is not allowed; expected host names or addresses with optional ports, separated by commas (service.example.com,127.0.0.1:3000,[::1])`)
+  }
+  return entries
+}
+
 function databaseUrl (env: Env): string | undefined {
   const raw = read(env, 'DATABASE_URL')
   if (raw === undefined) return undefined
@@ -132,6 +150,7 @@ export function loadConfig (env: Env = process.env): Config {
     nodeId: read(env, 'NODE_ID') ?? `${hostname()}:${process.pid}`,
     logLevel,
     trustProxy: trustProxy(env),
+    allowedHosts: allowedHosts(env),
     aktorBodyLimit: integer(env, 'AKTOR_BODY_LIMIT', 1024 * 1024, 1, 1024 * 1024 * 1024),
     shutdownGraceMs: duration(env, 'SHUTDOWN_GRACE', '10s'),
     loginRateLimit: integer(env, 'LOGIN_RATE_LIMIT', 10, 1, 100_000),

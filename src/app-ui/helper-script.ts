@@ -1,5 +1,5 @@
 import { createHash } from 'node:crypto'
-import { SESSION_COOKIE } from '../auth/types.js'
+import { SECURE_SESSION_COOKIE, SESSION_COOKIE } from '../auth/types.js'
 
 /**
  * `window.getServiceAuthToken()` for every served HTML page.
@@ -9,19 +9,29 @@ import { SESSION_COOKIE } from '../auth/types.js'
  * at expiry) without a reload, and the HTML itself never carries a token: it stays cacheable (ETag,
  * 304) and identical for every user. Being constant, the script is allowed by its SHA-256 hash in
  * `script-src`; no `'unsafe-inline'`, no nonce, no extra request.
+ *
+ * It reads `__Host-reaktor_session` when there is one (https, where nothing else can set it),
+ * else `reaktor_session`. Several different values of that name mean one was planted (another
+ * path or a parent domain), and a page cannot tell which: it answers `null` rather than a token
+ * that may be an attacker's.
  */
 export const HELPER_SCRIPT = [
   '(function(){',
-  `var name=${JSON.stringify(SESSION_COOKIE)};`,
+  `var names=${JSON.stringify([SECURE_SESSION_COOKIE, SESSION_COOKIE])};`,
   'window.getServiceAuthToken=function(){',
   'var parts=document.cookie?document.cookie.split(";"):[];',
+  'for(var n=0;n<names.length;n++){',
+  'var found=null,seen=false;',
   'for(var i=0;i<parts.length;i++){',
   'var p=parts[i].replace(/^\\s+/,"");',
   'var eq=p.indexOf("=");',
-  'if(eq<0||p.slice(0,eq)!==name)continue;',
+  'if(eq<0||p.slice(0,eq)!==names[n])continue;',
   'var v=p.slice(eq+1);',
-  'if(v==="")return null;',
-  'try{return decodeURIComponent(v)}catch(e){return v}',
+  'try{v=decodeURIComponent(v)}catch(e){}',
+  'if(seen&&v!==found)return null;',
+  'seen=true;found=v;',
+  '}',
+  'if(seen)return found===""?null:found;',
   '}',
   'return null};',
   '})();'

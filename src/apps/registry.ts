@@ -55,8 +55,9 @@ export function buildRegistry (apps: LoadedApp[], log: Log): AppRegistry {
     if (typeof id !== 'string' || id.trim() === '') {
       throw new RegistrationError(`${appLabel(app)}: ${where} has no reaktorDefinitionId`)
     }
-    // The id travels in URL paths, log lines and lock keys: printable and of sane length.
-    if (id.length > MAX_REAKTOR_ID_LENGTH || /\p{Cc}/u.test(id)) {
+    // The id travels in URL paths, log lines, lock keys and PostgreSQL text: printable, of sane
+    // length, and no lone surrogate (which PostgreSQL would store as U+FFFD, another id).
+    if (id.length > MAX_REAKTOR_ID_LENGTH || /[\p{Cc}\p{Cs}]/u.test(id)) {
       throw new RegistrationError(`${appLabel(app)}: ${where}: reaktorDefinitionId ${JSON.stringify(id)} is not allowed; expected at most ${MAX_REAKTOR_ID_LENGTH} printable characters`)
     }
     const other = owners.get(id)

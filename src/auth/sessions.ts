@@ -1,18 +1,17 @@
-import { createHash, randomBytes } from 'node:crypto'
+import { createHash } from 'node:crypto'
 import { sql, type Kysely } from 'kysely'
 import type { Database } from '../db/schema.js'
 import { SESSION_REVOKED_CHANNEL, type SessionCache } from './session-cache.js'
+import type { TokenTagger } from './token-tag.js'
 import type { AuthSession, SessionService } from './types.js'
 
 type Db = Kysely<Database>
 
-/** 256 random bits, base64url without padding: always 43 characters of [A-Za-z0-9_-]. */
-const TOKEN_BYTES = 32
+/** 32 bytes (random part and tag, see token-tag.ts), base64url without padding: 43 characters of [A-Za-z0-9_-]. */
 const TOKEN_FORMAT = /^[A-Za-z0-9_-]{43}$/
 
-export function newSessionToken (): string {
-  return randomBytes(TOKEN_BYTES).toString('base64url')
-}
+/** Tokens remembered as dead (see createSessionService). */
+const MAX_DEAD_TOKENS = 10_000
 
 /**
  * What the database stores instead of the token. A plain SHA-256 is enough (no salt, no slow hash):
@@ -70,29 +69,41 @@ export async function deleteExpiredSessions (db: Db): Promise<void> {
 /**
  * The SessionService of src/auth/types.ts on top of the sessions table. With a cache, a token
  * verified once is not looked up again while the cache can vouch for it (see session-cache.ts).
+ *
+ * A token whose lookup found no live session is remembered as dead (a bounded set): a token is
+ * handed out only after its session has committed, and a revoked or expired session never comes
+ * back, so that answer holds forever and a client replaying an old token costs one query.
  */
-export function createSessionService (db: Db, ttlMs: number, cache?: SessionCache): SessionService {
+export function createSessionService (db: Db, ttlMs: number, tagger: TokenTagger, cache?: SessionCache): SessionService {
+  const dead = new Set<string>()
+  const mayBeLive = (token: string | undefined): token is string =>
+    typeof token === 'string' && TOKEN_FORMAT.test(token) && tagger.mayBeLive(token)
   return {
     async create (userId) {
       // Housekeeping rides on logins: rare enough to be cheap, frequent enough to keep the table small.
       await deleteExpiredSessions(db)
-      const token = newSessionToken()
+      const token = tagger.issue()
       const expiresAt = await insertSession(db, userId, tokenDigest(token), ttlMs)
       return { token, expiresAt }
     },
     async verify (token) {
       // Anything that is not one of our tokens is rejected without a query.
-      if (typeof token !== 'string' || !TOKEN_FORMAT.test(token)) return null
+      if (!mayBeLive(token) || dead.has(token)) return null
       const cached = cache?.get(token)
       if (cached !== undefined) return cached
       const generation = cache?.generation ?? 0
       const digest = tokenDigest(token)
       const session = await findLiveSession(db, digest)
-      if (session !== null) cache?.set(token, digest.toString('hex'), session, generation)
+      if (session !== null) {
+        cache?.set(token, digest.toString('hex'), session, generation)
+      } else {
+        if (dead.size >= MAX_DEAD_TOKENS) dead.delete(dead.values().next().value as string)
+        dead.add(token)
+      }
       return session
     },
     async revoke (token) {
-      if (typeof token !== 'string' || !TOKEN_FORMAT.test(token)) return
+      if (!mayBeLive(token)) return
       const digest = tokenDigest(token)
       await revokeSession(db, digest)
       // This node at once; the others when the notification reaches them.

@@ -1,5 +1,12 @@
-/** The session cookie set by `POST /login`; the app-UI token helper reads it. */
+/** The session cookie set by `POST /login` over plain http; the app-UI token helper reads it. */
 export const SESSION_COOKIE = 'reaktor_session'
+
+/**
+ * Its name over https (as seen through TRUST_PROXY). Browsers accept a `__Host-` cookie only with
+ * Secure, Path=/ and no Domain, from a secure page of this very host: a sibling subdomain or a
+ * man in the middle on http cannot plant one.
+ */
+export const SECURE_SESSION_COOKIE = `__Host-${SESSION_COOKIE}`
 
 /** The header every `/api/v1/*` call (except auth/login) carries. */
 export const TOKEN_HEADER = 'x-service-token'

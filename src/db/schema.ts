@@ -8,6 +8,7 @@ export interface Database {
   reaktor_cluster: ReaktorClusterTable
   reaktor_partitions: ReaktorPartitionsTable
   reaktor_nodes: ReaktorNodesTable
+  session_token_key: SessionTokenKeyTable
 }
 
 export interface UsersTable {
@@ -48,6 +49,14 @@ export interface PollingReaktorsTable {
   partition: number | null
   /** A run passed its timeout and has not settled yet: no other run of it starts until it does. */
   blocked: ColumnType<boolean, boolean | undefined, boolean>
+}
+
+/** One row: the key session tokens are tagged with (src/auth/token-tag.ts). */
+export interface SessionTokenKeyTable {
+  id: ColumnType<number, number | undefined, never>
+  key: Buffer
+  /** Tokens without a valid tag are looked up until then (sessions of the earlier token format). */
+  untagged_until: Date | null
 }
 
 /** One row: the partition count of this cluster, fixed at its first start. */

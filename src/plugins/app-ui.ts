@@ -2,7 +2,7 @@ import fs from 'node:fs'
 import fsp from 'node:fs/promises'
 import type { FastifyPluginAsync, FastifyReply, FastifyRequest } from 'fastify'
 import type { LoadedApp } from '../apps/types.js'
-import { SESSION_COOKIE, type AuthSession } from '../auth/types.js'
+import type { AuthSession } from '../auth/types.js'
 import { buildCsp, loadAllowedOrigins } from '../app-ui/csp.js'
 import { FileCache } from '../app-ui/file-cache.js'
 import { contentTypeOf, isHtml } from '../app-ui/mime.js'
@@ -117,7 +117,7 @@ const appUi: FastifyPluginAsync = async (fastify) => {
     let session: AuthSession | null | undefined
     const hotFile = hot === undefined ? undefined : cache.peek(hot.realPath)
     if (hot !== undefined && hotFile !== undefined) {
-      session = await fastify.sessions.verify(request.cookies?.[SESSION_COOKIE])
+      session = await fastify.cookieSession(request, reply)
       if (session !== null) {
         const encoding = chooseEncoding(request.headers['accept-encoding'], hotFile)
         sendVariant(request, reply, hotFile, encoding, encoding === undefined ? hot.headers.identity : hot.headers[encoding] ?? hot.headers.identity)
@@ -139,7 +139,7 @@ const appUi: FastifyPluginAsync = async (fastify) => {
 
     // Everything echoed back (login redirect, folder redirect) is rebuilt from checked parts.
     const below = target.segments.map(encodeSegment).join('/')
-    if (session === undefined) session = await fastify.sessions.verify(request.cookies?.[SESSION_COOKIE])
+    if (session === undefined) session = await fastify.cookieSession(request, reply)
     if (session === null) return loginRedirect(reply, base + below + (target.trailingSlash && below !== '' ? '/' : '') + query)
 
     const resolved = await site.folder.resolve(target.segments, target.trailingSlash)

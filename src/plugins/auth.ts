@@ -1,12 +1,14 @@
 import fp from 'fastify-plugin'
 import cookie from '@fastify/cookie'
-import rateLimit from '@fastify/rate-limit'
 import type { FastifyReply, FastifyRequest } from 'fastify'
 import { bootstrapAdmin } from '../auth/bootstrap.js'
+import { LoginThrottle } from '../auth/login-throttle.js'
 import { dummyPasswordHash } from '../auth/password.js'
 import { SessionCache } from '../auth/session-cache.js'
 import { createSessionService } from '../auth/sessions.js'
-import { SESSION_COOKIE, TOKEN_HEADER, type AuthSession, type SessionService } from '../auth/types.js'
+import { loadTokenTagger } from '../auth/token-tag.js'
+import { cookieSession, cookieValues, plantedCookieScopes, sessionCookieName } from '../auth/session-cookie.js'
+import { TOKEN_HEADER, type AuthSession, type SessionService } from '../auth/types.js'
 import { verifyCredentials } from '../auth/users.js'
 import { Errors } from '../errors.js'
 import { scrapeCounter, scrapeGauge } from '../metrics/read-at-scrape.js'
@@ -21,18 +23,23 @@ declare module 'fastify' {
      * fixation), or null (same time whether or not the user exists). Logs the outcome.
      */
     login: (request: FastifyRequest, username: string, password: string) => Promise<{ token: string, expiresAt: Date } | null>
-    /** preHandler hook of the login routes: 429 past LOGIN_RATE_LIMIT per minute, per username and per address. */
+    /** preHandler hook of the login routes: 429 past the failed-login budgets (src/auth/login-throttle.ts). */
     limitLoginAttempts: (request: FastifyRequest, reply: FastifyReply) => Promise<void>
+    /**
+     * The session of the browser's session cookie (see src/auth/session-cookie.ts), or null. With
+     * duplicates of that cookie, the answer also expires them wherever they may have been planted.
+     */
+    cookieSession: (request: FastifyRequest, reply: FastifyReply) => Promise<AuthSession | null>
     /** Sets or clears the browser session cookie read by the app-UI token helper. */
     setSessionCookie: (request: FastifyRequest, reply: FastifyReply, token: string) => void
     clearSessionCookie: (request: FastifyRequest, reply: FastifyReply) => void
   }
   interface FastifyRequest {
     auth: AuthSession | null
+    /** Set by limitLoginAttempts: the attempt counted as failed until login() succeeds. */
+    loginAttempt: { username: string, address: string } | null
   }
 }
-
-const MINUTE_MS = 60_000
 
 /**
  * Users, sessions and API authentication. The API authenticates by the X-Service-Token header
@@ -42,19 +49,18 @@ export default fp(async (fastify) => {
   const { config, db } = fastify
 
   await fastify.register(cookie)
-  // Not global: only the login routes are limited, through limitLoginAttempts below.
-  await fastify.register(rateLimit, { global: false })
 
   // Token checks are answered from memory while a logout on any node still takes effect within
   // 1 s (LISTEN/NOTIFY on a dedicated connection; see src/auth/session-cache.ts).
   const cache = new SessionCache({ url: fastify.databaseUrl, applicationName: `reaktor-sessions ${config.nodeId}`.slice(0, 63), log: fastify.log })
   await cache.start()
   fastify.addHook('onClose', async () => { await cache.stop() })
-  const sessions = createSessionService(db, config.sessionTtlMs, cache)
+  const sessions = createSessionService(db, config.sessionTtlMs, await loadTokenTagger(db), cache)
   fastify.decorate('sessions', sessions)
   scrapeCounter(fastify.metrics.registry, 'reaktor_session_cache_hits_total', 'Token checks answered from memory', () => cache.hits)
   scrapeGauge(fastify.metrics.registry, 'reaktor_session_cache_trusted', '1 while the revocation listener vouches for cached token checks, else 0', () => cache.trusted ? 1 : 0)
   fastify.decorateRequest('auth', null)
+  fastify.decorateRequest('loginAttempt', null)
 
   fastify.decorate('authenticate', async (request: FastifyRequest) => {
     const header = request.headers[TOKEN_HEADER]
@@ -69,42 +75,52 @@ export default fp(async (fastify) => {
       request.log.info({ username }, 'login failed')
       return null
     }
+    if (request.loginAttempt !== null) throttle.succeeded(request.loginAttempt.username, request.loginAttempt.address)
     const session = await sessions.create(user.id)
     request.log.info({ userId: user.id, username: user.username }, 'logged in')
     return session
   })
 
-  // Two independent counters, each with its own store, shared by every login route so the form and
-  // the JSON login draw from the same budget. createRateLimit (not rateLimit()) because the
-  // plugin's request hooks run once per request: a second hook would be skipped.
+  // One budget for both login routes, so the form and the JSON login draw from the same counts.
   // The address is request.ip: Fastify reads X-Forwarded-For only when TRUST_PROXY is set, so a
   // client cannot pick its own address. (Counters are per node; a cluster multiplies the budget
   // by its size, which still bounds guessing.)
-  const byAddress = fastify.createRateLimit({ max: config.loginRateLimit, timeWindow: MINUTE_MS })
-  const byUsername = fastify.createRateLimit({
-    max: config.loginRateLimit,
-    timeWindow: MINUTE_MS,
-    keyGenerator: (request) => {
-      const username = (request.body as { username?: unknown } | undefined)?.username
-      return `user:${typeof username === 'string' ? username.trim().toLowerCase() : ''}`
-    }
-  })
+  const throttle = new LoginThrottle({ limit: config.loginRateLimit })
   fastify.decorate('limitLoginAttempts', async (request: FastifyRequest, reply: FastifyReply) => {
-    const [address, user] = await Promise.all([byAddress(request), byUsername(request)])
-    const exceeded = [address, user].filter((l) => !l.isAllowed && l.isExceeded)
-    if (exceeded.length === 0) return
-    const retryAfter = Math.max(1, ...exceeded.map((l) => l.isAllowed ? 0 : l.ttlInSeconds))
-    request.log.warn({ limitedBy: exceeded.map((l) => l === address ? 'address' : 'username') }, 'login rate limit exceeded')
-    void reply.header('retry-after', String(retryAfter))
-    throw new Errors.LoginRateLimited(retryAfter)
+    // Runs after body validation: the username is a string.
+    const { username } = request.body as { username: string }
+    const { retryAfterSeconds, limitedBy } = throttle.begin(username, request.ip)
+    if (retryAfterSeconds === 0) {
+      request.loginAttempt = { username, address: request.ip }
+      return
+    }
+    request.log.warn({ limitedBy }, 'login rate limit exceeded')
+    void reply.header('retry-after', String(retryAfterSeconds))
+    throw new Errors.LoginRateLimited(retryAfterSeconds)
   })
 
   const maxAgeSeconds = Math.max(1, Math.ceil(config.sessionTtlMs / 1000))
+  // request.protocol is 'https' for TLS, or behind a trusted proxy (TRUST_PROXY) saying so; over
+  // https the cookie is `__Host-reaktor_session`, which nobody but this host's https pages can set.
+  const https = (request: FastifyRequest): boolean => request.protocol === 'https'
   // Setting and clearing must name the same path and flags, or the browser keeps the cookie.
-  // request.protocol is 'https' for TLS, or behind a trusted proxy (TRUST_PROXY) saying so.
-  const cookieScope = (request: FastifyRequest) => ({ path: '/', sameSite: 'lax' as const, secure: request.protocol === 'https' })
+  const cookieScope = (request: FastifyRequest) => ({ path: '/', sameSite: 'lax' as const, secure: https(request) })
+  fastify.decorate('cookieSession', async (request: FastifyRequest, reply: FastifyReply) => {
+    const name = sessionCookieName(https(request))
+    const values = cookieValues(request.headers.cookie, name)
+    const { session, conflicting } = await cookieSession(values, sessions.verify)
+    if (conflicting) request.log.warn({ values: values.length }, 'conflicting session cookies: none is used')
+    if (values.length > 1) {
+      // The token helper answers null while one name holds several values; the page's next load
+      // must not find the planted ones again.
+      for (const scope of plantedCookieScopes(request.url.split('?')[0], request.hostname)) {
+        void reply.clearCookie(name, { ...scope, sameSite: 'lax', secure: https(request) })
+      }
+    }
+    return session
+  })
   fastify.decorate('setSessionCookie', (request: FastifyRequest, reply: FastifyReply, token: string) => {
-    void reply.setCookie(SESSION_COOKIE, token, {
+    void reply.setCookie(sessionCookieName(https(request)), token, {
       ...cookieScope(request),
       maxAge: maxAgeSeconds,
       // Deliberately NOT HttpOnly: the app-UI helper window.getServiceAuthToken() reads this cookie
@@ -115,7 +131,7 @@ export default fp(async (fastify) => {
     })
   })
   fastify.decorate('clearSessionCookie', (request: FastifyRequest, reply: FastifyReply) => {
-    void reply.clearCookie(SESSION_COOKIE, cookieScope(request))
+    void reply.clearCookie(sessionCookieName(https(request)), cookieScope(request))
   })
 
   // Ready before the first login, so that an unknown user's first failed login is not slower.

@@ -4,7 +4,6 @@ import helmet from '@fastify/helmet'
 import type { FastifyError, FastifyReply, FastifyRequest } from 'fastify'
 import { Type } from 'typebox'
 import { LOGIN_PAGE_HEADERS, renderHomePage, renderLoginPage, type LoginPageOptions } from '../auth/login-page.js'
-import { SESSION_COOKIE } from '../auth/types.js'
 import { safeRedirect } from '../auth/redirect.js'
 import { Errors } from '../errors.js'
 import { HtmlPage, LoginFormBody, LoginPageQuery } from '../schemas/auth.js'
@@ -54,9 +53,9 @@ async function rejectCrossSite (request: FastifyRequest): Promise<void> {
 const routes: FastifyPluginAsyncTypebox = async (fastify) => {
   // Only here: the API never parses urlencoded bodies.
   await fastify.register(formbody)
-  // The usual browser protections for these HTML pages (HSTS on https, COOP/CORP, no framing);
-  // the pages set their own, stricter Content-Security-Policy.
-  await fastify.register(helmet, { contentSecurityPolicy: false, frameguard: { action: 'deny' }, referrerPolicy: { policy: 'same-origin' } })
+  // The usual browser protections for these HTML pages (COOP/CORP, no framing); the pages set their
+  // own, stricter Content-Security-Policy. HSTS comes from src/plugins/hosts.ts, on https only.
+  await fastify.register(helmet, { contentSecurityPolicy: false, strictTransportSecurity: false, frameguard: { action: 'deny' }, referrerPolicy: { policy: 'same-origin' } })
 
   fastify.get('/login', {
     schema: { querystring: LoginPageQuery, response: { 200: HtmlPage, 400: ErrorBody } }
@@ -65,7 +64,7 @@ const routes: FastifyPluginAsyncTypebox = async (fastify) => {
   fastify.get('/', {
     schema: { response: { 200: HtmlPage, 302: Type.Null({ description: 'Not signed in: to the login page' }) } }
   }, async (request, reply) => {
-    const session = await fastify.sessions.verify(request.cookies[SESSION_COOKIE])
+    const session = await fastify.cookieSession(request, reply)
     if (session === null) return reply.redirect('/login?redirect=%2F', 302)
     const apps = fastify.apps.apps.filter((a) => a.publicDir !== undefined).map((a) => ({
       name: a.name, version: a.version, url: `/app-ui/${a.name}@${a.version}/`, reaktors: a.pollingReaktors.length

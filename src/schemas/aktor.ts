@@ -1,7 +1,8 @@
 import { Type } from 'typebox'
+import { StoredText } from './common.js'
 
 export const AktorParams = Type.Object({
-  aktorName: Type.String({ minLength: 1, maxLength: 256, description: 'The reaktorDefinitionId of a standard reaktor registration' })
+  aktorName: StoredText({ minLength: 1, maxLength: 256, description: 'The reaktorDefinitionId of a standard reaktor registration' })
 })
 
 /** Whatever JSON value the aktor answers; `undefined` is answered as `null`. */

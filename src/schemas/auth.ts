@@ -1,7 +1,8 @@
 import { Type } from 'typebox'
+import { StoredText } from './common.js'
 
 /** Bounded so that a request cannot make the server hash megabytes. */
-const Username = Type.String({ maxLength: 200 })
+const Username = StoredText({ maxLength: 200 })
 const Password = Type.String({ maxLength: 1024 })
 
 /** `POST /api/v1/auth/login` */

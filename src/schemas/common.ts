@@ -1,4 +1,14 @@
-import { Type } from 'typebox'
+import { Type, type TString, type TStringOptions } from 'typebox'
+
+/**
+ * A request string that may reach a query: no NUL (PostgreSQL text refuses it, which surfaced as a
+ * 500) and no lone UTF-16 surrogate (pg would send U+FFFD in its place, so the query would look up
+ * something other than what was sent). Ajv compiles patterns with the `u` flag, where the range
+ * matches only unpaired surrogates: characters outside the BMP pass.
+ */
+export function StoredText (options: TStringOptions = {}): TString {
+  return Type.String({ ...options, pattern: '^[^\\u0000\\uD800-\\uDFFF]*$' })
+}
 
 /** Every error body of the service. */
 export const ErrorBody = Type.Object({

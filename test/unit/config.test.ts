@@ -36,6 +36,11 @@ t.test('TRUST_PROXY: off, any proxy, a hop count, or proxy addresses', async (t)
   t.same(loadConfig({ TRUST_PROXY: '10.0.0.1, 10.1.0.0/16,loopback' }).trustProxy, ['10.0.0.1', '10.1.0.0/16', 'loopback'])
 })
 
+t.test('ALLOWED_HOSTS: unset answers every Host; a list of hosts with optional ports, lower-cased', async (t) => {
+  t.equal(loadConfig({}).allowedHosts, undefined)
+  t.same(loadConfig({ ALLOWED_HOSTS: 'Service.Example, 127.0.0.1:3000,[::1]' }).allowedHosts, ['service.example', '127.0.0.1:3000', '[::1]'])
+})
+
 const bad: Array<[Record<string, string>, string, RegExp]> = [
   [{ PORT: 'abc' }, 'PORT', /integer from 0 to 65535/],
   [{ PORT: '70000' }, 'PORT', /integer/],
@@ -47,6 +52,9 @@ const bad: Array<[Record<string, string>, string, RegExp]> = [
   [{ ADMIN_USERNAME: 'root' }, 'ADMIN_PASSWORD', /set together/],
   [{ ADMIN_USERNAME: 'root', ADMIN_PASSWORD: 'short' }, 'ADMIN_PASSWORD', /at least 8/],
   [{ TRUST_PROXY: 'maybe' }, 'TRUST_PROXY', /hop count/],
+  [{ ALLOWED_HOSTS: 'a.example,,b.example' }, 'ALLOWED_HOSTS', /separated by commas/],
+  [{ ALLOWED_HOSTS: 'https://a.example' }, 'ALLOWED_HOSTS', /host names or addresses/],
+  [{ ALLOWED_HOSTS: 'a.example/path' }, 'ALLOWED_HOSTS', /host names or addresses/],
   [{ AKTOR_BODY_LIMIT: '1MB' }, 'AKTOR_BODY_LIMIT', /integer/]
 ]
 for (const [env, variable, detail] of bad) {

@@ -2,6 +2,7 @@ import type { Migration } from 'kysely'
 import * as initial from './20261123000000_initial.js'
 import * as polling from './20261124000000_polling.js'
 import * as partitions from './20261125000000_partitions.js'
+import * as sessionTokenKey from './20261126000000_session_token_key.js'
 import * as blockedRuns from './20261126000100_blocked_runs.js'
 
 /**
@@ -12,5 +13,6 @@ export const migrations: Record<string, Migration> = {
   '20261123000000_initial': initial,
   '20261124000000_polling': polling,
   '20261125000000_partitions': partitions,
+  '20261126000000_session_token_key': sessionTokenKey,
   '20261126000100_blocked_runs': blockedRuns
 }

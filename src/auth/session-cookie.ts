@@ -1,0 +1,69 @@
+import { SECURE_SESSION_COOKIE, SESSION_COOKIE, type AuthSession } from './types.js'
+
+/** More values than this of one cookie name are not looked at (each may cost a lookup). */
+const MAX_VALUES = 4
+
+/** The session cookie's name for a request the service sees as https or not. */
+export function sessionCookieName (https: boolean): string {
+  return https ? SECURE_SESSION_COOKIE : SESSION_COOKIE
+}
+
+/**
+ * Every distinct value of cookie `name` in a Cookie header, in order. A browser sends one per
+ * path and domain it holds, longest path first, so a cookie planted with a longer path comes
+ * before the real one (a parser that keeps the first value lets the planted one win).
+ */
+export function cookieValues (header: string | undefined, name: string): string[] {
+  if (header === undefined) return []
+  const values: string[] = []
+  for (const part of header.split(';')) {
+    const eq = part.indexOf('=')
+    if (eq < 0 || part.slice(0, eq).trim() !== name) continue
+    let value = part.slice(eq + 1).trim()
+    if (value.length >= 2 && value.startsWith('"') && value.endsWith('"')) value = value.slice(1, -1)
+    try {
+      value = decodeURIComponent(value)
+    } catch {
+      // Kept as sent: it is no token of ours either way.
+    }
+    if (!values.includes(value)) values.push(value)
+  }
+  return values
+}
+
+/**
+ * The session of a browser's cookie header: the one live session among the values of the session
+ * cookie. A planted value that is no live session is skipped, so it cannot hide the real one; two
+ * different live sessions mean one was planted (the service sets one cookie, on Path=/), and
+ * since nothing tells which, neither is used.
+ */
+export async function cookieSession (values: string[], verify: (token: string) => Promise<AuthSession | null>): Promise<{ session: AuthSession | null, conflicting: boolean }> {
+  if (values.length === 0) return { session: null, conflicting: false }
+  if (values.length === 1) return { session: await verify(values[0]), conflicting: false }
+  const live = (await Promise.all(values.slice(0, MAX_VALUES).map(verify))).filter((s) => s !== null)
+  return live.length === 1 ? { session: live[0], conflicting: false } : { session: null, conflicting: live.length > 1 }
+}
+
+const MAX_SCOPES = 32
+
+/**
+ * Where a planted duplicate of the session cookie can sit, so that it can be expired: every path
+ * a cookie sent with this request may have (RFC 6265 path-match: each prefix of the request path
+ * that ends before or at a `/`) on this host, and every path including `/` on each parent domain.
+ * The service's own cookie (host-only, Path=/) is never among them. Public suffixes among the
+ * parents are harmless: browsers ignore a Set-Cookie for them.
+ */
+export function plantedCookieScopes (requestPath: string, hostname: string): Array<{ path: string, domain?: string }> {
+  const paths: string[] = []
+  for (let i = 1; i < requestPath.length; i++) {
+    if (requestPath[i] === '/') paths.push(requestPath.slice(0, i), requestPath.slice(0, i + 1))
+  }
+  if (requestPath.length > 1 && !requestPath.endsWith('/')) paths.push(requestPath)
+  const scopes: Array<{ path: string, domain?: string }> = paths.map((path) => ({ path }))
+  const labels = /^[\d.]+$|^\[|:/.test(hostname) ? [] : hostname.toLowerCase().split('.')
+  for (let i = 1; i < labels.length - 1; i++) {
+    const domain = labels.slice(i).join('.')
+    for (const path of ['/', ...paths]) scopes.push({ path, domain })
+  }
+  return scopes.slice(0, MAX_SCOPES)
+}

@@ -245,3 +245,37 @@ t.test('the client going away aborts the aktor\'s signal', async (t) => {
   t.same(await ok.json(), { input: { x: 1 }, greeting: 'hi' })
   t.equal(await healthy(app, token), 200, 'the service still answers afterwards')
 })
+
+t.test('an aktor cannot change the app settings at any depth; the next call sees the originals', async (t) => {
+  const given = { nested: { a: 'original', deeper: { list: [1, { b: 2 }] } }, tags: ['x', 'z'] }
+  const tampering = async (_input: unknown, { settings }: AktorContext): Promise<unknown> => {
+    const seen = JSON.parse(JSON.stringify(settings)) as unknown
+    const s = settings as any
+    const attempts: Record<string, () => unknown> = {
+      'nested.a': () => { s.nested.a = 'changed' },
+      'nested.added': () => { s.nested.added = true },
+      'delete nested.deeper': () => delete s.nested.deeper,
+      'nested.deeper.list[1].b': () => { s.nested.deeper.list[1].b = 3 },
+      'nested.deeper.list.push': () => s.nested.deeper.list.push(9),
+      'tags[0]': () => { s.tags[0] = 'y' },
+      'tags.reverse': () => s.tags.reverse()
+    }
+    const refused: string[] = []
+    // ES modules run in strict mode: a write to a frozen object throws there.
+    for (const [name, attempt] of Object.entries(attempts)) {
+      try { attempt() } catch (err) { if (err instanceof TypeError) refused.push(name) }
+    }
+    return { seen, refused }
+  }
+  const app = await build(t, { apps: [{ name: 'tamper', version: '1.0.0', settings: given, reaktors: [{ reaktorDefinitionId: 'tamper', createReaktor: () => tampering }] }] })
+  const token = await sessionToken(app)
+  for (const n of [1, 2]) {
+    const res = await call(app, 'tamper', token, {})
+    t.equal(res.statusCode, 200)
+    t.same(res.json().seen, { nested: { a: 'original', deeper: { list: [1, { b: 2 }] } }, tags: ['x', 'z'] }, `call ${n} sees the original settings`)
+    t.same(res.json().refused, ['nested.a', 'nested.added', 'delete nested.deeper', 'nested.deeper.list[1].b', 'nested.deeper.list.push', 'tags[0]', 'tags.reverse'], `call ${n}: every write throws`)
+  }
+  given.nested.a = 'changed by its owner'
+  t.equal((app.apps.findApp('tamper', '1.0.0')?.settings.nested as any).a, 'original', 'the settings are a copy: the object passed in code stays its owner\'s')
+  t.notOk(Object.isFrozen(given.nested), 'and is not frozen')
+})

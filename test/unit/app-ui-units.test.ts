@@ -104,6 +104,16 @@ t.test('helperInsertionOffset', async (t) => {
   t.equal(helperInsertionOffset('<!-- unterminated'), 0)
   t.equal(helperInsertionOffset('<headline>'), 0)
   t.equal(helperInsertionOffset('  <HEAD >'), 9)
+  // Read as the browser reads it: '>' inside a quoted attribute value does not end the tag, and
+  // '<!-->' is a whole comment (not the start of one running to the next '-->').
+  t.equal(helperInsertionOffset('<html lang="en" data-x="a>b"><body>'), 29)
+  t.equal(helperInsertionOffset('<HEAD data-x=">">x'), 17)
+  t.equal(helperInsertionOffset("<head data-x='<head>'>"), 22)
+  t.equal(helperInsertionOffset('<!DOCTYPE html><!--><script src="a.js"></script><!-- x -->'), 20)
+  t.equal(helperInsertionOffset('<!DOCTYPE html>\r\n<html>\r\n<head>'), 31, 'CR LF counted as two bytes')
+  t.equal(helperInsertionOffset('\u00ef\u00bb\u00bf<!doctype html><head>'), 24, 'after a UTF-8 BOM')
+  t.equal(helperInsertionOffset('<!doctype html>\n<!-- a --> text'), 26, 'before the first text')
+  t.equal(helperInsertionOffset('<!doctype html><html><head'), 21, 'a cut tag: after the last whole one')
 })
 
 t.test('PublicFolder: only real paths inside public/, never a dot file', async (t) => {

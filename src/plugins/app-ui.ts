@@ -9,6 +9,7 @@ import { contentTypeOf, isHtml } from '../app-ui/mime.js'
 import { chooseEncoding, etagMatches } from '../app-ui/negotiation.js'
 import { prepareFile, variantOf, type CachedFile, type Encoding } from '../app-ui/prepared-file.js'
 import { PublicFolder } from '../app-ui/safe-path.js'
+import { scrapeCounter, scrapeGauge } from '../metrics/read-at-scrape.js'
 import { appBase, encodeSegment, parseAppUiUrl } from '../app-ui/url.js'
 
 /** Files up to this size are served from memory; larger ones are streamed from disk. */
@@ -49,6 +50,11 @@ const appUi: FastifyPluginAsync = async (fastify) => {
   const prefixSegments = prefix.split('/').filter((s) => s !== '')
   // APP_UI_CACHE_BYTES: memory for cached files and their compressed variants.
   const cache = new FileCache(fastify.config.appUiCacheBytes, MAX_CACHED_FILE_BYTES)
+  // Preparing a file (reading, injecting, hashing, compressing) is the costly part; a count that
+  // keeps rising under a steady set of pages means the cache is too small for them.
+  let prepared = 0
+  scrapeCounter(fastify.metrics.registry, 'reaktor_app_ui_files_prepared_total', 'App-UI files read and prepared (token helper, ETag, compressed variants)', () => prepared)
+  scrapeGauge(fastify.metrics.registry, 'reaktor_app_ui_cache_bytes', 'Memory held by cached app-UI files and their compressed variants', () => cache.bytes)
 
   // The policy of each app is computed once, at start; the config file is only ever read here.
   const sites = new Map<LoadedApp, Site>()
@@ -157,7 +163,10 @@ const appUi: FastifyPluginAsync = async (fastify) => {
     void reply.header('cache-control', html ? HTML_CACHE_CONTROL : ASSET_CACHE_CONTROL)
 
     if (cache.accepts(resolved.size) || html) {
-      const load = async (): Promise<CachedFile> => await prepareFile(resolved.realPath, await fsp.readFile(resolved.realPath))
+      const load = async (): Promise<CachedFile> => {
+        prepared++
+        return await prepareFile(resolved.realPath, await fsp.readFile(resolved.realPath))
+      }
       // An HTML page too large for the cache is still prepared (the helper must be in it), per request.
       const file = cache.accepts(resolved.size) ? await cache.get(resolved.realPath, load) : await load()
       if (cache.peek(resolved.realPath) === file && !hotPaths.has(rawUrl)) {

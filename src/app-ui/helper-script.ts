@@ -28,10 +28,18 @@ export const HELPER_SCRIPT = [
   '})();'
 ].join('')
 
+const HELPER_DIGEST = createHash('sha256').update(HELPER_SCRIPT, 'utf8').digest()
+
 /** The CSP source that allows exactly HELPER_SCRIPT. */
-export const HELPER_SCRIPT_HASH = `'sha256-${createHash('sha256').update(HELPER_SCRIPT, 'utf8').digest('base64')}'`
+export const HELPER_SCRIPT_HASH = `'sha256-${HELPER_DIGEST.toString('base64')}'`
+
+/** A short name of this helper, for validators of pages that carry it without being hashed whole. */
+export const HELPER_SCRIPT_TAG = HELPER_DIGEST.toString('base64url').slice(0, 8)
 
 const HELPER_TAG = Buffer.from(`<script>${HELPER_SCRIPT}</script>`, 'utf8')
+
+/** What injectHelper adds to a page. */
+export const HELPER_TAG_BYTES = HELPER_TAG.length
 
 /** HTML's whitespace (a text token of only these is still part of the prologue). */
 const HTML_WHITESPACE = /^[\t\n\f\r ]*$/

@@ -5,6 +5,7 @@ import type { AktorContext, ReaktorRegistration } from '../../src/sdk/types.js'
 import { build } from '../helpers/app.js'
 import { sessionToken, tokenHeader } from '../helpers/auth.js'
 import { waitFor, type TestContext } from '../helpers/context.js'
+import { FAST_SCHEDULER, probe } from '../helpers/scheduler.js'
 
 interface Probe { contexts: AktorContext[], params: unknown[], aborted: string[] }
 
@@ -246,7 +247,7 @@ t.test('the client going away aborts the aktor\'s signal', async (t) => {
   t.equal(await healthy(app, token), 200, 'the service still answers afterwards')
 })
 
-t.test('an aktor cannot change the app settings at any depth; the next call sees the originals', async (t) => {
+t.test('an aktor cannot change the app settings at any depth; the next call and the next polling run see the originals', async (t) => {
   const given = { nested: { a: 'original', deeper: { list: [1, { b: 2 }] } }, tags: ['x', 'z'] }
   const tampering = async (_input: unknown, { settings }: AktorContext): Promise<unknown> => {
     const seen = JSON.parse(JSON.stringify(settings)) as unknown
@@ -267,14 +268,22 @@ t.test('an aktor cannot change the app settings at any depth; the next call sees
     }
     return { seen, refused }
   }
-  const app = await build(t, { apps: [{ name: 'tamper', version: '1.0.0', settings: given, reaktors: [{ reaktorDefinitionId: 'tamper', createReaktor: () => tampering }] }] })
+  const runs: unknown[] = []
+  const polling = probe('tamper-poll', async (_n, context) => { runs.push(await tampering(undefined, context)); return false }, { interval: '50ms', autoStart: true })
+  const app = await build(t, {
+    apps: [{ name: 'tamper', version: '1.0.0', settings: given, reaktors: [{ reaktorDefinitionId: 'tamper', createReaktor: () => tampering }], pollingReaktors: [polling.registration] }],
+    scheduler: FAST_SCHEDULER
+  })
   const token = await sessionToken(app)
+  const original = { nested: { a: 'original', deeper: { list: [1, { b: 2 }] } }, tags: ['x', 'z'] }
+  const everyWrite = ['nested.a', 'nested.added', 'delete nested.deeper', 'nested.deeper.list[1].b', 'nested.deeper.list.push', 'tags[0]', 'tags.reverse']
   for (const n of [1, 2]) {
     const res = await call(app, 'tamper', token, {})
     t.equal(res.statusCode, 200)
-    t.same(res.json().seen, { nested: { a: 'original', deeper: { list: [1, { b: 2 }] } }, tags: ['x', 'z'] }, `call ${n} sees the original settings`)
-    t.same(res.json().refused, ['nested.a', 'nested.added', 'delete nested.deeper', 'nested.deeper.list[1].b', 'nested.deeper.list.push', 'tags[0]', 'tags.reverse'], `call ${n}: every write throws`)
+    t.same(res.json(), { seen: original, refused: everyWrite }, `call ${n} sees the original settings; every write throws`)
   }
+  await waitFor(() => runs.length >= 2, { what: 'two polling runs' })
+  for (const [i, run] of runs.slice(0, 2).entries()) t.same(run, { seen: original, refused: everyWrite }, `polling run ${i + 1} sees the original settings; every write throws`)
   given.nested.a = 'changed by its owner'
   t.equal((app.apps.findApp('tamper', '1.0.0')?.settings.nested as any).a, 'original', 'the settings are a copy: the object passed in code stays its owner\'s')
   t.notOk(Object.isFrozen(given.nested), 'and is not frozen')

@@ -10,11 +10,11 @@ export class FileCache {
   private readonly loading = new Map<string, Promise<CachedFile>>()
   private total = 0
 
-  constructor (readonly maxBytes: number, readonly maxFileBytes: number) {}
+  constructor (readonly maxBytes: number) {}
 
-  /** Whether a file of this size is served from memory (else it is streamed from disk). */
-  accepts (size: number): boolean {
-    return size <= this.maxFileBytes && size <= this.maxBytes
+  /** Whether an entry of this many bytes can be kept (an entry larger than the whole cache never is). */
+  holds (bytes: number): boolean {
+    return bytes <= this.maxBytes
   }
 
   get bytes (): number {
@@ -52,7 +52,7 @@ export class FileCache {
   }
 
   private insert (key: string, entry: CachedFile): void {
-    if (entry.bytes > this.maxBytes) return
+    if (!this.holds(entry.bytes)) return
     this.entries.set(key, entry)
     this.total += entry.bytes
     for (const [oldest, old] of this.entries) {

@@ -1,4 +1,5 @@
 import { createHash } from 'node:crypto'
+import { SAXParser, type EndTag, type SaxToken, type StartTag, type Text } from 'parse5-sax-parser'
 import { SECURE_SESSION_COOKIE, SESSION_COOKIE } from '../auth/types.js'
 
 /**
@@ -37,10 +38,21 @@ export const HELPER_SCRIPT = [
   '})();'
 ].join('')
 
+const HELPER_DIGEST = createHash('sha256').update(HELPER_SCRIPT, 'utf8').digest()
+
 /** The CSP source that allows exactly HELPER_SCRIPT. */
-export const HELPER_SCRIPT_HASH = `'sha256-${createHash('sha256').update(HELPER_SCRIPT, 'utf8').digest('base64')}'`
+export const HELPER_SCRIPT_HASH = `'sha256-${HELPER_DIGEST.toString('base64')}'`
+
+/** A short name of this helper, for validators of pages that carry it without being hashed whole. */
+export const HELPER_SCRIPT_TAG = HELPER_DIGEST.toString('base64url').slice(0, 8)
 
 const HELPER_TAG = Buffer.from(`<script>${HELPER_SCRIPT}</script>`, 'utf8')
+
+/** What injectHelper adds to a page. */
+export const HELPER_TAG_BYTES = HELPER_TAG.length
+
+/** HTML's whitespace (a text token of only these is still part of the prologue). */
+const HTML_WHITESPACE = /^[\t\n\f\r ]*$/
 
 /**
  * Where the helper goes: right after the opening `<head>` tag, or, when the page has no `<head>`
@@ -48,24 +60,40 @@ const HELPER_TAG = Buffer.from(`<script>${HELPER_SCRIPT}</script>`, 'utf8')
  * `<html>`). Either way it precedes every script of the page. Not simply "offset 0": anything
  * before `<!DOCTYPE html>` would switch the page to quirks mode.
  *
- * The HTML is scanned as latin1, which maps bytes 1:1, so UTF-8 content passes through untouched.
+ * The page is read by the HTML standard's tokenizer (parse5), as the browser reads it: a `>` inside
+ * a quoted attribute value does not end the tag, and `<!-->` is a whole (empty) comment. The HTML
+ * is given as latin1, which maps bytes 1:1, so the token offsets are byte offsets and UTF-8 content
+ * passes through untouched. Input that ends inside the prologue (an unterminated comment, a cut
+ * tag) puts the helper after the last complete token: the browser would swallow anything later.
  */
 export function helperInsertionOffset (html: string): number {
-  let i = 0
-  if (html.startsWith('\u00ef\u00bb\u00bf')) i = 3 // UTF-8 BOM, seen through latin1
-  for (;;) {
-    while (i < html.length && /\s/.test(html[i])) i++
-    if (html.startsWith('<!--', i)) {
-      const end = html.indexOf('-->', i + 4)
-      if (end === -1) return i
-      i = end + 3
-      continue
-    }
-    const tag = /^<(!doctype|html|head)(?=[\s/>])[^>]*>/i.exec(html.slice(i, i + 4096))
-    if (tag === null) return i
-    i += tag[0].length
-    if (tag[1].toLowerCase() === 'head') return i
+  const bom = html.startsWith('\u00ef\u00bb\u00bf') ? 3 : 0 // UTF-8 BOM, seen through latin1
+  let offset = bom
+  let settled = false
+  const parser = new SAXParser({ sourceCodeLocationInfo: true })
+  const settle = (at: number): void => {
+    if (settled) return
+    settled = true
+    offset = bom + at
+    parser.stop()
   }
+  const extend = (token: SaxToken): void => {
+    if (!settled && token.sourceCodeLocation != null) offset = bom + token.sourceCodeLocation.endOffset
+  }
+  const start = (token: SaxToken): number => token.sourceCodeLocation?.startOffset ?? offset - bom
+  parser.on('doctype', extend)
+  parser.on('comment', extend)
+  parser.on('text', (text: Text) => { if (HTML_WHITESPACE.test(text.text)) extend(text); else settle(start(text)) })
+  parser.on('startTag', (tag: StartTag) => {
+    if (tag.tagName === 'html') extend(tag)
+    else if (tag.tagName === 'head') settle(tag.sourceCodeLocation?.endOffset ?? start(tag))
+    else settle(start(tag))
+  })
+  parser.on('endTag', (tag: EndTag) => settle(start(tag)))
+  // write() tokenizes synchronously. The input is never ended: what the tokenizer holds back until
+  // the end (trailing text, an unterminated comment) would put the helper where it already is.
+  parser.write(html.slice(bom))
+  return offset
 }
 
 /** The page with the helper script injected before any of its own scripts. */

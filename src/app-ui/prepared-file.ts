@@ -1,7 +1,7 @@
 import { createHash } from 'node:crypto'
 import { promisify } from 'node:util'
 import zlib from 'node:zlib'
-import { injectHelper } from './helper-script.js'
+import { HELPER_TAG_BYTES, injectHelper } from './helper-script.js'
 import { contentTypeOf, isCompressible, isHtml } from './mime.js'
 
 const gzip = promisify(zlib.gzip)
@@ -9,6 +9,13 @@ const brotli = promisify(zlib.brotliCompress)
 
 /** Below this, compression saves less than the Content-Encoding header costs. */
 const MIN_COMPRESS_BYTES = 256
+
+/**
+ * Above this, files are compressed at gzip 6 and brotli 6 instead of 9 and 11: on a 1.6 MB page
+ * gzip 9 took 114 ms against 21 ms for 5 % more bytes, brotli 11 2.4 s and 9 72 ms against 27 ms
+ * for under 1 % more, and the first request for the file waits for both.
+ */
+const LARGE_BYTES = 256 * 1024
 
 export type Encoding = 'br' | 'gzip'
 
@@ -32,6 +39,20 @@ export function variantOf (file: CachedFile, encoding: Encoding | undefined): Va
   return encoding === undefined ? file.identity : file[encoding] ?? file.identity
 }
 
+function compresses (contentType: string, bytes: number): boolean {
+  return isCompressible(contentType) && bytes >= MIN_COMPRESS_BYTES
+}
+
+/**
+ * The most memory prepareFile can take for a file of `size` bytes: the body (helper included) and
+ * up to two variants, each kept only when smaller than it. Known before the file is read, so a
+ * file that could not stay in the cache is never prepared (and compressed) for one request.
+ */
+export function preparedBytesBound (file: string, size: number): number {
+  const body = size + (isHtml(file) ? HELPER_TAG_BYTES : 0)
+  return compresses(contentTypeOf(file), body) ? 3 * body : body
+}
+
 function strongEtag (body: Buffer): string {
   return createHash('sha256').update(body).digest('base64url').slice(0, 27)
 }
@@ -42,15 +63,14 @@ export async function prepareFile (file: string, raw: Buffer): Promise<CachedFil
   const body = isHtml(file) ? injectHelper(raw) : raw
   const tag = strongEtag(body)
   const entry: CachedFile = { contentType, identity: { body, etag: `"${tag}"` }, bytes: body.length }
-  if (isCompressible(contentType) && body.length >= MIN_COMPRESS_BYTES) {
+  if (compresses(contentType, body.length)) {
+    const large = body.length > LARGE_BYTES
     const [gz, br] = await Promise.all([
-      gzip(body, { level: zlib.constants.Z_BEST_COMPRESSION }),
+      gzip(body, { level: large ? 6 : zlib.constants.Z_BEST_COMPRESSION }),
       brotli(body, {
         params: {
           [zlib.constants.BROTLI_PARAM_MODE]: zlib.constants.BROTLI_MODE_TEXT,
-          // Best ratio for what a browser fetches often; large files get a faster level so the
-          // first request for them does not wait long (it is computed once either way).
-          [zlib.constants.BROTLI_PARAM_QUALITY]: body.length <= 256 * 1024 ? zlib.constants.BROTLI_MAX_QUALITY : 9,
+          [zlib.constants.BROTLI_PARAM_QUALITY]: large ? 6 : zlib.constants.BROTLI_MAX_QUALITY,
           [zlib.constants.BROTLI_PARAM_SIZE_HINT]: body.length
         }
       })

@@ -103,7 +103,7 @@ async function loadApp (dir: string, env: Env): Promise<LoadedApp> {
   if (reaktorField !== undefined && !isObject(reaktorField)) throw new RegistrationError(`${label}: package.json "reaktor" must be an object`)
   const defaults = reaktorField?.settings ?? {}
   if (!isObject(defaults)) throw new RegistrationError(`${label}: package.json "reaktor.settings" must be an object of setting defaults`)
-  const settings = Object.freeze(resolveSettings(label, name, defaults, env))
+  const settings = resolveSettings(label, name, defaults, env)
 
   const main = pkg.main ?? 'index.js'
   if (typeof main !== 'string' || main === '') throw new RegistrationError(`${label}: package.json "main" must be a file name`)

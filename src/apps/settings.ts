@@ -29,7 +29,7 @@ function kindOf (value: unknown): string {
  * the same kind (number, boolean, array, object); a `null` default takes JSON when it parses and
  * the raw string otherwise.
  */
-export function resolveSettings (appLabel: string, appName: string, defaults: Record<string, unknown>, env: Env): Record<string, unknown> {
+export function resolveSettings (appLabel: string, appName: string, defaults: Record<string, unknown>, env: Env): Readonly<Record<string, unknown>> {
   const settings: Record<string, unknown> = {}
   const seen = new Map<string, string>()
   for (const [name, fallback] of Object.entries(defaults)) {
@@ -63,5 +63,27 @@ export function resolveSettings (appLabel: string, appName: string, defaults: Re
     }
     settings[name] = parsed
   }
-  return settings
+  return frozenCopy(settings)
+}
+
+/**
+ * A copy of plain data frozen at every depth: one settings object is shared by every run and call
+ * of an app, so a change made by one aktor (`settings.nested.a = …`, `settings.tags.push(…)`) would
+ * leak into all later ones. Copied first so that objects an app passed in code stay its own; other
+ * values (class instances, functions) are kept as they are, since freezing them would break them.
+ */
+function frozenCopy<T> (value: T, copies = new Map<object, unknown>()): T {
+  if (typeof value !== 'object' || value === null) return value
+  const done = copies.get(value)
+  if (done !== undefined) return done as T
+  const proto = Object.getPrototypeOf(value) as object | null
+  if (!Array.isArray(value) && proto !== Object.prototype && proto !== null) return value
+  const copy = (Array.isArray(value) ? [] : Object.create(proto)) as Record<string | symbol, unknown>
+  copies.set(value, copy)
+  for (const key of Reflect.ownKeys(value)) {
+    const descriptor = Object.getOwnPropertyDescriptor(value, key)
+    if (descriptor === undefined || !descriptor.enumerable) continue
+    copy[key] = frozenCopy((value as Record<string | symbol, unknown>)[key], copies)
+  }
+  return Object.freeze(copy) as T
 }

@@ -7,11 +7,13 @@ import { buildCsp, loadAllowedOrigins } from '../app-ui/csp.js'
 import { FileCache } from '../app-ui/file-cache.js'
 import { contentTypeOf, isHtml } from '../app-ui/mime.js'
 import { chooseEncoding, etagMatches } from '../app-ui/negotiation.js'
-import { prepareFile, variantOf, type CachedFile, type Encoding } from '../app-ui/prepared-file.js'
+import { HELPER_SCRIPT_TAG, HELPER_TAG_BYTES, injectHelper } from '../app-ui/helper-script.js'
+import { prepareFile, preparedBytesBound, variantOf, type CachedFile, type Encoding } from '../app-ui/prepared-file.js'
 import { PublicFolder } from '../app-ui/safe-path.js'
+import { scrapeCounter, scrapeGauge } from '../metrics/read-at-scrape.js'
 import { appBase, encodeSegment, parseAppUiUrl } from '../app-ui/url.js'
 
-/** Files up to this size are served from memory; larger ones are streamed from disk. */
+/** Files up to this size are served from memory; larger ones are streamed from disk (pages are the exception). */
 const MAX_CACHED_FILE_BYTES = 1024 * 1024
 
 interface Site {
@@ -48,7 +50,12 @@ const appUi: FastifyPluginAsync = async (fastify) => {
   const prefix = fastify.prefix
   const prefixSegments = prefix.split('/').filter((s) => s !== '')
   // APP_UI_CACHE_BYTES: memory for cached files and their compressed variants.
-  const cache = new FileCache(fastify.config.appUiCacheBytes, MAX_CACHED_FILE_BYTES)
+  const cache = new FileCache(fastify.config.appUiCacheBytes)
+  // Preparing a file (reading, injecting, hashing, compressing) is the costly part; a count that
+  // keeps rising under a steady set of pages means the cache is too small for them.
+  let prepared = 0
+  scrapeCounter(fastify.metrics.registry, 'reaktor_app_ui_files_prepared_total', 'App-UI files read and prepared (token helper, ETag, compressed variants)', () => prepared)
+  scrapeGauge(fastify.metrics.registry, 'reaktor_app_ui_cache_bytes', 'Memory held by cached app-UI files and their compressed variants', () => cache.bytes)
 
   // The policy of each app is computed once, at start; the config file is only ever read here.
   const sites = new Map<LoadedApp, Site>()
@@ -156,10 +163,14 @@ const appUi: FastifyPluginAsync = async (fastify) => {
     const html = isHtml(resolved.realPath)
     void reply.header('cache-control', html ? HTML_CACHE_CONTROL : ASSET_CACHE_CONTROL)
 
-    if (cache.accepts(resolved.size) || html) {
-      const load = async (): Promise<CachedFile> => await prepareFile(resolved.realPath, await fsp.readFile(resolved.realPath))
-      // An HTML page too large for the cache is still prepared (the helper must be in it), per request.
-      const file = cache.accepts(resolved.size) ? await cache.get(resolved.realPath, load) : await load()
+    // From memory: files up to MAX_CACHED_FILE_BYTES, and pages of any size (a page is prepared
+    // anyway, for its helper), provided what is prepared can stay: preparing a file, compression
+    // included, is worth doing once, never for one request.
+    if (cache.holds(preparedBytesBound(resolved.realPath, resolved.size)) && (html || resolved.size <= MAX_CACHED_FILE_BYTES)) {
+      const file = await cache.get(resolved.realPath, async () => {
+        prepared++
+        return await prepareFile(resolved.realPath, await fsp.readFile(resolved.realPath))
+      })
       if (cache.peek(resolved.realPath) === file && !hotPaths.has(rawUrl)) {
         if (hotPaths.size >= MAX_HOT_PATHS) hotPaths.clear()
         hotPaths.set(rawUrl, {
@@ -175,12 +186,14 @@ const appUi: FastifyPluginAsync = async (fastify) => {
       return sendVariant(request, reply, file, encoding, hotHeaders(site, html, file, encoding))
     }
 
-    // Too large for memory: streamed, with a validator from size and modification time.
-    const etag = `W/"${resolved.size.toString(16)}-${Math.floor(resolved.mtimeMs).toString(16)}"`
+    // Too large for memory: sent uncompressed from disk (a page with its helper injected), with a
+    // validator from size and modification time (and, for a page, the helper it carries).
+    const etag = `W/"${resolved.size.toString(16)}-${Math.floor(resolved.mtimeMs).toString(16)}${html ? `-${HELPER_SCRIPT_TAG}` : ''}"`
     void reply.header('content-type', contentTypeOf(resolved.realPath)).header('etag', etag)
     if (etagMatches(request.headers['if-none-match'], etag)) return await reply.code(304).send()
-    void reply.header('content-length', String(resolved.size))
-    return await reply.send(head ? '' : fs.createReadStream(resolved.realPath))
+    void reply.header('content-length', String(resolved.size + (html ? HELPER_TAG_BYTES : 0)))
+    if (head) return await reply.send('')
+    return await reply.send(html ? injectHelper(await fsp.readFile(resolved.realPath)) : fs.createReadStream(resolved.realPath))
   }
 
   // HEAD declared here rather than derived by Fastify: the handler then answers it without reading

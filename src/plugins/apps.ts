@@ -25,7 +25,7 @@ function fromDefinition (def: AppDefinition, env: Env): LoadedApp {
     version: def.version,
     dir: def.dir,
     publicDir: def.publicDir,
-    settings: Object.freeze(typeof def.name === 'string' ? resolveSettings(label, def.name, def.settings ?? {}, env) : { ...def.settings }),
+    settings: typeof def.name === 'string' ? resolveSettings(label, def.name, def.settings ?? {}, env) : Object.freeze({ ...def.settings }),
     pollingReaktors: def.pollingReaktors ?? [],
     reaktors: def.reaktors ?? []
   }

@@ -5,6 +5,7 @@ import type { AktorContext, ReaktorRegistration } from '../../src/sdk/types.js'
 import { build } from '../helpers/app.js'
 import { sessionToken, tokenHeader } from '../helpers/auth.js'
 import { waitFor, type TestContext } from '../helpers/context.js'
+import { FAST_SCHEDULER, probe } from '../helpers/scheduler.js'
 
 interface Probe { contexts: AktorContext[], params: unknown[], aborted: string[] }
 
@@ -244,4 +245,46 @@ t.test('the client going away aborts the aktor\'s signal', async (t) => {
   const ok = await fetch(`${origin}/api/v1/aktor/echo`, { method: 'POST', headers: { ...tokenHeader(token), 'content-type': 'application/json' }, body: '{"x":1}' })
   t.same(await ok.json(), { input: { x: 1 }, greeting: 'hi' })
   t.equal(await healthy(app, token), 200, 'the service still answers afterwards')
+})
+
+t.test('an aktor cannot change the app settings at any depth; the next call and the next polling run see the originals', async (t) => {
+  const given = { nested: { a: 'original', deeper: { list: [1, { b: 2 }] } }, tags: ['x', 'z'] }
+  const tampering = async (_input: unknown, { settings }: AktorContext): Promise<unknown> => {
+    const seen = JSON.parse(JSON.stringify(settings)) as unknown
+    const s = settings as any
+    const attempts: Record<string, () => unknown> = {
+      'nested.a': () => { s.nested.a = 'changed' },
+      'nested.added': () => { s.nested.added = true },
+      'delete nested.deeper': () => delete s.nested.deeper,
+      'nested.deeper.list[1].b': () => { s.nested.deeper.list[1].b = 3 },
+      'nested.deeper.list.push': () => s.nested.deeper.list.push(9),
+      'tags[0]': () => { s.tags[0] = 'y' },
+      'tags.reverse': () => s.tags.reverse()
+    }
+    const refused: string[] = []
+    // ES modules run in strict mode: a write to a frozen object throws there.
+    for (const [name, attempt] of Object.entries(attempts)) {
+      try { attempt() } catch (err) { if (err instanceof TypeError) refused.push(name) }
+    }
+    return { seen, refused }
+  }
+  const runs: unknown[] = []
+  const polling = probe('tamper-poll', async (_n, context) => { runs.push(await tampering(undefined, context)); return false }, { interval: '50ms', autoStart: true })
+  const app = await build(t, {
+    apps: [{ name: 'tamper', version: '1.0.0', settings: given, reaktors: [{ reaktorDefinitionId: 'tamper', createReaktor: () => tampering }], pollingReaktors: [polling.registration] }],
+    scheduler: FAST_SCHEDULER
+  })
+  const token = await sessionToken(app)
+  const original = { nested: { a: 'original', deeper: { list: [1, { b: 2 }] } }, tags: ['x', 'z'] }
+  const everyWrite = ['nested.a', 'nested.added', 'delete nested.deeper', 'nested.deeper.list[1].b', 'nested.deeper.list.push', 'tags[0]', 'tags.reverse']
+  for (const n of [1, 2]) {
+    const res = await call(app, 'tamper', token, {})
+    t.equal(res.statusCode, 200)
+    t.same(res.json(), { seen: original, refused: everyWrite }, `call ${n} sees the original settings; every write throws`)
+  }
+  await waitFor(() => runs.length >= 2, { what: 'two polling runs' })
+  for (const [i, run] of runs.slice(0, 2).entries()) t.same(run, { seen: original, refused: everyWrite }, `polling run ${i + 1} sees the original settings; every write throws`)
+  given.nested.a = 'changed by its owner'
+  t.equal((app.apps.findApp('tamper', '1.0.0')?.settings.nested as any).a, 'original', 'the settings are a copy: the object passed in code stays its owner\'s')
+  t.notOk(Object.isFrozen(given.nested), 'and is not frozen')
 })

@@ -5,7 +5,7 @@ import zlib from 'node:zlib'
 import t from 'tap'
 import type { FastifyInstance } from 'fastify'
 import { HELPER_SCRIPT, HELPER_SCRIPT_HASH } from '../../src/app-ui/helper-script.js'
-import { build } from '../helpers/app.js'
+import { build, metric } from '../helpers/app.js'
 import type { TestContext } from '../helpers/context.js'
 import { SESSION_COOKIE } from '../../src/auth/types.js'
 import { browse, rawRequest, writeApp, type Files } from '../helpers/app-ui.js'
@@ -369,6 +369,61 @@ t.test('cache: files are served from memory within the configured cap; larger on
     t.equal((await browse(app, `${base}/big.txt`, token)).rawPayload.length, big.length)
     t.equal((await browse(app, `${base}/sub/deeper/file.txt`, token)).body, 'deep')
   }
+})
+
+/** A table page of `bytes` bytes, varied enough that compressing it costs what a real one does. */
+function tablePage (bytes: number): string {
+  const rows: string[] = []
+  for (let n = 0, size = 0; size < bytes; n++) {
+    const row = `<tr><td>${n}</td><td>item-${(n * 2654435761) % 1000003}</td><td>${['ok', 'late', 'failed'][n % 3]}</td></tr>\n`
+    rows.push(row)
+    size += row.length
+  }
+  return `<!DOCTYPE html><html><head><title>big</title></head><body><table>${rows.join('')}</table></body></html>`
+}
+
+t.test('a large HTML page (over the 1 MiB file limit) is prepared and compressed once, then served from memory', async (t) => {
+  const page = tablePage(1.6 * 1024 * 1024)
+  const { app, token, base } = await fixture(t, { 'public/large.html': page })
+  const injected = page.replace('<head>', `<head><script>${HELPER_SCRIPT}</script>`)
+  const before = await metric(app, 'reaktor_app_ui_files_prepared_total')
+  const etags = new Set<string>()
+  for (const encoding of ['br', 'gzip', undefined, 'br', 'gzip, deflate, br, zstd']) {
+    const res = await browse(app, `${base}/large.html`, token, encoding === undefined ? {} : { 'accept-encoding': encoding })
+    t.equal(res.statusCode, 200)
+    const expected = encoding === undefined ? undefined : encoding === 'gzip' ? 'gzip' : 'br'
+    t.equal(res.headers['content-encoding'], expected, `accept-encoding ${encoding ?? '(none)'}`)
+    const body = expected === 'br' ? zlib.brotliDecompressSync(res.rawPayload) : expected === 'gzip' ? zlib.gunzipSync(res.rawPayload) : res.rawPayload
+    t.ok(body.equals(Buffer.from(injected)), 'the whole page, helper injected')
+    t.match(res.headers.etag, /^"/, 'a strong ETag')
+    etags.add(res.headers.etag as string)
+  }
+  t.equal(etags.size, 3, 'one ETag per variant')
+  t.equal(await metric(app, 'reaktor_app_ui_files_prepared_total') - before, 1, 'five requests, one preparation')
+  t.ok(await metric(app, 'reaktor_app_ui_cache_bytes') > page.length, 'held in the cache')
+  const first = [...etags][0]
+  t.equal((await browse(app, `${base}/large.html`, token, { 'accept-encoding': 'br', 'if-none-match': first })).statusCode, 304, 'revalidated from memory')
+})
+
+t.test('an HTML page too large for the whole cache is served uncompressed, its helper injected per request', async (t) => {
+  const page = tablePage(200 * 1024)
+  const { app, token, base } = await fixture(t, { 'public/large.html': page }, { APP_UI_CACHE_BYTES: String(128 * 1024) })
+  const injected = page.replace('<head>', `<head><script>${HELPER_SCRIPT}</script>`)
+  for (let round = 0; round < 3; round++) {
+    const res = await browse(app, `${base}/large.html`, token, { 'accept-encoding': 'gzip, deflate, br, zstd' })
+    t.equal(res.statusCode, 200)
+    t.equal(res.headers['content-encoding'], undefined, 'never compressed per request')
+    t.equal(res.body, injected)
+    t.equal(res.headers['content-length'], String(Buffer.byteLength(injected)))
+    t.equal(res.headers['cache-control'], 'private, no-cache')
+    t.match(res.headers.etag, /^W\/"/, 'a weak ETag from size and modification time')
+    t.equal((await browse(app, `${base}/large.html`, token, { 'if-none-match': res.headers.etag as string })).statusCode, 304)
+    const head = await browse(app, `${base}/large.html`, token, {}, 'HEAD')
+    t.equal(head.body, '')
+    t.equal(head.headers['content-length'], String(Buffer.byteLength(injected)))
+  }
+  t.equal(await metric(app, 'reaktor_app_ui_files_prepared_total'), 0, 'nothing was prepared for the cache')
+  t.equal(await metric(app, 'reaktor_app_ui_cache_bytes'), 0)
 })
 
 t.test('an app without public/ has no UI; other methods are not served', async (t) => {

@@ -128,6 +128,9 @@ t.test('settings: package.json defaults, overridden by environment variables', a
   const [plain] = await loadAppsFromDir(root, {}, memoryLogger())
   t.same(plain.settings, defaults, 'defaults without environment')
   t.ok(Object.isFrozen(plain.settings))
+  t.ok(Object.isFrozen(plain.settings.nested) && Object.isFrozen(plain.settings.tags), 'frozen at every depth, arrays too')
+  t.throws(() => { (plain.settings.nested as { x: number }).x = 2 }, TypeError, 'a nested setting cannot be changed')
+  t.throws(() => (plain.settings.tags as string[]).push('b'), TypeError, 'nor an array setting')
 
   const env = {
     REAKTOR_SETTING_SETTINGS_APP_MESSAGE: '{"not": "parsed"}',
@@ -153,6 +156,7 @@ t.test('settings: package.json defaults, overridden by environment variables', a
 
   const [json] = await loadAppsFromDir(root, { REAKTOR_SETTING_SETTINGS_APP_ANYTHING: '{"a":1}' }, memoryLogger())
   t.same(json.settings.anything, { a: 1 })
+  t.ok(Object.isFrozen(json.settings.anything), 'an override parsed from JSON is frozen too')
 })
 
 t.test('settings: a value that does not parse, or parses to the wrong kind, stops the start', async (t) => {

@@ -11,6 +11,8 @@ import t from 'tap'
 import { browserSkip, launchChromium } from '../helpers/browser.js'
 import { build } from '../helpers/app.js'
 import { waitFor, type TestContext } from '../helpers/context.js'
+import { sessionToken } from '../helpers/auth.js'
+import { SESSION_COOKIE } from '../../src/auth/types.js'
 import { writeApp } from '../helpers/app-ui.js'
 import { ARTIFACTS_DIR, EXAMPLE_APPS_DIR } from '../helpers/paths.js'
 
@@ -149,6 +151,51 @@ t.test('a browser session through the app UI', { skip }, async (t) => {
 
   await tab.goto(appUrl)
   t.equal(new URL(tab.url()).pathname, '/login', 'reopening the app asks for a login again')
+})
+
+// Prologues a pattern match misreads: a '>' inside a quoted attribute value (of <html> or <head>)
+// and the empty comment '<!-->', followed later by a comment that a scan for '-->' would run to.
+const PROLOGUE_PAGES: Record<string, string> = {
+  'html-attr.html': '<!DOCTYPE html>\n<html lang="en" data-x="a>b">\n<head><script src="probe.js"></script><title>t</title></head><body></body></html>',
+  'head-attr.html': '<!DOCTYPE html>\n<html lang="en"><HEAD data-x=">"><script src="probe.js"></script><title>t</title></HEAD><body></body></html>',
+  'empty-comment.html': '<!DOCTYPE html>\n<!--><html lang="en"><head><script src="probe.js"></script><title>t</title></head><body><!-- a later comment --></body></html>'
+}
+
+t.test('the token helper runs first in pages whose prologue a pattern match misreads', { skip }, async (t) => {
+  const def = await writeApp(t, 'prologue-demo', '1.0.0', {
+    ...Object.fromEntries(Object.entries(PROLOGUE_PAGES).map(([name, html]) => [`public/${name}`, html])),
+    'public/probe.js': 'window.helperAtStart = typeof window.getServiceAuthToken;'
+  })
+  const app = await build(t, { apps: [def] })
+  const origin = await app.listen({ port: 0, host: '127.0.0.1' })
+  const token = await sessionToken(app)
+  const browser = await launchChromium(t)
+  const context = await browser.newContext()
+  await context.addCookies([{ name: SESSION_COOKIE, value: token, url: origin }])
+  const tab = await context.newPage()
+  // The favicon's 404 is the one console error expected: there is none in public/.
+  const errors: string[] = []
+  tab.on('console', (msg) => { if (msg.type() === 'error' && !msg.location().url.endsWith('/favicon.ico')) errors.push(msg.text()) })
+  tab.on('pageerror', (err) => errors.push(err.message))
+  for (const name of Object.keys(PROLOGUE_PAGES)) {
+    const res = await tab.goto(`${origin}/app-ui/prologue-demo@1.0.0/${name}`)
+    t.equal(res?.status(), 200, name)
+    const seen = await tab.evaluate(() => ({
+      helperAtStart: (window as any).helperAtStart,
+      token: typeof (window as any).getServiceAuthToken === 'function' ? (window as any).getServiceAuthToken() : undefined,
+      htmlAttr: document.documentElement.getAttribute('data-x'),
+      headAttr: document.head.getAttribute('data-x'),
+      mode: document.compatMode,
+      text: document.body.textContent
+    }))
+    t.equal(seen.helperAtStart, 'function', `${name}: the helper is defined before the page's first script`)
+    t.equal(seen.token, token, `${name}: the helper returns the session token`)
+    t.equal(seen.mode, 'CSS1Compat', `${name}: standards mode (nothing went before the doctype)`)
+    t.equal(seen.text, '', `${name}: no script text leaked into the page`)
+    if (name === 'html-attr.html') t.equal(seen.htmlAttr, 'a>b', 'the <html> attribute is intact')
+    if (name === 'head-attr.html') t.equal(seen.headAttr, '>', 'the <head> attribute is intact')
+  }
+  t.same(errors, [], 'no script error and no policy violation')
 })
 
 const EXAMPLE_APP = path.join(EXAMPLE_APPS_DIR, 'drain-demo')

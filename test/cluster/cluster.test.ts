@@ -87,9 +87,11 @@ t.test('a cluster of real processes: spread, control, failover, fencing, rolling
     // From the request being sent: HTTP, the write + NOTIFY, the owner's reaction and the abort.
     figures.stopToAbortMs = ms(aborted.ended_at) - sent
     figures.stopAnswerMs = answered - sent
-    t.ok(ms(aborted.ended_at) - answered <= 100, `owner ${owner} aborted the run ${ms(aborted.ended_at) - sent} ms after the stop was sent to ${via} (answered after ${answered - sent} ms)`)
+    // docs/cluster.md promises the abort within 50 ms of the request; 50 ms of margin for two busy cores.
+    t.ok(ms(aborted.ended_at) - sent <= 100, `owner ${owner} aborted the run ${ms(aborted.ended_at) - sent} ms after the stop was sent to ${via} (answered after ${answered - sent} ms)`)
 
-    // A back-to-back reaktor: no run may start once the stop is answered (plus notify latency).
+    // A back-to-back reaktor: no run may start once the stop is answered (docs/cluster.md), with
+    // 50 ms of margin for the owner hearing the NOTIFY on two busy cores.
     const holders = await cluster.lockHolders()
     const busyOwner = holders.get('busy-1')!
     const busyVia = [...cluster.nodes.keys()].find((id) => id !== busyOwner)!
@@ -103,7 +105,7 @@ t.test('a cluster of real processes: spread, control, failover, fencing, rolling
     { timeoutMs: 10_000, intervalMs: 100, what: 'the observation window' })
     const latest = Math.max(...after.map((r) => ms(r.started_at)))
     figures.lastBusyStartAfterStopMs = latest - busyAnswered
-    t.ok(latest - busyAnswered <= 150, `last busy-1 run started ${latest - busyAnswered} ms relative to the answer (owner ${busyOwner}, via ${busyVia})`)
+    t.ok(latest - busyAnswered <= 50, `last busy-1 run started ${latest - busyAnswered} ms relative to the answer (owner ${busyOwner}, via ${busyVia})`)
     const statuses = await cluster.statuses(busyOwner)
     t.match(statuses.get('busy-1'), { state: 'stopped', owner: null, nextRun: null })
 
@@ -112,7 +114,7 @@ t.test('a cluster of real processes: spread, control, failover, fencing, rolling
     await waitFor(async () => (await cluster.lockHolders()).size === n, { timeoutMs: 5000, intervalMs: 100, what: 'both to run again' })
   })
 
-  await t.test('kill -9 of an owner: its reaktors run elsewhere within 2 s, from the stored nextRun', async (t) => {
+  await t.test('kill -9 of an owner: its reaktors run elsewhere within about 1 s, from the stored nextRun', async (t) => {
     const failovers: number[] = []
     for (let round = 0; round < 3; round++) {
       await waitFor(async () => await settled(cluster, n), { timeoutMs: 15_000, intervalMs: 200, what: `the spread before kill ${round + 1}` })
@@ -126,9 +128,14 @@ t.test('a cluster of real processes: spread, control, failover, fencing, rolling
       }, { timeoutMs: 10_000, intervalMs: 50, what: `${victim}'s reaktors to run elsewhere` })
       const worst = Math.max(...[...firsts.values()].map((r) => ms(r.started_at) - killedAt))
       failovers.push(worst)
-      t.ok(worst < 2000, `round ${round + 1}: ${victim} killed; ${victimsBusy.join(', ')} ran elsewhere after ${worst} ms at worst`)
+      // The README promises a takeover about 1 s after a crash (the others' next reconcile pass,
+      // every second); 500 ms of margin for two busy cores.
+      t.ok(worst <= 1500, `round ${round + 1}: ${victim} killed; ${victimsBusy.join(', ')} ran elsewhere after ${worst} ms at worst`)
       const statuses = await cluster.statuses([...cluster.nodes.keys()][0])
-      for (const id of victimsBusy) t.not(statuses.get(id)?.owner, victim, `${id}: the dead node is no longer shown as owner`)
+      for (const id of victimsBusy) {
+        const owner = statuses.get(id)?.owner
+        t.ok(owner != null && owner !== victim && cluster.nodes.has(owner), `${id}: shown with a live owner (${String(owner)}), no longer the dead node`)
+      }
       await cluster.start(victim)
     }
     figures.failoverMs = failovers
@@ -144,6 +151,10 @@ t.test('a cluster of real processes: spread, control, failover, fencing, rolling
       const victimsBusy = BUSY.filter((id) => holders.get(id) === victim)
       const before = cluster.node(victim).output().length
       const since = new Date(cluster.node(victim).startedAt)
+      // Terminated while a run is in flight with most of its 100 ms still ahead, so that there is
+      // a run to fence (between two back-to-back runs there would be none).
+      await waitFor(async () => some(await cluster.ledger("node_id = $1 and reaktor_id = any($2) and started_at >= $3 and ended_at is null and started_at > now() - interval '40 ms'",
+        [victim, victimsBusy, since])), { timeoutMs: 5000, intervalMs: 10, what: `a run in flight on ${victim}` })
       const terminatedAt = Date.now()
       await cluster.sql.query('select pg_terminate_backend($1)', [pid])
       // The runs in flight on the victim were aborted at once (fencing).
@@ -151,7 +162,7 @@ t.test('a cluster of real processes: spread, control, failover, fencing, rolling
         // Runs of this process (an earlier one of the same node id may have been killed -9).
         const runs = await cluster.ledger('node_id = $1 and reaktor_id = any($2) and started_at between $4 and $3 and (ended_at is null or ended_at > $3)',
           [victim, victimsBusy, new Date(terminatedAt), since])
-        return runs.every((r) => r.ended_at !== null) ? runs : undefined
+        return runs.length > 0 && runs.every((r) => r.ended_at !== null) ? runs : undefined
       }, { timeoutMs: 5000, intervalMs: 50, what: 'the fenced runs to end' })
       for (const r of fenced) {
         // A run may also have ended by itself in the instant before the node heard of the loss.
@@ -159,13 +170,16 @@ t.test('a cluster of real processes: spread, control, failover, fencing, rolling
         t.ok(r.outcome === 'run aborted: lock connection lost' || (r.outcome === 'ok' && endedIn <= 50),
           `${r.reaktor_id}: ${String(r.outcome)} ${endedIn} ms after the termination`)
       }
+      t.ok(fenced.some((r) => r.outcome === 'run aborted: lock connection lost'), `round ${round + 1}: at least one run in flight was fenced (${fenced.length} in flight)`)
       const resumed = await waitFor(async () => {
         const ids = firstRuns(await cluster.ledger('started_at > $1 and reaktor_id = any($2)', [new Date(terminatedAt), victimsBusy]))
         return ids.size === victimsBusy.length ? ids : undefined
       }, { timeoutMs: 10_000, intervalMs: 50, what: 'the reaktors to run again' })
       const worst = Math.max(...[...resumed.values()].map((r) => ms(r.started_at) - terminatedAt))
       resumes.push(worst)
-      t.ok(worst < 2000, `round ${round + 1}: ${victim}'s lock connection terminated; ${victimsBusy.join(', ')} ran again after ${worst} ms at worst`)
+      // The node reconnects after 250 ms (±20 %) and locks again, or another node takes over at its
+      // next reconcile pass, every second: 1 s, with 500 ms of margin for two busy cores.
+      t.ok(worst <= 1500, `round ${round + 1}: ${victim}'s lock connection terminated; ${victimsBusy.join(', ')} ran again after ${worst} ms at worst`)
       await waitFor(async () => {
         const now = await cluster.lockConnectionPid(victim)
         return now !== undefined && now !== pid

@@ -1,10 +1,11 @@
+import { randomBytes } from 'node:crypto'
 import fs from 'node:fs/promises'
 import os from 'node:os'
 import path from 'node:path'
 import t from 'tap'
 import { FileCache } from '../../src/app-ui/file-cache.js'
 import { chooseEncoding, etagMatches } from '../../src/app-ui/negotiation.js'
-import { prepareFile, type CachedFile } from '../../src/app-ui/prepared-file.js'
+import { prepareFile, preparedBytesBound, type CachedFile } from '../../src/app-ui/prepared-file.js'
 import { PublicFolder } from '../../src/app-ui/safe-path.js'
 import { helperInsertionOffset } from '../../src/app-ui/helper-script.js'
 import { hasDotSegment, parseAppUiUrl } from '../../src/app-ui/url.js'
@@ -14,9 +15,9 @@ function entry (bytes: number): CachedFile {
 }
 
 t.test('FileCache: bounded by bytes, least recently used evicted, one load per key', async (t) => {
-  const cache = new FileCache(100, 60)
-  t.ok(cache.accepts(60))
-  t.notOk(cache.accepts(61), 'files above the per-file limit are streamed')
+  const cache = new FileCache(100)
+  t.ok(cache.holds(100))
+  t.notOk(cache.holds(101), 'an entry larger than the whole cache is never kept')
   let loads = 0
   const load = (bytes: number) => async () => { loads++; return entry(bytes) }
   await cache.get('a', load(40))
@@ -36,7 +37,7 @@ t.test('FileCache: bounded by bytes, least recently used evicted, one load per k
   t.equal(x, y, 'concurrent first requests share one load')
   t.equal(loads, 5)
 
-  const huge = new FileCache(100, 1000)
+  const huge = new FileCache(100)
   await huge.get('h', load(500))
   t.equal(huge.size, 0, 'an entry larger than the whole cache is not kept')
 
@@ -54,6 +55,13 @@ t.test('prepareFile: variants only for text, only when smaller', async (t) => {
   t.equal(png.gzip, undefined)
   const tiny = await prepareFile('a.css', Buffer.from('a{}'))
   t.equal(tiny.br, undefined, 'tiny files are not worth it')
+
+  // The bound holds before the file is read: body (helper included) and two smaller variants.
+  for (const [file, raw] of [['a.js', js.identity.body], ['a.png', png.identity.body], ['a.css', Buffer.from('a{}')], ['p.html', Buffer.from('<p>' + 'x'.repeat(400))], ['n.html', Buffer.from(randomBytes(3000).toString('base64'))]] as const) {
+    const prepared = await prepareFile(file, raw)
+    t.ok(prepared.bytes <= preparedBytesBound(file, raw.length), `${file}: ${prepared.bytes} <= ${preparedBytesBound(file, raw.length)}`)
+  }
+  t.equal(preparedBytesBound('a.png', 5000), 5000, 'no variants for types that are not compressed')
 })
 
 t.test('chooseEncoding and etagMatches', async (t) => {
@@ -104,6 +112,16 @@ t.test('helperInsertionOffset', async (t) => {
   t.equal(helperInsertionOffset('<!-- unterminated'), 0)
   t.equal(helperInsertionOffset('<headline>'), 0)
   t.equal(helperInsertionOffset('  <HEAD >'), 9)
+  // Read as the browser reads it: '>' inside a quoted attribute value does not end the tag, and
+  // '<!-->' is a whole comment (not the start of one running to the next '-->').
+  t.equal(helperInsertionOffset('<html lang="en" data-x="a>b"><body>'), 29)
+  t.equal(helperInsertionOffset('<HEAD data-x=">">x'), 17)
+  t.equal(helperInsertionOffset("<head data-x='<head>'>"), 22)
+  t.equal(helperInsertionOffset('<!DOCTYPE html><!--><script src="a.js"></script><!-- x -->'), 20)
+  t.equal(helperInsertionOffset('<!DOCTYPE html>\r\n<html>\r\n<head>'), 31, 'CR LF counted as two bytes')
+  t.equal(helperInsertionOffset('\u00ef\u00bb\u00bf<!doctype html><head>'), 24, 'after a UTF-8 BOM')
+  t.equal(helperInsertionOffset('<!doctype html>\n<!-- a --> text'), 26, 'before the first text')
+  t.equal(helperInsertionOffset('<!doctype html><html><head'), 21, 'a cut tag: after the last whole one')
 })
 
 t.test('PublicFolder: only real paths inside public/, never a dot file', async (t) => {

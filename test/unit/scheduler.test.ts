@@ -6,7 +6,7 @@ import { describe as describeError } from '../../src/scheduler/runner.js'
 import type { RunRecord } from '../../src/scheduler/store.js'
 import { waitFor } from '../helpers/context.js'
 import { memoryLogger } from '../helpers/log.js'
-import { openTestDatabase, probe, reaktorLocks, registry, row, sameRunStart, scheduler, untilAborted, work } from '../helpers/scheduler.js'
+import { openTestDatabase, probe, reaktorLocks, registry, row, scheduler, untilAborted, work } from '../helpers/scheduler.js'
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/
 
@@ -25,7 +25,7 @@ t.test('true → the next run at once; false → one effective interval after th
   t.ok(r6.start - r5.start >= 595, 'so the wait is not measured from the start of the run')
   t.ok(r7.start - r6.end! >= 395, `and again after the next false (${r7.start - r6.end!} ms)`)
   t.equal(p.maxActive(), 1, 'never two runs at once')
-  await waitFor(async () => (await row(db, 'drain'))?.last_run?.getTime() >= r7.start, { what: 'lastRun persisted' })
+  await waitFor(async () => (await row(db, 'drain'))?.last_run?.getTime() >= r7.lastRun, { what: 'lastRun persisted' })
   const stored = (await row(db, 'drain'))!
   t.ok(stored.next_run.getTime() >= stored.last_run.getTime() + 400, 'nextRun is one interval after the last run')
 })
@@ -244,7 +244,7 @@ t.test('a late flush never undoes a stop', async (t) => {
   t.equal(stored.state, 'stopped')
   t.equal(stored.next_run, null, 'the flushed nextRun did not come back')
   t.equal(stored.owner, null, 'nor the owner')
-  t.ok(sameRunStart(stored.last_run?.getTime() ?? 0, p.runs[0].start), 'the run itself is recorded')
+  t.equal(stored.last_run?.getTime(), p.runs[0].lastRun, 'the run itself is recorded')
 })
 
 t.test('shutdown aborts in-flight runs, waits up to the grace period, flushes and releases everything', async (t) => {
@@ -264,7 +264,7 @@ t.test('shutdown aborts in-flight runs, waits up to the grace period, flushes an
   t.type(polite.runs[0].aborted, RunStoppedError, 'the in-flight run\'s signal was aborted')
   t.ok(stubborn.runs[0].context.signal.aborted, 'also the stubborn one\'s')
   t.ok(log.lines.some((l) => l.level === 'warn' && /grace period/.test(l.msg ?? '')), 'the overrun is logged')
-  t.ok(sameRunStart((await row(db, 'done'))!.last_run?.getTime() ?? 0, done.runs[0].start), 'the pending batch was flushed')
+  t.equal((await row(db, 'done'))!.last_run?.getTime(), done.runs[0].lastRun, 'the pending batch was flushed')
   for (const id of ['polite', 'done']) t.same(await reaktorLocks(db, id), [], `${id}: lock released`)
   // Its run may still be going: another node must not start it beside that run.
   t.equal((await reaktorLocks(db, 'stubborn')).length, 1, 'stubborn: its partition stays locked while its run is in flight')
@@ -285,7 +285,7 @@ t.test('an error text with a NUL character is stored without it and does not hol
   await s.start()
   await waitFor(async () => (await row(db, 'nul'))?.last_error !== null && (await row(db, 'fine'))?.last_run !== null, { what: 'both results persisted' })
   t.equal((await row(db, 'nul'))!.last_error, 'Error: bad byte', 'stored, without the NUL')
-  t.ok(sameRunStart((await row(db, 'fine'))!.last_run.getTime(), fine.runs[0].start), 'lastRun is the start of that run')
+  t.equal((await row(db, 'fine'))!.last_run.getTime(), fine.runs[0].lastRun, 'lastRun is the start of that run')
   t.equal(describeError(new Error('x'.repeat(5000))).length, 2001, 'and capped at 2000 characters (plus an ellipsis)')
 })
 
@@ -301,7 +301,7 @@ t.test('ids and error texts with quotes, backslashes, commas, braces and NULL-li
   await waitFor(async () => (await row(db, 'odd "id", {x}\\NULL'))?.last_error != null && (await row(db, 'NULL'))?.last_run != null, { what: 'both results persisted' })
   t.equal((await row(db, 'odd "id", {x}\\NULL'))!.last_error, `Error: ${text}`)
   t.equal((await row(db, 'NULL'))!.last_error, null, 'a reaktor named NULL is itself, its error text stays null')
-  t.ok(sameRunStart((await row(db, 'NULL'))!.last_run.getTime(), plain.runs[0].start), 'lastRun is the start of that run')
+  t.equal((await row(db, 'NULL'))!.last_run.getTime(), plain.runs[0].lastRun, 'lastRun is the start of that run')
 })
 
 t.test('a run result PostgreSQL refuses is isolated, retried a few times and dropped; the others persist', async (t) => {

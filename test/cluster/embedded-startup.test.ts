@@ -175,10 +175,12 @@ t.test('starts racing on one DATA_DIR: one serves, the others fail naming it, an
     const serving = await postmasterPid(clusterDir)
     t.ok(serving !== undefined && alive(serving), `round ${round}: the winner's database runs`)
 
-    // A start after the race: the losers left nothing that makes the winner look gone.
+    // A start after the race must not take the winner for gone, even with DATA_DIR naming a dead
+    // loser as the owner of its database (as a failed start used to leave it).
+    await fs.writeFile(path.join(dataDir, 'postgres.owner'), String(servers.find((s) => s !== winner)!.child.pid))
     const late = startServer({ DATA_DIR: dataDir })
     t.teardown(() => { late.child.kill('SIGKILL') })
-    t.equal(await late.exited, 1, `round ${round}: a later start is turned away too`)
+    t.same(await startOutcome(late), { code: 1 }, `round ${round}: a later start is turned away too`)
     t.match(late.output().trim(), inUse)
     t.equal(await postmasterPid(clusterDir), serving, `round ${round}: the winner's database was never stopped or replaced`)
     t.equal((await fetch(`${url}/readyz`)).status, 200, `round ${round}: the winner is still ready`)

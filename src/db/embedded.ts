@@ -7,7 +7,7 @@ import os from 'node:os'
 import path from 'node:path'
 import { promisify } from 'node:util'
 import pg from 'pg'
-import { clusterDirFor, DEFAULT_EMBEDDED_POSTGRES_DIR, postgresUser, reachableBinaries, type Binaries } from './embedded-root.js'
+import { clusterDirFor, DEFAULT_EMBEDDED_POSTGRES_DIR, postgresUser, reachableBinaries, type Binaries, type PostgresUser } from './embedded-root.js'
 import { FolderInUseError, lockFolder, type FolderLock } from './folder-lock.js'
 
 const execFileAsync = promisify(execFile)
@@ -37,9 +37,14 @@ export interface EmbeddedOptions {
   log: { info: (obj: object, msg: string) => void, warn: (obj: object, msg: string) => void }
 }
 
-async function binaries (): Promise<Binaries> {
-  // The same per-platform package embedded-postgres itself picks.
-  return await import(`@embedded-postgres/${os.platform()}-${os.arch()}`) as Binaries
+/**
+ * The PostgreSQL programs, as the user they run as (`postgres` as root) can run them: from the
+ * per-platform package embedded-postgres itself picks, or from a copy (see embedded-root.ts).
+ */
+export async function postgresBinaries (storeDir: string, log: EmbeddedOptions['log']): Promise<{ bin: Binaries, user: PostgresUser | undefined }> {
+  const bin = await import(`@embedded-postgres/${os.platform()}-${os.arch()}`) as Binaries
+  const user = await postgresUser()
+  return { bin: user === undefined ? bin : await reachableBinaries(bin, storeDir, user, log), user }
 }
 
 function isAlive (pid: number): boolean {
@@ -110,8 +115,7 @@ async function startClaimed (options: EmbeddedOptions, locks: FolderLock[], rele
   const { dataDir, log } = options
   const database = options.database ?? 'reaktor'
   const store = options.storeDir ?? DEFAULT_EMBEDDED_POSTGRES_DIR
-  const user = await postgresUser()
-  const bin = user === undefined ? await binaries() : await reachableBinaries(await binaries(), store, user, log)
+  const { bin, user } = await postgresBinaries(store, log)
   let clusterDir = await clusterDirFor(dataDir, store, user)
   // A cluster in the store has a folder of its own there: claimed too, so that two DATA_DIRs
   // linking to one cluster (a copied DATA_DIR) cannot both run it.

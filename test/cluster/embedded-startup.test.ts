@@ -10,10 +10,10 @@ import net from 'node:net'
 import os from 'node:os'
 import path from 'node:path'
 import { promisify } from 'node:util'
-import { postgresUser } from '../../src/db/embedded-root.js'
-import { startEmbeddedPostgres } from '../../src/db/embedded.js'
+import { DEFAULT_EMBEDDED_POSTGRES_DIR } from '../../src/db/embedded-root.js'
+import { postgresBinaries, startEmbeddedPostgres } from '../../src/db/embedded.js'
 import { tempDir, waitFor } from '../helpers/context.js'
-import { memoryLogger } from '../helpers/log.js'
+import { memoryLogger, silentLogger } from '../helpers/log.js'
 import { ROOT } from '../helpers/paths.js'
 import { listeningUrl, startOutcome, startServer, type ServerProcess } from '../helpers/server.js'
 
@@ -71,8 +71,8 @@ async function login (url: string, dataDir: string): Promise<number> {
 function stopLeftoverAtTeardown (t: Test, clusterDir: string): void {
   t.teardown(async () => {
     if (await postmasterPid(clusterDir) === undefined) return
-    const pgCtl = ((await import(PG_PACKAGE)) as { pg_ctl: string }).pg_ctl
-    await execFileAsync(pgCtl, ['stop', '-D', clusterDir, '-m', 'immediate', '-w'], { ...await postgresUser() }).catch(() => {})
+    const { bin, user } = await postgresBinaries(DEFAULT_EMBEDDED_POSTGRES_DIR, silentLogger)
+    await execFileAsync(bin.pg_ctl, ['stop', '-D', clusterDir, '-m', 'immediate', '-w'], { ...user }).catch(() => {})
   })
 }
 
@@ -201,9 +201,8 @@ t.test('in one process: a second start on a DATA_DIR in use fails and touches no
   t.equal(await postmasterPid(clusterDir), serving, 'the running server was left alone')
 
   // Someone restarts the server behind the service's back: that one is not the service's to stop.
-  const user = await postgresUser()
-  const pgCtl = ((await import(PG_PACKAGE)) as { pg_ctl: string }).pg_ctl
-  const asPostgres = async (args: string[]): Promise<void> => { await execFileAsync(pgCtl, args, { ...user }) }
+  const { bin, user } = await postgresBinaries(DEFAULT_EMBEDDED_POSTGRES_DIR, silentLogger)
+  const asPostgres = async (args: string[]): Promise<void> => { await execFileAsync(bin.pg_ctl, args, { ...user }) }
   await asPostgres(['stop', '-D', clusterDir, '-m', 'fast', '-w'])
   await asPostgres(['start', '-D', clusterDir, '-w', '-l', path.join(clusterDir, 'server.log'), '-o', `-p ${await freePort()} -c listen_addresses=127.0.0.1 -c unix_socket_directories=''`])
   t.teardown(async () => { await asPostgres(['stop', '-D', clusterDir, '-m', 'immediate', '-w']).catch(() => {}) })

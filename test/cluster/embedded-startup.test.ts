@@ -224,3 +224,29 @@ t.test('in one process: a second start on a DATA_DIR in use fails and touches no
   const replaced = await postmasterPid(clusterDir)
   t.ok(replaced !== undefined && replaced !== other && alive(replaced), 'and the new start runs its own server')
 })
+
+t.test('as root, a copy of a DATA_DIR whose cluster lives in EMBEDDED_POSTGRES_DIR cannot run that cluster beside the original', async (t) => {
+  const outer = await tempDir(t, 'reaktor-0700-')
+  const storeDir = path.join(os.tmpdir(), `reaktor-pg-store-${randomBytes(6).toString('hex')}`)
+  t.teardown(async () => await fs.rm(storeDir, { recursive: true, force: true }))
+  const original = path.join(outer, 'data')
+  stopLeftoverAtTeardown(t, path.join(original, 'postgres'))
+  const first = await startEmbeddedPostgres({ dataDir: original, storeDir, log: silentLogger })
+  t.teardown(async () => await first.stop())
+  const clusterDir = await fs.realpath(path.join(original, 'postgres'))
+  const serving = await postmasterPid(clusterDir)
+
+  // `cp -a` keeps DATA_DIR/postgres as it is: as root a link, so the copy names the same cluster.
+  const copy = path.join(outer, 'copy')
+  await fs.cp(original, copy, { recursive: true, verbatimSymlinks: true })
+  if (asRoot) {
+    t.equal(await fs.realpath(path.join(copy, 'postgres')), clusterDir, 'the copy links to the same cluster')
+    await t.rejects(startEmbeddedPostgres({ dataDir: copy, storeDir, log: silentLogger }),
+      { message: new RegExp(`DATA_DIR ${copy} is in use by another reaktor-service process \\(pid ${process.pid}\\)`) })
+    t.equal(await postmasterPid(clusterDir), serving, 'the original\'s server was left alone')
+  } else {
+    const second = await startEmbeddedPostgres({ dataDir: copy, storeDir, log: silentLogger })
+    t.teardown(async () => await second.stop())
+    t.equal(await postmasterPid(clusterDir), serving, 'not root: the copy holds a cluster of its own, and the original\'s server was left alone')
+  }
+})

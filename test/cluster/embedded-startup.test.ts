@@ -235,7 +235,7 @@ t.test('as root, a copy of a DATA_DIR whose cluster lives in EMBEDDED_POSTGRES_D
   t.teardown(async () => await first.stop())
   const clusterDir = await fs.realpath(path.join(original, 'postgres'))
   const serving = await postmasterPid(clusterDir)
-  t.ok(serving !== undefined && alive(serving), 'a DATA_DIR inside a 0700 folder starts (once, initdb failed on its password file there)')
+  t.ok(serving !== undefined && alive(serving), 'a DATA_DIR inside a 0700 folder starts (before, initdb could not read its password file there)')
   if (asRoot) t.match(clusterDir, new RegExp(`^${storeDir}/clusters/[0-9a-f]{16}/postgres$`), 'its cluster is in EMBEDDED_POSTGRES_DIR')
 
   // `cp -a` keeps DATA_DIR/postgres as it is: as root a link, so the copy names the same cluster.

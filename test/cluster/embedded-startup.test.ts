@@ -120,7 +120,19 @@ t.test('a checkout inside a 0700 folder starts, serves, and starts again on its 
   const url2 = await listeningUrl(second)
   t.equal(await login(url2, dataDir), 200, 'the data was kept: the same admin password logs in')
   t.notMatch(second.output(), /copying the PostgreSQL binaries|initialising embedded PostgreSQL/, 'no copy, no initdb the second time')
-  t.equal(await stop(second), 0)
+
+  // kill -9 leaves the server running without its service, wherever the cluster lives.
+  second.child.kill('SIGKILL')
+  await second.exited
+  const orphan = await postmasterPid(clusterDir)
+  t.ok(orphan !== undefined && alive(orphan), 'the killed service left its server running')
+  const third = startServer(env, checkout)
+  t.teardown(() => { third.child.kill('SIGKILL') })
+  const url3 = await listeningUrl(third)
+  t.match(third.output(), /stopping the embedded PostgreSQL orphaned by a previous run/, 'the next start recovers the orphan')
+  t.equal(await login(url3, dataDir), 200, 'on the same data')
+  t.equal(await stop(third), 0)
+  t.equal(await postmasterPid(clusterDir), undefined)
 })
 
 t.test('as root, a database the postgres user can never reach stops the start with one line naming the folder, its mode and the fix', async (t) => {

@@ -665,7 +665,8 @@ async function scenario10 (ours: { s4?: Throughput, s5?: Throughput }): Promise<
 async function main (): Promise<void> {
   const started = Date.now()
   const tmp = await fs.mkdtemp(path.join(os.tmpdir(), 'reaktor-bench-'))
-  // As root, the embedded server runs as `postgres`, which must be able to enter the folder.
+  // The DATA_DIRs below are inside this folder: as root, the `postgres` user must be able to enter
+  // it, or their clusters would go to EMBEDDED_POSTGRES_DIR and outlive the run.
   await fs.chmod(tmp, 0o755)
   cleanups.push(async () => await fs.rm(tmp, { recursive: true, force: true }))
   const machine = { cpus: os.cpus().length, model: os.cpus()[0]?.model, memoryGB: round(os.totalmem() / 2 ** 30, 1), node: process.version, platform: `${os.platform()} ${os.release()}` }

@@ -1,5 +1,6 @@
 import { hostname } from 'node:os'
 import path from 'node:path'
+import { DEFAULT_EMBEDDED_POSTGRES_DIR } from './db/embedded-root.js'
 import { parseDuration } from './duration.js'
 import { DEFAULT_PARTITIONS, MAX_PARTITIONS } from './scheduler/partitions.js'
 
@@ -10,6 +11,11 @@ export interface Config {
   /** Unset: the service starts an embedded PostgreSQL under `dataDir/postgres`. */
   databaseUrl: string | undefined
   dataDir: string
+  /**
+   * As root only: where the embedded PostgreSQL's binaries and clusters go when the `postgres` user
+   * cannot reach them in node_modules or DATA_DIR (see src/db/embedded-root.ts).
+   */
+  embeddedPostgresDir: string
   reaktorAppsDir: string
   sessionTtlMs: number
   adminUsername: string | undefined
@@ -143,6 +149,7 @@ export function loadConfig (env: Env = process.env): Config {
     host,
     databaseUrl: databaseUrl(env),
     dataDir: path.resolve(read(env, 'DATA_DIR') ?? './data'),
+    embeddedPostgresDir: path.resolve(read(env, 'EMBEDDED_POSTGRES_DIR') ?? DEFAULT_EMBEDDED_POSTGRES_DIR),
     reaktorAppsDir: path.resolve(read(env, 'REAKTOR_APPS_DIR') ?? './reaktor-apps'),
     sessionTtlMs: duration(env, 'SESSION_TTL', '8h'),
     adminUsername,

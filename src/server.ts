@@ -36,7 +36,7 @@ async function main (): Promise<void> {
   const startUp = (async () => {
     let databaseUrl = config.databaseUrl
     if (databaseUrl === undefined) {
-      embedded = await startEmbeddedPostgres({ dataDir: config.dataDir, log: log.child({ component: 'embedded-postgres' }) })
+      embedded = await startEmbeddedPostgres({ dataDir: config.dataDir, storeDir: config.embeddedPostgresDir, log: log.child({ component: 'embedded-postgres' }) })
       databaseUrl = embedded.url
       log.info({ dataDir: config.dataDir }, 'embedded PostgreSQL started')
     }

@@ -21,7 +21,6 @@ let tmp: string | undefined
 let adminUrl = process.env.DATABASE_URL
 if (adminUrl === undefined || adminUrl === '') {
   tmp = await fs.mkdtemp(path.join(os.tmpdir(), 'reaktor-test-'))
-  await fs.chmod(tmp, 0o755)
   embedded = await startEmbeddedPostgres({ dataDir: tmp, log })
   adminUrl = embedded.adminUrl
 }

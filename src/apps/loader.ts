@@ -32,7 +32,11 @@ async function isDirectory (p: string): Promise<boolean> {
   }
 }
 
-/** The folders under `dir` that hold apps: not dot-folders, not node_modules; symlinks to folders count. */
+/**
+ * The folders under `dir` that hold apps: not dot-folders, not node_modules; symlinks to folders
+ * count. A folder without a package.json is no app (an editor's or a tool's leftover): it is passed
+ * over with one warning, so that it cannot stop every real app from loading.
+ */
 async function appFolders (dir: string, log: LoaderLog): Promise<string[]> {
   let entries
   try {
@@ -47,11 +51,19 @@ async function appFolders (dir: string, log: LoaderLog): Promise<string[]> {
     throw new RegistrationError(`REAKTOR_APPS_DIR ${dir} cannot be read: ${(err as Error).message}`)
   }
   const folders: string[] = []
+  const notApps: string[] = []
   for (const entry of entries.sort((a, b) => a.name.localeCompare(b.name))) {
     if (entry.name.startsWith('.') || entry.name === 'node_modules') continue
     const full = path.join(dir, entry.name)
-    if (entry.isDirectory() || (entry.isSymbolicLink() && await isDirectory(full))) folders.push(full)
+    if (!entry.isDirectory() && !(entry.isSymbolicLink() && await isDirectory(full))) continue
+    // Only a package.json that is surely absent makes a folder no app: one that is there but
+    // unreadable (a dangling link, a folder we may not enter) is a broken app, and loadApp stops
+    // the start naming it.
+    const absent = await fs.lstat(path.join(full, 'package.json')).then(() => false, (err: NodeJS.ErrnoException) => err.code === 'ENOENT')
+    if (absent) notApps.push(full)
+    else folders.push(full)
   }
+  if (notApps.length > 0) log.warn({ folders: notApps }, `skipped ${notApps.length === 1 ? 'a folder' : 'folders'} of REAKTOR_APPS_DIR without a package.json (not reaktor apps): ${notApps.join(', ')}`)
   return folders
 }
 

@@ -7,6 +7,8 @@ import os from 'node:os'
 import path from 'node:path'
 import { promisify } from 'node:util'
 import pg from 'pg'
+import { clusterDirFor, DEFAULT_EMBEDDED_POSTGRES_DIR, postgresUser, reachableBinaries, type Binaries, type PostgresUser } from './embedded-root.js'
+import { FolderInUseError, lockFolder, type FolderLock } from './folder-lock.js'
 
 const execFileAsync = promisify(execFile)
 
@@ -20,8 +22,13 @@ export interface EmbeddedPostgres {
 }
 
 export interface EmbeddedOptions {
-  /** The service's DATA_DIR: the cluster lives in `dataDir/postgres`. */
+  /** The service's DATA_DIR: the cluster lives in `dataDir/postgres` (as root, perhaps through a link). */
   dataDir: string
+  /**
+   * As root only (EMBEDDED_POSTGRES_DIR): where the binaries and clusters the `postgres` user
+   * cannot reach in place are kept. Default /var/lib/reaktor-service.
+   */
+  storeDir?: string
   database?: string
   /** Port on 127.0.0.1; default: a free one. A restart on the same port keeps clients' URLs valid. */
   port?: number
@@ -35,27 +42,14 @@ export interface EmbeddedOptions {
   log: { info: (obj: object, msg: string) => void, warn: (obj: object, msg: string) => void }
 }
 
-interface Binaries { pg_ctl: string, initdb: string, postgres: string }
-
-async function binaries (): Promise<Binaries> {
-  // The same per-platform package embedded-postgres itself picks.
-  return await import(`@embedded-postgres/${os.platform()}-${os.arch()}`) as Binaries
-}
-
-/** PostgreSQL refuses to run as root; as root we run it as the `postgres` user, created if missing. */
-async function postgresUser (): Promise<{ uid: number, gid: number } | undefined> {
-  if (process.getuid?.() !== 0) return undefined
-  const ids = async (): Promise<{ uid: number, gid: number }> => ({
-    uid: Number((await execFileAsync('id', ['-u', 'postgres'])).stdout.trim()),
-    gid: Number((await execFileAsync('id', ['-g', 'postgres'])).stdout.trim())
-  })
-  try {
-    return await ids()
-  } catch {
-    await execFileAsync('groupadd', ['-f', 'postgres'])
-    await execFileAsync('useradd', ['-g', 'postgres', 'postgres']).catch(() => {})
-    return await ids()
-  }
+/**
+ * The PostgreSQL programs, as the user they run as (`postgres` as root) can run them: from the
+ * per-platform package embedded-postgres itself picks, or from a copy (see embedded-root.ts).
+ */
+export async function postgresBinaries (storeDir: string, log: EmbeddedOptions['log']): Promise<{ bin: Binaries, user: PostgresUser | undefined }> {
+  const bin = await import(`@embedded-postgres/${os.platform()}-${os.arch()}`) as Binaries
+  const user = await postgresUser()
+  return { bin: user === undefined ? bin : await reachableBinaries(bin, storeDir, user, log), user }
 }
 
 function isAlive (pid: number): boolean {
@@ -95,22 +89,42 @@ async function readPassword (file: string): Promise<string> {
 /**
  * Starts the embedded PostgreSQL of DATA_DIR: initialises it on first run, and recovers from a
  * previous run that was killed (`kill -9`) and left its server running or a stale lock file behind.
+ * DATA_DIR belongs to one caller at a time, from this call until `stop()` (or the end of the
+ * process): a second start on it fails at once and touches nothing.
  */
 export async function startEmbeddedPostgres (options: EmbeddedOptions): Promise<EmbeddedPostgres> {
+  const { dataDir } = options
+  await fs.mkdir(dataDir, { recursive: true })
+  const locks: FolderLock[] = []
+  const releaseLocks = async (): Promise<void> => { for (const lock of locks.splice(0).reverse()) await lock.release() }
+  try {
+    locks.push(await claim(dataDir, dataDir))
+    return await startClaimed(options, locks, releaseLocks)
+  } catch (err) {
+    await releaseLocks()
+    throw err
+  }
+}
+
+async function claim (folder: string, dataDir: string): Promise<FolderLock> {
+  try {
+    return await lockFolder(folder)
+  } catch (err) {
+    if (!(err instanceof FolderInUseError)) throw err
+    throw new Error(`the embedded PostgreSQL of DATA_DIR ${dataDir} is in use by another reaktor-service process` +
+      `${err.holderPid === undefined ? '' : ` (pid ${err.holderPid})`}; stop that process, or give this one its own DATA_DIR or a DATABASE_URL`, { cause: err })
+  }
+}
+
+async function startClaimed (options: EmbeddedOptions, locks: FolderLock[], releaseLocks: () => Promise<void>): Promise<EmbeddedPostgres> {
   const { dataDir, log } = options
   const database = options.database ?? 'reaktor'
-  const clusterDir = path.join(dataDir, 'postgres')
-  const ownerFile = path.join(dataDir, 'postgres.owner')
-  // Not 0700: as root, the `postgres` user must be able to reach the cluster folder inside it.
-  await fs.mkdir(dataDir, { recursive: true })
-  const user = await postgresUser()
-  if (user !== undefined) {
-    // The `postgres` user must be able to pass through DATA_DIR to its cluster folder (a folder
-    // made by mktemp is 0700). Search permission only: it still cannot list or read DATA_DIR.
-    const { mode } = await fs.stat(dataDir)
-    if ((mode & 0o001) === 0) await fs.chmod(dataDir, (mode & 0o777) | 0o001)
-  }
-  const bin = await binaries()
+  const store = options.storeDir ?? DEFAULT_EMBEDDED_POSTGRES_DIR
+  const { bin, user } = await postgresBinaries(store, log)
+  let clusterDir = await clusterDirFor(dataDir, store, user)
+  // A cluster in the store has a folder of its own there: claimed too, so that two DATA_DIRs
+  // linking to one cluster (a copied DATA_DIR) cannot both run it.
+  if (await fs.realpath(path.dirname(clusterDir)) !== await fs.realpath(dataDir)) locks.push(await claim(path.dirname(clusterDir), dataDir))
   const run = async (file: string, args: string[]): Promise<void> => {
     await execFileAsync(file, args, { ...user, env: { ...process.env, LC_MESSAGES: 'C' }, timeout: 120_000 })
   }
@@ -121,8 +135,8 @@ export async function startEmbeddedPostgres (options: EmbeddedOptions): Promise<
     await fs.rm(clusterDir, { recursive: true, force: true })
     await fs.mkdir(clusterDir, { recursive: true, mode: 0o700 })
     if (user !== undefined) await fs.chown(clusterDir, user.uid, user.gid)
-    // Readable by initdb only: 0600, owned by the user initdb runs as, inside DATA_DIR.
-    const pwfile = path.join(dataDir, `.initdb-pw-${randomBytes(6).toString('hex')}`)
+    // Readable by initdb only: 0600, owned by the user initdb runs as, beside the cluster folder.
+    const pwfile = path.join(path.dirname(clusterDir), `.initdb-pw-${randomBytes(6).toString('hex')}`)
     await fs.writeFile(pwfile, password + '\n', { mode: 0o600 })
     if (user !== undefined) await fs.chown(pwfile, user.uid, user.gid)
     try {
@@ -133,9 +147,12 @@ export async function startEmbeddedPostgres (options: EmbeddedOptions): Promise<
       await fs.rm(pwfile, { force: true })
     }
   }
+  // One name for the folder in every command line and check, however DATA_DIR was spelt.
+  clusterDir = await fs.realpath(clusterDir)
+  // Written by earlier versions, which decided ownership by it; the lock decides now.
+  await fs.rm(path.join(dataDir, 'postgres.owner'), { force: true })
 
-  await recoverFromPreviousRun(clusterDir, ownerFile, log, async (args) => await run(bin.pg_ctl, args))
-  await fs.writeFile(ownerFile, String(process.pid))
+  await recoverFromPreviousRun(clusterDir, log, async (args) => await run(bin.pg_ctl, args))
 
   const port = options.port ?? await freePort()
   const logFile = path.join(clusterDir, 'server.log')
@@ -152,15 +169,19 @@ export async function startEmbeddedPostgres (options: EmbeddedOptions): Promise<
     const tail = await fs.readFile(logFile, 'utf8').then((s) => s.trim().split('\n').slice(-5).join(' | '), () => '')
     throw new Error(`embedded PostgreSQL in ${clusterDir} did not start: ${tail || (err as Error).message}`)
   })
+  const started = await postmasterPid(clusterDir)
 
   const adminUrl = `postgres://postgres:${encodeURIComponent(password)}@127.0.0.1:${port}/postgres`
   const client = new pg.Client({ connectionString: adminUrl })
-  await client.connect()
   try {
+    await client.connect()
     const exists = await client.query('select 1 from pg_database where datname = $1', [database])
     if (exists.rowCount === 0) await client.query(`create database ${client.escapeIdentifier(database)}`)
+  } catch (err) {
+    await run(bin.pg_ctl, ['stop', '-D', clusterDir, '-m', 'fast', '-w', '-t', '60']).catch(() => {})
+    throw err
   } finally {
-    await client.end()
+    await client.end().catch(() => {})
   }
 
   let stopped: Promise<void> | undefined
@@ -169,43 +190,55 @@ export async function startEmbeddedPostgres (options: EmbeddedOptions): Promise<
     adminUrl,
     stop: async () => {
       stopped ??= (async () => {
-        await run(bin.pg_ctl, ['stop', '-D', clusterDir, '-m', 'fast', '-w', '-t', '60'])
-        await fs.rm(ownerFile, { force: true })
+        try {
+          // Only the server this call started: one that has replaced it is someone else's.
+          const running = await postmasterPid(clusterDir)
+          if (running === started) await run(bin.pg_ctl, ['stop', '-D', clusterDir, '-m', 'fast', '-w', '-t', '60'])
+          else if (running !== undefined) log.warn({ clusterDir, started, running }, 'not stopping the PostgreSQL in the cluster folder: it is not the server this process started')
+        } finally {
+          await releaseLocks()
+        }
       })()
       await stopped
     }
   }
 }
 
+/** The PID in the cluster's `postmaster.pid`, if there is one. */
+async function postmasterPid (clusterDir: string): Promise<number | undefined> {
+  const pid = Number((await fs.readFile(path.join(clusterDir, 'postmaster.pid'), 'utf8').catch(() => '')).split('\n')[0])
+  return Number.isInteger(pid) && pid > 0 ? pid : undefined
+}
+
 /**
  * A previous run killed with SIGKILL leaves its PostgreSQL running (pg_ctl detaches it) or a stale
- * `postmaster.pid`. `postgres.owner` names the service process that started the server: if that
- * process is gone, the server is an orphan and is shut down cleanly before we start our own.
+ * `postmaster.pid`. The caller holds DATA_DIR's lock, which a live service would still hold: a
+ * server running in the folder now is an orphan, and is shut down cleanly before we start our own.
  */
-async function recoverFromPreviousRun (
-  clusterDir: string, ownerFile: string, log: EmbeddedOptions['log'], pgCtl: (args: string[]) => Promise<void>
-): Promise<void> {
-  const pidFile = path.join(clusterDir, 'postmaster.pid')
-  const postmasterPid = Number((await fs.readFile(pidFile, 'utf8').catch(() => '')).split('\n')[0])
-  if (!Number.isInteger(postmasterPid) || postmasterPid <= 0) return
-  // Ours only if that process is a postgres serving this very cluster folder (after a reboot the
-  // PID in a stale lock file may belong to anything, even another PostgreSQL).
-  const running = isAlive(postmasterPid) && (await commandLine(postmasterPid)).includes(`postgres -D ${clusterDir} `)
-  if (!running) {
+async function recoverFromPreviousRun (clusterDir: string, log: EmbeddedOptions['log'], pgCtl: (args: string[]) => Promise<void>): Promise<void> {
+  const pid = await postmasterPid(clusterDir)
+  if (pid === undefined) return
+  if (!await isServerOf(pid, clusterDir)) {
+    const pidFile = path.join(clusterDir, 'postmaster.pid')
     log.warn({ pidFile }, 'removing stale PostgreSQL lock file left by a previous run')
     await fs.rm(pidFile, { force: true })
     return
   }
-  const ownerPid = Number((await fs.readFile(ownerFile, 'utf8').catch(() => '')).trim())
-  if (Number.isInteger(ownerPid) && ownerPid > 0 && ownerPid !== process.pid && isAlive(ownerPid) &&
-      (await commandLine(ownerPid)).includes('node')) {
-    throw new Error(`the embedded PostgreSQL in ${clusterDir} is in use by another reaktor-service process (pid ${ownerPid}); ` +
-      'stop that process, or give this one its own DATA_DIR or a DATABASE_URL')
-  }
-  log.warn({ postmasterPid }, 'stopping the embedded PostgreSQL orphaned by a previous run that was killed')
+  log.warn({ postmasterPid: pid }, 'stopping the embedded PostgreSQL orphaned by a previous run that was killed')
   try {
     await pgCtl(['stop', '-D', clusterDir, '-m', 'fast', '-w', '-t', '30'])
   } catch {
     await pgCtl(['stop', '-D', clusterDir, '-m', 'immediate', '-w', '-t', '30'])
   }
+}
+
+/**
+ * Whether `pid` is a PostgreSQL serving this very cluster folder: after a reboot the PID in a stale
+ * lock file may belong to anything, even another PostgreSQL. The server works in its data folder,
+ * so its working directory names the folder whatever path it was started with.
+ */
+async function isServerOf (pid: number, clusterDir: string): Promise<boolean> {
+  if (!isAlive(pid) || !(await commandLine(pid)).includes('postgres')) return false
+  const cwd = await fs.realpath(`/proc/${pid}/cwd`).catch(() => undefined)
+  return cwd === clusterDir || (await commandLine(pid)).includes(`postgres -D ${clusterDir} `)
 }

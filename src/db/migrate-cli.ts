@@ -7,7 +7,7 @@ import { migrateToLatest } from './migrate.js'
 async function main (): Promise<void> {
   const config = loadConfig(process.env)
   const log = { info: (_o: object, m: string) => console.log(m), warn: (_o: object, m: string) => console.warn(m) }
-  const embedded = config.databaseUrl === undefined ? await startEmbeddedPostgres({ dataDir: config.dataDir, log }) : undefined
+  const embedded = config.databaseUrl === undefined ? await startEmbeddedPostgres({ dataDir: config.dataDir, storeDir: config.embeddedPostgresDir, log }) : undefined
   const { db } = createDatabase(config.databaseUrl ?? embedded!.url, { bounded: false })
   try {
     const { results } = await migrateToLatest(db)

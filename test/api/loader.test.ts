@@ -181,7 +181,7 @@ t.test('settings: two settings mapping to one variable, or a malformed reaktor f
 
 t.test('package.json problems name the app folder', async (t) => {
   const cases: Array<[string, object | string | undefined, RegExp]> = [
-    ['no-package', undefined, /^app folder .*no-package: package.json cannot be read: ENOENT/],
+    ['dangling-package', undefined, /^app folder .*dangling-package: package.json cannot be read: ENOENT/],
     ['bad-json', '{ "name": ', /^app folder .*bad-json: package.json is not valid JSON/],
     ['array-json', '[]', /^app folder .*array-json: package.json must hold a JSON object/],
     ['no-name', { version: '1.0.0' }, /^app folder .*no-name: package.json needs a "name"/],
@@ -191,9 +191,35 @@ t.test('package.json problems name the app folder', async (t) => {
   ]
   for (const [folder, pkg, expected] of cases) {
     const root = await tempDir(t)
-    await writeApp(root, folder, pkg, { 'index.js': POLLING })
+    const dir = await writeApp(root, folder, pkg, { 'index.js': POLLING })
+    if (pkg === undefined) await fs.symlink(path.join(root, 'gone.json'), path.join(dir, 'package.json'))
     t.match(await loadError(t, root), expected, folder)
   }
+})
+
+t.test('folders without a package.json are not apps: skipped with one warning naming them, the apps load', async (t) => {
+  const root = await tempDir(t)
+  await writeApp(root, 'real-app', { name: 'real-app', version: '1.0.0', ...ESM }, { 'index.js': POLLING })
+  await writeApp(root, 'a-stray', undefined, { 'index.js': 'throw new Error("never imported")' })
+  await fs.mkdir(path.join(root, 'z-empty'))
+  const log = memoryLogger()
+  const apps = await loadAppsFromDir(root, {}, log)
+  t.same(apps.map((a) => a.name), ['real-app'])
+  const warnings = log.lines.filter((l) => l.level === 'warn')
+  t.equal(warnings.length, 1, 'one warning')
+  t.match(warnings[0].msg, /without a package\.json.*a-stray, .*z-empty$/)
+  t.same(warnings[0].obj, { folders: [path.join(root, 'a-stray'), path.join(root, 'z-empty')] })
+})
+
+t.test('a stray folder does not stop the start; a broken app beside it still does', async (t) => {
+  const root = await tempDir(t)
+  await writeApp(root, 'real-app', { name: 'real-app', version: '1.0.0', ...ESM }, { 'index.js': POLLING })
+  await fs.mkdir(path.join(root, 'stray'))
+  const app = await build(t, { env: { REAKTOR_APPS_DIR: root } })
+  t.same([...app.apps.pollingReaktors.keys()], ['poll'], 'the real app is registered')
+
+  await writeApp(root, 'broken', '{ "name": ', { 'index.js': POLLING })
+  await t.rejects(build(t, { env: { REAKTOR_APPS_DIR: root } }), { message: /^app folder .*broken: package.json is not valid JSON/ })
 })
 
 t.test('entry module problems name the app and include the cause', async (t) => {

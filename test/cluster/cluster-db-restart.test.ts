@@ -31,8 +31,6 @@ function errorLines (output: string): string {
 
 t.test('database restart: nodes reconnect by themselves, /readyz is 503 meanwhile, nothing lost, no overlap', async (t) => {
   const dataDir = await fs.mkdtemp(path.join(os.tmpdir(), 'reaktor-db-restart-'))
-  // As root the embedded server runs as `postgres`, which must be able to enter the folder.
-  await fs.chmod(dataDir, 0o755)
   let server: EmbeddedPostgres = await startEmbeddedPostgres({ dataDir, log: silentLogger })
   const port = Number(new URL(server.url).port)
   const cluster = new Cluster(t, server.url)

@@ -49,8 +49,6 @@ t.test('20,000 reaktors on one node: all of them run, under one lock per partiti
 
 t.test('a full lock table: the node keeps what it holds, backs off, says what to raise, and /readyz and /metrics show it', async (t) => {
   const dataDir = await fs.mkdtemp(path.join(os.tmpdir(), 'reaktor-locktable-'))
-  // As root the embedded server runs as `postgres`, which must be able to enter the folder.
-  await fs.chmod(dataDir, 0o755)
   // The smallest lock table PostgreSQL allows: roughly 10 x (max_connections + workers) slots.
   const server = await startEmbeddedPostgres({
     dataDir,

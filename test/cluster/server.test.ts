@@ -3,36 +3,11 @@
  * SIGTERM, and a start after the previous run was killed with SIGKILL.
  */
 import t from 'tap'
-import { spawn, type ChildProcess } from 'node:child_process'
 import fs from 'node:fs/promises'
 import net from 'node:net'
 import path from 'node:path'
-import { tempDir, waitFor } from '../helpers/context.js'
-import { ROOT } from '../helpers/paths.js'
-
-interface Server { child: ChildProcess, output: () => string, exited: Promise<number | null> }
-
-function startServer (env: Record<string, string>): Server {
-  let output = ''
-  const child = spawn(process.execPath, ['--import', 'tsx', 'src/server.ts'], {
-    cwd: ROOT,
-    env: { ...process.env, DATABASE_URL: '', PORT: '0', LOG_LEVEL: 'info', REAKTOR_APPS_DIR: path.join(ROOT, 'test', 'no-such-apps'), ...env },
-    stdio: ['ignore', 'pipe', 'pipe']
-  })
-  child.stdout?.on('data', (d: Buffer) => { output += d.toString() })
-  child.stderr?.on('data', (d: Buffer) => { output += d.toString() })
-  const exited = new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)))
-  return { child, output: () => output, exited }
-}
-
-async function listeningUrl (server: Server): Promise<string> {
-  const match = await waitFor(() => {
-    if (server.child.exitCode !== null) throw new Error(`the server exited: ${server.output()}`)
-    return /Server listening at (http:\/\/127\.0\.0\.1:\d+)/.exec(server.output())
-  },
-    { timeoutMs: 60_000, what: 'the server to listen' })
-  return match[1]
-}
+import { tempDir } from '../helpers/context.js'
+import { listeningUrl, startServer } from '../helpers/server.js'
 
 t.test('a bad variable stops the start with exit 1 and one line naming it', async (t) => {
   for (const [name, value] of [['PORT', 'abc'], ['SESSION_TTL', '5 parsecs'], ['DATABASE_URL', 'http//nope']]) {

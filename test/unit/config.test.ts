@@ -7,6 +7,7 @@ t.test('defaults follow the README configuration table', async (t) => {
   t.equal(c.host, '127.0.0.1')
   t.equal(c.databaseUrl, undefined)
   t.match(c.dataDir, /\/data$/)
+  t.equal(c.embeddedPostgresDir, '/var/lib/reaktor-service')
   t.match(c.reaktorAppsDir, /\/reaktor-apps$/)
   t.equal(c.sessionTtlMs, 8 * 3600 * 1000)
   t.equal(c.logLevel, 'info')
@@ -17,9 +18,11 @@ t.test('defaults follow the README configuration table', async (t) => {
 t.test('valid values are read', async (t) => {
   const c = loadConfig({
     PORT: '8080', HOST: '0.0.0.0', DATABASE_URL: 'postgres://u:p@db:5432/x', SESSION_TTL: '30m', NODE_ID: 'n1',
-    LOG_LEVEL: 'warn', ADMIN_USERNAME: 'root', ADMIN_PASSWORD: 'correct horse', TRUST_PROXY: 'true'
+    LOG_LEVEL: 'warn', ADMIN_USERNAME: 'root', ADMIN_PASSWORD: 'correct horse', TRUST_PROXY: 'true',
+    EMBEDDED_POSTGRES_DIR: '/srv/reaktor-pg'
   })
   t.equal(c.port, 8080)
+  t.equal(c.embeddedPostgresDir, '/srv/reaktor-pg')
   t.equal(c.host, '0.0.0.0')
   t.equal(c.databaseUrl, 'postgres://u:p@db:5432/x')
   t.equal(c.sessionTtlMs, 30 * 60 * 1000)

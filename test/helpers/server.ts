@@ -1,0 +1,41 @@
+import { spawn, type ChildProcess } from 'node:child_process'
+import path from 'node:path'
+import { waitFor } from './context.js'
+import { ROOT } from './paths.js'
+
+/** One real `src/server.ts` process, its output (stdout and stderr) and its exit code. */
+export interface ServerProcess { child: ChildProcess, output: () => string, exited: Promise<number | null> }
+
+/** Spawns the service from `cwd` (default: this checkout) on the embedded database, with no apps unless given. */
+export function startServer (env: Record<string, string>, cwd = ROOT): ServerProcess {
+  let output = ''
+  const child = spawn(process.execPath, ['--import', 'tsx', 'src/server.ts'], {
+    cwd,
+    env: { ...process.env, DATABASE_URL: '', PORT: '0', LOG_LEVEL: 'info', REAKTOR_APPS_DIR: path.join(ROOT, 'test', 'no-such-apps'), ...env },
+    stdio: ['ignore', 'pipe', 'pipe']
+  })
+  child.stdout?.on('data', (d: Buffer) => { output += d.toString() })
+  child.stderr?.on('data', (d: Buffer) => { output += d.toString() })
+  const exited = new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)))
+  return { child, output: () => output, exited }
+}
+
+const LISTENING = /Server listening at (http:\/\/127\.0\.0\.1:\d+)/
+
+/** The server's URL once it listens; throws when it exits first. */
+export async function listeningUrl (server: ServerProcess): Promise<string> {
+  const match = await waitFor(() => {
+    if (server.child.exitCode !== null) throw new Error(`the server exited: ${server.output()}`)
+    return LISTENING.exec(server.output())
+  }, { timeoutMs: 60_000, what: 'the server to listen' })
+  return match[1]
+}
+
+/** How a start ended: listening (with its URL) or exited (with its code), whichever came first. */
+export async function startOutcome (server: ServerProcess): Promise<{ url: string } | { code: number | null }> {
+  return await waitFor(() => {
+    const match = LISTENING.exec(server.output())
+    if (match !== null) return { url: match[1] }
+    return server.child.exitCode !== null ? { code: server.child.exitCode } : undefined
+  }, { timeoutMs: 60_000, what: 'the server to listen or exit' })
+}

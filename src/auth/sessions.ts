@@ -76,8 +76,8 @@ export async function deleteExpiredSessions (db: Db): Promise<void> {
  */
 export function createSessionService (db: Db, ttlMs: number, tagger: TokenTagger, cache?: SessionCache): SessionService {
   const dead = new Set<string>()
-  const mayBeLive = (token: string | undefined): token is string =>
-    typeof token === 'string' && TOKEN_FORMAT.test(token) && tagger.mayBeLive(token)
+  const wellFormed = (token: string | undefined): token is string => typeof token === 'string' && TOKEN_FORMAT.test(token)
+  const mayBeLive = (token: string | undefined): token is string => wellFormed(token) && tagger.mayBeLive(token)
   return {
     async create (userId) {
       // Housekeeping rides on logins: rare enough to be cheap, frequent enough to keep the table small.
@@ -87,10 +87,13 @@ export function createSessionService (db: Db, ttlMs: number, tagger: TokenTagger
       return { token, expiresAt }
     },
     async verify (token) {
-      // Anything that is not one of our tokens is rejected without a query.
-      if (!mayBeLive(token) || dead.has(token)) return null
+      if (!wellFormed(token)) return null
+      // Only a token read from the database is cached: one found there needs no tag check (an HMAC,
+      // a few microseconds on every request otherwise).
       const cached = cache?.get(token)
       if (cached !== undefined) return cached
+      // Anything that is not one of our tokens is rejected without a query.
+      if (!tagger.mayBeLive(token) || dead.has(token)) return null
       const generation = cache?.generation ?? 0
       const digest = tokenDigest(token)
       const session = await findLiveSession(db, digest)

@@ -94,7 +94,7 @@ export class LoginThrottle {
    * 0 when the attempt may go ahead (it is counted as failed until `succeeded`), else the seconds
    * until it would be allowed, and which counters refuse it.
    */
-  begin (username: string, ip: string): { retryAfterSeconds: number, limitedBy: string[] } {
+  begin (username: string, ip: string | undefined): { retryAfterSeconds: number, limitedBy: string[] } {
     const user = normalize(username)
     const address = clientOf(ip)
     const pairKey = `${address} ${user}`
@@ -122,7 +122,7 @@ export class LoginThrottle {
   }
 
   /** Takes back an attempt `begin` let through: it succeeded. The pair starts afresh. */
-  succeeded (username: string, ip: string): void {
+  succeeded (username: string, ip: string | undefined): void {
     const user = normalize(username)
     const address = clientOf(ip)
     this.pairs.delete(`${address} ${user}`)
@@ -136,7 +136,9 @@ export class LoginThrottle {
  * one cloud machine is given, and it picks any of its 2^64 addresses at will, so counted per
  * address each guess could come from a fresh budget. An IPv4-mapped IPv6 address is its IPv4 one.
  */
-export function clientOf (ip: string): string {
+export function clientOf (ip: string | undefined): string {
+  // Undefined once the client has gone (a closed socket has no remote address).
+  if (typeof ip !== 'string') return ''
   const address = ip.split('%', 1)[0].toLowerCase()
   if (!isIPv6(address)) return address
   const mapped = /^::ffff:(\d+\.\d+\.\d+\.\d+)$/.exec(address)

@@ -55,4 +55,6 @@ t.test('an IPv6 client is its /64: rotating the low 64 bits of its address does 
   t.equal(back.begin('erin', '2001:db8:0:4::1').retryAfterSeconds, 0)
   back.succeeded('erin', '2001:db8:0:4::1')
   t.equal(back.begin('erin', '2001:db8:0:4::2').retryAfterSeconds, 0, 'the success cleared the pair')
+  // A client gone before its attempt was counted has no address any more: counted, not a crash.
+  t.equal(back.begin('erin', undefined).retryAfterSeconds, 0)
 })

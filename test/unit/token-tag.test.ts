@@ -1,5 +1,6 @@
 import t from 'tap'
 import { randomBytes } from 'node:crypto'
+import { performance } from 'node:perf_hooks'
 import type { Kysely } from 'kysely'
 import type { Database } from '../../src/db/schema.js'
 import type { SessionCache } from '../../src/auth/session-cache.js'
@@ -10,9 +11,9 @@ import type { AuthSession } from '../../src/auth/types.js'
 /** A tagger that counts the tags it checks (an HMAC each). */
 class CountingTagger extends TokenTagger {
   checks = 0
-  override mayBeLive (token: string): boolean {
+  override tagged (token: string): boolean {
     this.checks++
-    return super.mayBeLive(token)
+    return super.tagged(token)
   }
 }
 
@@ -20,11 +21,37 @@ t.test('tags: issued tokens pass, made-up and altered ones do not', async (t) =>
   const tagger = new TokenTagger(randomBytes(32), null)
   const token = tagger.issue()
   t.match(token, /^[A-Za-z0-9_-]{43}$/)
-  t.ok(tagger.mayBeLive(token))
-  t.notOk(tagger.mayBeLive(randomBytes(32).toString('base64url')), 'made up')
-  t.notOk(new TokenTagger(randomBytes(32), null).mayBeLive(token), 'another key')
+  t.ok(await tagger.mayBeLive(token))
+  t.notOk(await tagger.mayBeLive(randomBytes(32).toString('base64url')), 'made up')
+  t.notOk(await new TokenTagger(randomBytes(32), null).mayBeLive(token), 'another key')
   const altered = (token[0] === 'A' ? 'B' : 'A') + token.slice(1)
-  t.notOk(tagger.mayBeLive(altered), 'one character changed')
+  t.notOk(await tagger.mayBeLive(altered), 'one character changed')
+})
+
+t.test('untagged tokens: past the known untagged_until it is read again, at most once a second, whatever the flood', async (t) => {
+  let until: Date | null = null
+  let reads = 0
+  const tagger = new TokenTagger(randomBytes(32), null, async () => { reads++; return until })
+  const madeUp = (): string => randomBytes(32).toString('base64url')
+  const answers = await Promise.all(Array.from({ length: 500 }, async () => await tagger.mayBeLive(madeUp())))
+  t.same(answers.filter(Boolean), [], 'refused')
+  t.equal(reads, 1, '500 concurrent made-up tokens: one read')
+  let passed = 0
+  for (let i = 0; i < 500; i++) if (await tagger.mayBeLive(madeUp())) passed++
+  t.equal(passed, 0)
+  t.equal(reads, 1, '500 more in a row: none more within the second')
+  // An earlier-version node issues a session: untagged_until moves on; read again a second later.
+  until = new Date(Date.now() + 60_000)
+  const accepted = await (async () => {
+    const deadline = performance.now() + 3000
+    while (performance.now() < deadline) {
+      if (await tagger.mayBeLive(madeUp())) return performance.now()
+      await new Promise((resolve) => setTimeout(resolve, 20))
+    }
+    return undefined
+  })()
+  t.ok(accepted !== undefined, 'untagged tokens are looked up again once the new untagged_until is read')
+  t.equal(reads, 2)
 })
 
 t.test('a token the session cache vouches for costs no tag check: the HMAC is paid on a miss only', async (t) => {

@@ -121,6 +121,18 @@ export class LoginThrottle {
     return Math.max(this.pairs.size, this.addresses.size, this.usernames.size)
   }
 
+  /**
+   * Takes back an attempt `begin` let through that got no answer about its password (the database
+   * could not be asked): it is no failure, and the earlier failures stay counted.
+   */
+  unanswered (username: string, ip: string | undefined): void {
+    const user = normalize(username)
+    const address = clientOf(ip)
+    this.pairs.add(`${address} ${user}`, -1)
+    this.addresses.add(address, -1)
+    this.usernames.add(user, -1)
+  }
+
   /** Takes back an attempt `begin` let through: it succeeded. The pair starts afresh. */
   succeeded (username: string, ip: string | undefined): void {
     const user = normalize(username)

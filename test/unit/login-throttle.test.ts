@@ -58,3 +58,14 @@ t.test('an IPv6 client is its /64: rotating the low 64 bits of its address does 
   // A client gone before its attempt was counted has no address any more: counted, not a crash.
   t.equal(back.begin('erin', undefined).retryAfterSeconds, 0)
 })
+
+t.test('an attempt the database could not answer is taken back; the failures before it stay counted', async (t) => {
+  const throttle = new LoginThrottle({ limit: 2 })
+  t.equal(throttle.begin('frank', '192.0.2.1').retryAfterSeconds, 0, 'a failure')
+  for (let i = 0; i < 5; i++) {
+    t.equal(throttle.begin('frank', '192.0.2.1').retryAfterSeconds, 0, `unanswered attempt ${i + 1}`)
+    throttle.unanswered('frank', '192.0.2.1')
+  }
+  t.equal(throttle.begin('frank', '192.0.2.1').retryAfterSeconds, 0, 'the second failure')
+  t.not(throttle.begin('frank', '192.0.2.1').retryAfterSeconds, 0, 'then the limit: the first failure was not forgotten')
+})

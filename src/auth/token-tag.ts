@@ -26,7 +26,7 @@ const UNTAGGED_REREAD_MS = 1000
  */
 export class TokenTagger {
   private untaggedReadAt = -Infinity
-  private rereading: Promise<void> | undefined
+  private rereading = false
 
   /**
    * `readUntaggedUntil` reads `untagged_until` again: nodes of the earlier version still running
@@ -50,18 +50,24 @@ export class TokenTagger {
   /**
    * Whether a token of the right format may name a live session: its tag is valid, or sessions of
    * the untagged format (issued before tags, or by an earlier-version node since) may still be
-   * live. Past the last known `untagged_until` that is read again, at most once a second (shared
-   * by concurrent callers): a flood of made-up tokens costs at most one small query a second.
+   * live. Past the last known `untagged_until` that is read again, at most once a second: a flood
+   * of made-up tokens costs at most one small query a second. Only the check that starts a read
+   * waits for it; the others answer from what is known (a frozen database must not hold a flood's
+   * requests open).
    */
   async mayBeLive (token: string): Promise<boolean> {
     if (this.tagged(token) || this.untaggedOpen()) return true
-    if (this.readUntaggedUntil === undefined) return false
-    if (this.rereading === undefined && performance.now() - this.untaggedReadAt >= UNTAGGED_REREAD_MS) {
+    const read = this.readUntaggedUntil
+    if (read === undefined || this.rereading || performance.now() - this.untaggedReadAt < UNTAGGED_REREAD_MS) return false
+    this.rereading = true
+    try {
+      this.untaggedUntil = await read()
+    } catch {
+      // The database did not answer: what was known stands.
+    } finally {
       this.untaggedReadAt = performance.now()
-      const read = this.readUntaggedUntil
-      this.rereading = read().then((until) => { this.untaggedUntil = until }, () => {}).finally(() => { this.rereading = undefined })
+      this.rereading = false
     }
-    await this.rereading
     return this.untaggedOpen()
   }
 

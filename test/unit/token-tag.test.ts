@@ -67,3 +67,17 @@ t.test('a token the session cache vouches for costs no tag check: the HMAC is pa
   t.equal(await sessions.verify(randomBytes(32).toString('base64url')), null)
   t.equal(tagger.checks, 1)
 })
+
+t.test('while a re-read of untagged_until hangs (a frozen database), other checks do not wait for it', async (t) => {
+  let answer = (_until: Date | null): void => {}
+  const tagger = new TokenTagger(randomBytes(32), null, async () => await new Promise<Date | null>((resolve) => { answer = resolve }))
+  const madeUp = (): string => randomBytes(32).toString('base64url')
+  const first = tagger.mayBeLive(madeUp())
+  const others = await Promise.race([
+    Promise.all(Array.from({ length: 100 }, async () => await tagger.mayBeLive(madeUp()))),
+    new Promise<'held'>((resolve) => setTimeout(() => resolve('held'), 2000))
+  ])
+  t.same(others, Array(100).fill(false), '100 checks answered at once, refused, while the read is out')
+  answer(null)
+  t.equal(await first, false, 'the check that started the read gets its answer')
+})

@@ -73,10 +73,12 @@ t.test('while a re-read of untagged_until hangs (a frozen database), other check
   const tagger = new TokenTagger(randomBytes(32), null, async () => await new Promise<Date | null>((resolve) => { answer = resolve }))
   const madeUp = (): string => randomBytes(32).toString('base64url')
   const first = tagger.mayBeLive(madeUp())
+  let timer: NodeJS.Timeout | undefined
   const others = await Promise.race([
     Promise.all(Array.from({ length: 100 }, async () => await tagger.mayBeLive(madeUp()))),
-    new Promise<'held'>((resolve) => setTimeout(() => resolve('held'), 2000))
+    new Promise<'held'>((resolve) => { timer = setTimeout(() => resolve('held'), 2000) })
   ])
+  clearTimeout(timer)
   t.same(others, Array(100).fill(false), '100 checks answered at once, refused, while the read is out')
   answer(null)
   t.equal(await first, false, 'the check that started the read gets its answer')

@@ -1,3 +1,5 @@
+import { isIPv4, isIPv6 } from 'node:net'
+
 /** Counts per key in fixed windows that start at a key's first count; bounded in keys. */
 class WindowCounts {
   private readonly entries = new Map<string, { count: number, resetAt: number }>()
@@ -62,6 +64,8 @@ const USERNAME_WINDOW_MS = 15 * MINUTE_MS
  * Which login attempts go ahead. Only failures count: a script that logs in for every call is never
  * limited, and nobody can exhaust a budget that someone else's correct password needs.
  *
+ * An address is a client as `clientOf` sees it (an IPv6 client: its /64).
+ *
  * - per (username, address): `limit` failures a minute;
  * - per address: 3 × `limit` failures a minute, across usernames (password spraying);
  * - per username: past 10 × `limit` failures in 15 minutes the account is under a distributed
@@ -90,8 +94,9 @@ export class LoginThrottle {
    * 0 when the attempt may go ahead (it is counted as failed until `succeeded`), else the seconds
    * until it would be allowed, and which counters refuse it.
    */
-  begin (username: string, address: string): { retryAfterSeconds: number, limitedBy: string[] } {
+  begin (username: string, ip: string | undefined): { retryAfterSeconds: number, limitedBy: string[] } {
     const user = normalize(username)
+    const address = clientOf(ip)
     const pairKey = `${address} ${user}`
     const { limit } = this.opts
     const pair = this.pairs.get(pairKey)
@@ -116,13 +121,47 @@ export class LoginThrottle {
     return Math.max(this.pairs.size, this.addresses.size, this.usernames.size)
   }
 
-  /** Takes back an attempt `begin` let through: it succeeded. The pair starts afresh. */
-  succeeded (username: string, address: string): void {
+  /**
+   * Takes back an attempt `begin` let through that got no answer about its password (the database
+   * could not be asked): it is no failure, and the earlier failures stay counted.
+   */
+  unanswered (username: string, ip: string | undefined): void {
     const user = normalize(username)
+    const address = clientOf(ip)
+    this.pairs.add(`${address} ${user}`, -1)
+    this.addresses.add(address, -1)
+    this.usernames.add(user, -1)
+  }
+
+  /** Takes back an attempt `begin` let through: it succeeded. The pair starts afresh. */
+  succeeded (username: string, ip: string | undefined): void {
+    const user = normalize(username)
+    const address = clientOf(ip)
     this.pairs.delete(`${address} ${user}`)
     this.addresses.add(address, -1)
     this.usernames.add(user, -1)
   }
+}
+
+/**
+ * The client an address stands for. An IPv6 client is its /64: that is what one ISP customer or
+ * one cloud machine is given, and it picks any of its 2^64 addresses at will, so counted per
+ * address each guess could come from a fresh budget. An IPv4-mapped IPv6 address is its IPv4 one.
+ */
+export function clientOf (ip: string | undefined): string {
+  // Undefined once the client has gone (a closed socket has no remote address).
+  if (typeof ip !== 'string') return ''
+  const address = ip.split('%', 1)[0].toLowerCase()
+  if (!isIPv6(address)) return address
+  const mapped = /^::ffff:(\d+\.\d+\.\d+\.\d+)$/.exec(address)
+  if (mapped !== null && isIPv4(mapped[1])) return mapped[1]
+  const [head, tail] = address.split('::') as [string, string | undefined]
+  const groups = (part: string | undefined): string[] => part === undefined || part === '' ? [] : part.split(':')
+  const [before, after] = [groups(head), groups(tail)]
+  // An embedded IPv4 tail (::1.2.3.4) fills the last two groups: never within the first four.
+  const missing = 8 - before.length - after.length - (after.some((g) => g.includes('.')) || before.some((g) => g.includes('.')) ? 1 : 0)
+  const full = tail === undefined ? before : [...before, ...Array<string>(missing).fill('0'), ...after]
+  return `${full.slice(0, 4).map((g) => parseInt(g, 16).toString(16)).join(':')}::/64`
 }
 
 /** Usernames differing in case or surrounding spaces share their counters. */

@@ -23,12 +23,13 @@ export function tokenDigest (token: string): Buffer {
 }
 
 /**
- * Stores a new session and returns its expiry. The expiry is computed by PostgreSQL, the same
+ * Stores a new session (of a tagged token) and returns its expiry. The expiry is computed by PostgreSQL, the same
  * clock `findLiveSession` compares against, so node clocks cannot disagree about it.
  */
 export async function insertSession (db: Db, userId: string, digest: Buffer, ttlMs: number): Promise<Date> {
   const row = await db.insertInto('sessions')
-    .values({ user_id: userId, token_hash: digest, expires_at: sql<Date>`now() + make_interval(secs => ${ttlMs / 1000})` })
+    // Tagged: only the sessions of earlier-version nodes move untagged_until (see the migrations).
+    .values({ user_id: userId, token_hash: digest, tagged: true, expires_at: sql<Date>`now() + make_interval(secs => ${ttlMs / 1000})` })
     .returning('expires_at')
     .executeTakeFirstOrThrow()
   return row.expires_at
@@ -76,8 +77,7 @@ export async function deleteExpiredSessions (db: Db): Promise<void> {
  */
 export function createSessionService (db: Db, ttlMs: number, tagger: TokenTagger, cache?: SessionCache): SessionService {
   const dead = new Set<string>()
-  const mayBeLive = (token: string | undefined): token is string =>
-    typeof token === 'string' && TOKEN_FORMAT.test(token) && tagger.mayBeLive(token)
+  const wellFormed = (token: string | undefined): token is string => typeof token === 'string' && TOKEN_FORMAT.test(token)
   return {
     async create (userId) {
       // Housekeeping rides on logins: rare enough to be cheap, frequent enough to keep the table small.
@@ -87,10 +87,13 @@ export function createSessionService (db: Db, ttlMs: number, tagger: TokenTagger
       return { token, expiresAt }
     },
     async verify (token) {
-      // Anything that is not one of our tokens is rejected without a query.
-      if (!mayBeLive(token) || dead.has(token)) return null
+      if (!wellFormed(token)) return null
+      // Only a token read from the database is cached: one found there needs no tag check (an HMAC,
+      // a few microseconds on every request otherwise).
       const cached = cache?.get(token)
       if (cached !== undefined) return cached
+      // Anything that is not one of our tokens is rejected without a query.
+      if (dead.has(token) || !(await tagger.mayBeLive(token))) return null
       const generation = cache?.generation ?? 0
       const digest = tokenDigest(token)
       const session = await findLiveSession(db, digest)
@@ -103,7 +106,8 @@ export function createSessionService (db: Db, ttlMs: number, tagger: TokenTagger
       return session
     },
     async revoke (token) {
-      if (!mayBeLive(token)) return
+      // Only ever called with a token authenticate() has just accepted.
+      if (!wellFormed(token)) return
       const digest = tokenDigest(token)
       await revokeSession(db, digest)
       // This node at once; the others when the notification reaches them.

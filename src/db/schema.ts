@@ -27,6 +27,8 @@ export interface SessionsTable {
   created_at: ColumnType<Date, Date | undefined, never>
   expires_at: Date
   revoked_at: Date | null
+  /** Its token carries a tag (src/auth/token-tag.ts); false for rows written by earlier versions. */
+  tagged: ColumnType<boolean, boolean | undefined, boolean>
 }
 
 /** The persisted state record of a polling reaktor (the status fields the README lists, plus scheduler bookkeeping). */

@@ -70,7 +70,15 @@ export default fp(async (fastify) => {
   })
 
   fastify.decorate('login', async (request: FastifyRequest, username: string, password: string) => {
-    const user = await verifyCredentials(db, username, password)
+    let user: Awaited<ReturnType<typeof verifyCredentials>>
+    try {
+      user = await verifyCredentials(db, username, password)
+    } catch (err) {
+      // No answer about the password (the database is unavailable: 503, retry): not a failed login.
+      // A client retrying through an outage, as the 503 invites, must not find itself locked out after it.
+      if (request.loginAttempt !== null) throttle.unanswered(request.loginAttempt.username, request.loginAttempt.address)
+      throw err
+    }
     if (user === null) {
       request.log.info({ username }, 'login failed')
       return null

@@ -10,7 +10,10 @@ import { domainStatus, Errors, isHttpError } from '../errors.js'
  */
 export default fp(async (fastify) => {
   fastify.setErrorHandler((err: FastifyError, request, reply) => {
-    if (isDatabaseUnavailable(err)) {
+    // Already marked a client error: not the database's (Node's `aborted`, a body cut short by a
+    // client that went away, carries ECONNRESET too, and Fastify's body parser marks it 400).
+    const clientError = typeof err.statusCode === 'number' && err.statusCode >= 400 && err.statusCode < 500
+    if (!clientError && isDatabaseUnavailable(err)) {
       // Not a fault of the service: a warning, and an answer that tells the client to retry.
       request.log.warn({ err }, 'database unavailable')
       void reply.header('retry-after', '1')

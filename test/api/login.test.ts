@@ -3,6 +3,8 @@ import t from 'tap'
 import { SECURE_SESSION_COOKIE, SESSION_COOKIE } from '../../src/auth/types.js'
 import { ADMIN, ADMIN_ENV, apiLogin, formLogin, sessionCookie, whoami } from '../helpers/auth.js'
 import { build } from '../helpers/app.js'
+import { createTestDatabase } from '../helpers/database.js'
+import pg from 'pg'
 
 t.test('GET /login serves a self-contained, accessible form under a strict CSP', async (t) => {
   const app = await build(t, { env: ADMIN_ENV })
@@ -298,4 +300,20 @@ t.test('GET /login with a repeated redirect parameter still serves the form (red
   const res = await app.inject({ method: 'GET', url: '/login?redirect=/a&redirect=/b' })
   t.equal(res.statusCode, 200)
   t.match(res.body, /name="redirect" value="\/"/)
+})
+
+t.test('a login the database could not answer (503) does not count: a client retrying through an outage is not locked out after it', async (t) => {
+  const databaseUrl = await createTestDatabase(t)
+  const app = await build(t, { databaseUrl, env: { ...ADMIN_ENV, LOGIN_RATE_LIMIT: '2' } })
+  // The outage: another session holds the users table, so the lookup runs into statement_timeout.
+  const holder = new pg.Client({ connectionString: databaseUrl })
+  await holder.connect()
+  t.teardown(async () => await holder.end())
+  await holder.query('begin')
+  await holder.query('lock table users in access exclusive mode')
+  const during = await Promise.all([apiLogin(app, ADMIN), formLogin(app, ADMIN)])
+  t.same(during.map((r) => r.statusCode), [503, 503], 'both routes: 503 while the database cannot answer')
+  await holder.query('rollback')
+  t.equal((await apiLogin(app, ADMIN)).statusCode, 200, 'the right password gets in once the database answers')
+  t.equal((await apiLogin(app, { ...ADMIN, password: 'wrong' })).statusCode, 401, 'and real failures still count from zero')
 })

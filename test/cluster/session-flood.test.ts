@@ -125,10 +125,26 @@ t.test('sessions issued before tokens were tagged stay valid until they expire; 
   t.equal(me.statusCode, 200, 'the session of the earlier format still works')
   t.equal(me.json().username, 'old-timer')
 
-  // On a database without such sessions, an untagged token is refused even if its row exists.
+  // On a database without such sessions, a made-up untagged token is refused without a lookup.
   const fresh = await build(t, { whoami: true })
-  const untagged = fakeToken()
+  const madeUp = fakeToken()
   const other = await fresh.db.insertInto('users').values({ username: 'x', password_hash: 'x' }).returning('id').executeTakeFirstOrThrow()
-  await fresh.db.insertInto('sessions').values({ user_id: other.id, token_hash: tokenDigest(untagged), expires_at: sql<Date>`now() + interval '1 hour'` }).execute()
-  t.equal((await whoami(fresh, untagged)).statusCode, 401)
+  // (Even one whose row exists, as no node of this version writes one: it stands for a lookup skipped.)
+  await fresh.db.insertInto('sessions').values({ user_id: other.id, token_hash: tokenDigest(madeUp), expires_at: sql<Date>`now() + interval '1 hour'`, tagged: true }).execute()
+  t.equal((await whoami(fresh, madeUp)).statusCode, 401)
+})
+
+t.test('a rolling upgrade: a node of the earlier version, still running after the migration, issues untagged tokens; they work on this version', async (t) => {
+  const fresh = await build(t, { whoami: true })
+  const user = await fresh.db.insertInto('users').values({ username: 'mid-upgrade', password_hash: 'x' }).returning('id').executeTakeFirstOrThrow()
+  const refused = fakeToken()
+  t.equal((await whoami(fresh, refused)).statusCode, 401, 'no untagged session live yet: a made-up token is refused')
+  // The earlier version's login: a random token, its row written as that version writes it.
+  const token = fakeToken()
+  await fresh.db.insertInto('sessions').values({ user_id: user.id, token_hash: tokenDigest(token), expires_at: sql<Date>`now() + interval '1 hour'` }).execute()
+  const me = await waitFor(async () => {
+    const res = await whoami(fresh, token)
+    return res.statusCode === 200 ? res : undefined
+  }, { timeoutMs: 2000, intervalMs: 50, what: 'the token of the earlier-version node to be accepted' })
+  t.equal(me.json().username, 'mid-upgrade')
 })

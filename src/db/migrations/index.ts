@@ -4,6 +4,7 @@ import * as polling from './20261124000000_polling.js'
 import * as partitions from './20261125000000_partitions.js'
 import * as sessionTokenKey from './20261126000000_session_token_key.js'
 import * as blockedRuns from './20261126000100_blocked_runs.js'
+import * as untaggedSessions from './20261126000200_untagged_sessions.js'
 
 /**
  * Every migration, by its timestamped name. An explicit list (not a folder scan) works the same
@@ -14,5 +15,6 @@ export const migrations: Record<string, Migration> = {
   '20261124000000_polling': polling,
   '20261125000000_partitions': partitions,
   '20261126000000_session_token_key': sessionTokenKey,
-  '20261126000100_blocked_runs': blockedRuns
+  '20261126000100_blocked_runs': blockedRuns,
+  '20261126000200_untagged_sessions': untaggedSessions
 }

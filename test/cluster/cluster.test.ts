@@ -143,6 +143,7 @@ t.test('a cluster of real processes: spread, control, failover, fencing, rolling
 
   await t.test('pg_terminate_backend of a lock connection: the node fences itself, then competes again', async (t) => {
     const resumes: number[] = []
+    const fencedEnds: number[] = []
     for (let round = 0; round < 3; round++) {
       await waitFor(async () => await settled(cluster, n), { timeoutMs: 15_000, intervalMs: 200, what: `the spread before termination ${round + 1}` })
       const holders = await cluster.lockHolders()
@@ -167,6 +168,7 @@ t.test('a cluster of real processes: spread, control, failover, fencing, rolling
       for (const r of fenced) {
         // A run may also have ended by itself in the instant before the node heard of the loss.
         const endedIn = ms(r.ended_at) - terminatedAt
+        if (r.outcome === 'run aborted: lock connection lost') fencedEnds.push(endedIn)
         t.ok(r.outcome === 'run aborted: lock connection lost' || (r.outcome === 'ok' && endedIn <= 50),
           `${r.reaktor_id}: ${String(r.outcome)} ${endedIn} ms after the termination`)
       }
@@ -193,6 +195,9 @@ t.test('a cluster of real processes: spread, control, failover, fencing, rolling
       t.pass('and the reconnect')
     }
     figures.resumeAfterTerminateMs = resumes
+    // From the termination being sent to the fenced runs' ends: the window in which PostgreSQL has
+    // freed the locks but the fenced node's runs are still going.
+    figures.fencedRunEndMs = fencedEnds
   })
 
   await t.test('a rolling restart keeps autoStart:false reaktors running', async (t) => {

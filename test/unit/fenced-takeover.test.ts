@@ -4,7 +4,7 @@ import t from 'tap'
 import pg from 'pg'
 import { waitFor } from '../helpers/context.js'
 import { memoryLogger } from '../helpers/log.js'
-import { openTestDatabase, registry, scheduler, work } from '../helpers/scheduler.js'
+import { endSessionAndWakeNodes, openTestDatabase, registry, scheduler, work } from '../helpers/scheduler.js'
 import type { PollingReaktorRegistration } from '../../src/sdk/types.js'
 
 /**
@@ -101,13 +101,7 @@ t.test('a partition taken over from an ended lock session: no run starts beside 
   t.teardown(async () => await admin.end())
   proxy.lateMs = LATE_MS
   const lockPid = a.lockConnectionPid!
-  // Ends the session, waits (polling pg_locks every millisecond) until its locks are free, then
-  // announces a free partition in the same statement: node-b's pass starts at once.
-  await admin.query(`do $$ begin
-    perform pg_terminate_backend(${Number(lockPid)});
-    while exists (select 1 from pg_locks where pid = ${Number(lockPid)}) loop perform pg_sleep(0.001); end loop;
-    perform pg_notify('reaktor_partitions', '1');
-  end $$`)
+  await endSessionAndWakeNodes(admin, lockPid)
   const freedAt = performance.now()
 
   const first = await waitFor(() => runs.find((r) => r.node === 'node-b'), { timeoutMs: 5000, what: 'node-b to run the reaktor' })

@@ -173,10 +173,12 @@ t.test('a cluster of real processes: spread, control, failover, fencing, rolling
         return runs.length > 0 && runs.every((r) => r.ended_at !== null) ? runs : undefined
       }, { timeoutMs: 5000, intervalMs: 50, what: 'the fenced runs to end' })
       for (const r of fenced) {
-        // A run may also have ended by itself in the instant before the node heard of the loss.
+        // A run may also have ended by itself before the node heard of the loss: within the
+        // fencing grace (100 ms, the longest a live node is expected to take to hear of it), plus
+        // 50 ms for the termination's own round trip on two busy cores.
         const endedIn = ms(r.ended_at) - terminatedAt
         if (r.outcome === 'run aborted: lock connection lost') fencedEnds.push(endedIn)
-        t.ok(r.outcome === 'run aborted: lock connection lost' || (r.outcome === 'ok' && endedIn <= 50),
+        t.ok(r.outcome === 'run aborted: lock connection lost' || (r.outcome === 'ok' && endedIn <= 150),
           `${r.reaktor_id}: ${String(r.outcome)} ${endedIn} ms after the termination`)
       }
       t.ok(fenced.some((r) => r.outcome === 'run aborted: lock connection lost'), `round ${round + 1}: at least one run in flight was fenced (${fenced.length} in flight)`)

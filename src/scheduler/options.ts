@@ -54,6 +54,15 @@ export interface SchedulerOptions {
    * share (liveness before balance). Default 3 s.
    */
   orphanGraceMs?: number
+  /**
+   * A partition taken from a session that ended without releasing it (a crash, a terminated or
+   * lost lock connection): its runs start no earlier than this long after this node first saw it
+   * free. PostgreSQL frees the locks the moment the session ends, but a previous holder that is
+   * still alive hears of it only when its socket reports the end, and aborts its runs then
+   * (1–21 ms when measured). Default 100 ms: that latency with a wide margin, and the lateness
+   * past which a runner already counts its event loop as stalled (runner.ts LATE_TURN_MS).
+   */
+  fencingGraceMs?: number
   /** Every held partition's running rows are compared with its runners about this often (the fallback for a lost notification). Default 30 s. */
   rowsCheckMs?: number
   /** After PostgreSQL refused a lock (full lock table), no new lock is tried for this long, doubling up to 60 s. Default 1 s. */
@@ -115,6 +124,7 @@ export const SCHEDULER_DEFAULTS = {
   reconnectMinMs: 250,
   reconnectMaxMs: 5000,
   orphanGraceMs: 3000,
+  fencingGraceMs: 100,
   rowsCheckMs: 30_000,
   lockRefusalBackoffMs: 1000,
   coldStartSettleMs: 6000

@@ -156,6 +156,8 @@ export class PartitionOwnership {
     if (!this.ctx.joined || !this.ctx.lock.alive || me === undefined) return
     const epoch = this.ctx.epoch
     const view = await partitionStore.readLockView(this.ctx.settings.db)
+    // The free partitions of this read were free by now: a session that held one ended before.
+    const seenFreeAt = performance.now()
     if (epoch !== this.ctx.epoch || !this.ctx.running()) return
     if (this.noteLegacy(view.legacy)) return
     // Locks this session holds that the bookkeeping does not know (a statement that failed after
@@ -204,7 +206,7 @@ export class PartitionOwnership {
       this.refusal = undefined
     }
     if (take.length > 0 && this.mayAcquire()) {
-      const lost = await this.acquire(take, epoch, orphans)
+      const lost = await this.acquire(take, epoch, orphans, seenFreeAt)
       // Lost races (another node took some first): look again at once with the new holders.
       if (lost > 0 && epoch === this.ctx.epoch) this.ctx.requestReconcile()
     }
@@ -246,7 +248,7 @@ export class PartitionOwnership {
    * each) and starts the runners of their running reaktors. Returns how many partitions were lost
    * to another node or not tried because PostgreSQL refused a lock.
    */
-  private async acquire (partitions: number[], epoch: number, orphans: ReadonlySet<number>): Promise<number> {
+  private async acquire (partitions: number[], epoch: number, orphans: ReadonlySet<number>, seenFreeAt: number): Promise<number> {
     let lost = 0
     for (let i = 0; i < partitions.length; i += LOCK_CHUNK) {
       const chunk = partitions.slice(i, i + LOCK_CHUNK)
@@ -266,7 +268,7 @@ export class PartitionOwnership {
       if (epoch !== this.ctx.epoch) return 0
       lost += chunk.length - granted.size
       try {
-        if (granted.size > 0) await this.claim([...granted], epoch, orphans)
+        if (granted.size > 0) await this.claim([...granted], epoch, orphans, seenFreeAt)
       } catch (err) {
         // The locks fit, but then the table was too full for the claim's own statements (every
         // writing transaction takes a lock-table slot): the same refusal. A failed claim gave the
@@ -284,15 +286,25 @@ export class PartitionOwnership {
     return lost
   }
 
-  /** Records partitions just locked as held (a new generation each) and starts their runners. */
-  private async claim (got: number[], epoch: number, orphans: ReadonlySet<number>): Promise<void> {
+  /**
+   * Records partitions just locked as held (a new generation each) and starts their runners.
+   * `seenFreeAt`: when the pass read that they were free.
+   */
+  private async claim (got: number[], epoch: number, orphans: ReadonlySet<number>, seenFreeAt: number): Promise<void> {
     const at = performance.now()
     try {
       const stillBlocked = [...this.runners.draining].filter(([, d]) => d.runner.blocked && got.includes(d.partition)).map(([id]) => id)
-      const generations = await partitionStore.claimPartitions(this.ctx.settings.db, this.ctx.settings.nodeId, got, stillBlocked)
+      const claimed = await partitionStore.claimPartitions(this.ctx.settings.db, this.ctx.settings.nodeId, got, stillBlocked)
       if (epoch !== this.ctx.epoch) return
       for (const p of got) {
-        this.runners.held.set(p, { partition: p, generation: generations.get(p) ?? '0', epoch, runners: new Map(), leaving: false, settling: new Set() })
+        const { generation = '0', previousOwner = null } = claimed.get(p) ?? {}
+        // Another node's session ended without a release, before this pass read the partition
+        // free; that node, if alive, aborts its runs within the fencing grace of the end. (Not
+        // the first sighting: it may have been taken and lost again between two passes. This
+        // node's own earlier runs are in `draining`, which holds their reaktors back anyway.)
+        const orphaned = previousOwner !== null && previousOwner !== this.ctx.settings.nodeId
+        const runsFrom = orphaned ? seenFreeAt + this.ctx.settings.fencingGraceMs : 0
+        this.runners.held.set(p, { partition: p, generation, epoch, runners: new Map(), leaving: false, settling: new Set(), runsFrom })
         this.freeSince.delete(p)
         if (orphans.has(p)) this.keepUntil.set(p, at + 10 * this.ctx.settings.orphanGraceMs)
       }

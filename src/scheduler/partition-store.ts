@@ -143,25 +143,34 @@ export async function readRunningIds (db: Kysely<Database>, ids: readonly string
   return rows.map((r) => ({ reaktorId: r.reaktor_id, partition: r.partition }))
 }
 
+/** A partition just claimed: its new generation, and the node the row named before (null: released). */
+export interface Claimed {
+  generation: string
+  previousOwner: string | null
+}
+
 /**
  * Marks partitions whose lock this node has just taken as its own: a new generation each, so that
  * the late writes of a previous holder (fenced, not yet aware) no longer move their schedule.
  * Their reaktors are no longer `blocked`: a stuck run of the previous holder does not hold back
  * the new one (that run is aborted, or gone with its process), unless the new holder is the same
  * node taking its partitions back, whose own stuck runs (`stillBlocked`) still do.
+ * `previousOwner` is who held it before: a release (handover, shutdown) clears the owner first,
+ * so a name left there means the previous holder's session ended without a release.
  */
-export async function claimPartitions (db: Kysely<Database>, nodeId: string, partitions: readonly number[], stillBlocked: readonly string[] = []): Promise<Map<number, string>> {
+export async function claimPartitions (db: Kysely<Database>, nodeId: string, partitions: readonly number[], stillBlocked: readonly string[] = []): Promise<Map<number, Claimed>> {
   if (partitions.length === 0) return new Map()
-  const { rows } = await sql<{ partition: number, generation: string }>`
+  const { rows } = await sql<{ partition: number, generation: string, previous_owner: string | null }>`
     with unblocked as (
       update polling_reaktors set blocked = false
       where blocked and partition = any(${[...partitions]}::int[]) and reaktor_id <> all(${[...stillBlocked]}::text[])
     )
-    update reaktor_partitions set owner = ${nodeId}, generation = generation + 1
-    where partition = any(${[...partitions]}::int[])
-    returning partition, generation
+    update reaktor_partitions as rp set owner = ${nodeId}, generation = rp.generation + 1
+    from reaktor_partitions as before
+    where rp.partition = any(${[...partitions]}::int[]) and before.partition = rp.partition
+    returning rp.partition, rp.generation, before.owner as previous_owner
   `.execute(db)
-  return new Map(rows.map((r) => [r.partition, String(r.generation)]))
+  return new Map(rows.map((r) => [r.partition, { generation: String(r.generation), previousOwner: r.previous_owner }]))
 }
 
 /** Clears the owner of partitions this node gives back (only while it is still the one named). */

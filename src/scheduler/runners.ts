@@ -37,6 +37,11 @@ export interface HeldPartition {
   leaving: boolean
   /** The last runs of runners let go of in this partition (stop, restart), until they settle. */
   settling: Set<Promise<void>>
+  /**
+   * performance.now() before which no run of this partition starts: taken from a session that
+   * ended without releasing it, whose holder may not have aborted its runs yet (the fencing grace).
+   */
+  runsFrom: number
 }
 
 /** A run aborted by the shutdown, until it has settled. */
@@ -180,8 +185,11 @@ export class PartitionRunners {
       }
     })
     hp.runners.set(id, runner)
-    // Continue from the stored next run: due or overdue means exactly one run now.
-    runner.start(row.nextRun?.getTime() ?? null)
+    // Continue from the stored next run: due or overdue means exactly one run now (after the
+    // fencing grace of a partition taken from an ended session).
+    const now = this.ctx.settings.now()
+    const from = now + Math.max(0, hp.runsFrom - performance.now())
+    runner.start(Math.max(row.nextRun?.getTime() ?? now, from))
   }
 
   /** Stops the runner of a reaktor (stop, restart): its partition stays held, the id is looked at again once the run settled. */

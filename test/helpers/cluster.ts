@@ -215,6 +215,13 @@ export class Cluster {
     }
   }
 
+  /** The process a ledger run ran in: of its node id, alive when the run started. */
+  processOf (run: LedgerRun): NodeProcess | undefined {
+    const at = ms(run.started_at)
+    return this.history.filter((n) => n.nodeId === run.node_id && n.startedAt <= at && (n.exitedAt === undefined || at <= n.exitedAt))
+      .sort((x, y) => y.startedAt - x.startedAt)[0]
+  }
+
   /** When each process ended (a node id may be killed or stopped, restarted, killed again). */
   exits (): Array<{ nodeId: string, at: number }> {
     return this.history.filter((n) => n.exitedAt !== undefined).map((n) => ({ nodeId: n.nodeId, at: n.exitedAt! }))
@@ -238,28 +245,48 @@ export async function watchLocksKept (cluster: Cluster, nodeId: string, ids: rea
   return { lost, checks }
 }
 
+/** One overlap of two runs of a reaktor, with what the ledger knows of both (for the failure message). */
+export interface Overlap {
+  a: string
+  b: string
+  reaktor_id: string
+  /** `node started..ended outcome` of each run; `ended` is the end the check used (see overlappingRuns). */
+  a_run: string
+  b_run: string
+}
+
 /**
  * Overlaps in the ledger: pairs of runs of one reaktor whose [start, end) intersect. A run left
  * without a recorded end (its process was killed, or exited before the background write landed)
- * ends when the test saw its process exit: the first exit of that node id after the run started.
- * Any other run without an end counts as never ending.
+ * ends when its process ended: the process of that node id that was alive when the run started.
+ * A process killed with SIGKILL ended when the signal was sent (`killedAt`), not when the test saw
+ * it exit: that can come hundreds of ms later on busy cores, long after another node took the dead
+ * node's partitions over, which the dead node's session held until the process was gone; another
+ * process ended when the test saw it exit. Any other run without an end counts as never ending.
  */
-export async function overlappingRuns (cluster: Cluster): Promise<Array<{ a: string, b: string, reaktor_id: string }>> {
-  const kills = cluster.exits()
-  const { rows } = await cluster.sql.query<{ a: string, b: string, reaktor_id: string }>(`
-    with kills as (
-      select * from unnest($1::text[], $2::bigint[]) as k(node_id, at_ms)
+export async function overlappingRuns (cluster: Cluster): Promise<Overlap[]> {
+  const processes = cluster.history.filter((n) => n.exitedAt !== undefined)
+  const { rows } = await cluster.sql.query<Overlap>(`
+    with processes as (
+      select * from unnest($1::text[], $2::bigint[], $3::bigint[], $4::bigint[]) as p(node_id, started_ms, exited_ms, ended_ms)
     ), runs as (
-      select r.run_id, r.reaktor_id, r.started_at,
+      select r.run_id, r.reaktor_id, r.node_id, r.started_at, r.outcome, r.ended_at is null as end_inferred,
              coalesce(r.ended_at,
-                      (select to_timestamp(min(k.at_ms) / 1000.0) from kills as k
-                       where k.node_id = r.node_id and to_timestamp(k.at_ms / 1000.0) >= r.started_at),
+                      (select greatest(r.started_at, to_timestamp(p.ended_ms / 1000.0)) from processes as p
+                       where p.node_id = r.node_id and to_timestamp(p.started_ms / 1000.0) <= r.started_at
+                         and r.started_at <= to_timestamp(p.exited_ms / 1000.0)
+                       order by p.started_ms desc limit 1),
                       'infinity'::timestamptz) as ended_at
       from cluster_ledger as r
+    ), described as (
+      select *, format('%s %s..%s%s %s', node_id, to_char(started_at at time zone 'UTC', 'HH24:MI:SS.MS'),
+                       to_char(ended_at at time zone 'UTC', 'HH24:MI:SS.MS'), case when end_inferred then ' (process end)' else '' end,
+                       coalesce(outcome, '-')) as run
+      from runs
     )
-    select x.run_id as a, y.run_id as b, x.reaktor_id
-    from runs as x join runs as y on x.reaktor_id = y.reaktor_id and x.run_id < y.run_id
+    select x.run_id as a, y.run_id as b, x.reaktor_id, x.run as a_run, y.run as b_run
+    from described as x join described as y on x.reaktor_id = y.reaktor_id and x.run_id < y.run_id
     where tstzrange(x.started_at, x.ended_at, '[)') && tstzrange(y.started_at, y.ended_at, '[)')`,
-  [kills.map((k) => k.nodeId), kills.map((k) => k.at)])
+  [processes.map((p) => p.nodeId), processes.map((p) => p.startedAt), processes.map((p) => p.exitedAt), processes.map((p) => p.killedAt ?? p.exitedAt)])
   return rows
 }

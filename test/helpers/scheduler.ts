@@ -6,7 +6,7 @@ import type { Database } from '../../src/db/schema.js'
 import { survivesLostConnections } from '../../src/db/index.js'
 import { readStatuses } from '../../src/polling/status.js'
 import type { PollingStatusType } from '../../src/schemas/polling.js'
-import { Scheduler, PARTITION_LOCK_NAMESPACE, type SchedulerLogger, type SchedulerOptions } from '../../src/scheduler/index.js'
+import { Scheduler, PARTITION_CHANNEL, PARTITION_LOCK_NAMESPACE, type SchedulerLogger, type SchedulerOptions } from '../../src/scheduler/index.js'
 import type { AktorContext, PollingReaktorRegistration } from '../../src/sdk/types.js'
 import type { SchedulerOverrides } from '../../src/plugins/scheduler.js'
 import type { TestContext } from './context.js'
@@ -176,4 +176,20 @@ export async function partitionLocks (db: Kysely<Database>): Promise<Map<number,
 
 export async function row (db: Kysely<Database>, reaktorId: string): Promise<Record<string, any> | undefined> {
   return await db.selectFrom('polling_reaktors').selectAll().where('reaktor_id', '=', reaktorId).executeTakeFirst()
+}
+
+/**
+ * Ends a lock session (pg_terminate_backend), waits in the same statement until PostgreSQL has
+ * freed its locks (pg_locks polled every millisecond, for up to 5 s), then announces a free
+ * partition: every other node starts a full pass at once, inside the moment in which the ended
+ * session's node has not yet heard of the end. Resolves when the announcement is sent.
+ */
+export async function endSessionAndWakeNodes (sql: { query: (text: string) => Promise<unknown> }, pid: number): Promise<void> {
+  await sql.query(`do $$ begin
+    perform pg_terminate_backend(${Number(pid)});
+    while exists (select 1 from pg_locks where pid = ${Number(pid)}) and clock_timestamp() < statement_timestamp() + interval '5 s' loop
+      perform pg_sleep(0.001);
+    end loop;
+    perform pg_notify('${PARTITION_CHANNEL}', '1');
+  end $$`)
 }

@@ -59,8 +59,8 @@ export interface SchedulerOptions {
    * lost lock connection): its runs start no earlier than this long after this node first saw it
    * free. PostgreSQL frees the locks the moment the session ends, but a previous holder that is
    * still alive hears of it only when its socket reports the end, and aborts its runs then
-   * (1–21 ms when measured). Default 100 ms: that latency with a wide margin, and the lateness
-   * past which a runner already counts its event loop as stalled (runner.ts LATE_TURN_MS).
+   * (1–21 ms when measured, up to 95 ms on two cores busy with two cluster suites). Default 200 ms:
+   * twice that worst case, well within the about 1 s a takeover after a crash takes anyway.
    */
   fencingGraceMs?: number
   /** Every held partition's running rows are compared with its runners about this often (the fallback for a lost notification). Default 30 s. */
@@ -124,7 +124,7 @@ export const SCHEDULER_DEFAULTS = {
   reconnectMinMs: 250,
   reconnectMaxMs: 5000,
   orphanGraceMs: 3000,
-  fencingGraceMs: 100,
+  fencingGraceMs: 200,
   rowsCheckMs: 30_000,
   lockRefusalBackoffMs: 1000,
   coldStartSettleMs: 6000

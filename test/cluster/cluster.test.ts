@@ -130,8 +130,8 @@ t.test('a cluster of real processes: spread, control, failover, fencing, rolling
       const worst = Math.max(...[...firsts.values()].map((r) => ms(r.started_at) - killedAt))
       failovers.push(worst)
       // The README promises a takeover about 1 s after a crash (the others' next reconcile pass,
-      // every second, then the fencing grace of 100 ms); 500 ms of margin for two busy cores.
-      t.ok(worst <= 1600, `round ${round + 1}: ${victim} killed; ${victimsBusy.join(', ')} ran elsewhere after ${worst} ms at worst`)
+      // every second, then the fencing grace of 200 ms); 500 ms of margin for two busy cores.
+      t.ok(worst <= 1700, `round ${round + 1}: ${victim} killed; ${victimsBusy.join(', ')} ran elsewhere after ${worst} ms at worst`)
       const statuses = await cluster.statuses([...cluster.nodes.keys()][0])
       for (const id of victimsBusy) {
         const owner = statuses.get(id)?.owner
@@ -174,11 +174,11 @@ t.test('a cluster of real processes: spread, control, failover, fencing, rolling
       }, { timeoutMs: 5000, intervalMs: 50, what: 'the fenced runs to end' })
       for (const r of fenced) {
         // A run may also have ended by itself before the node heard of the loss: within the
-        // fencing grace (100 ms, the longest a live node is expected to take to hear of it), plus
+        // fencing grace (200 ms, the longest a live node is expected to take to hear of it), plus
         // 50 ms for the termination's own round trip on two busy cores.
         const endedIn = ms(r.ended_at) - terminatedAt
         if (r.outcome === 'run aborted: lock connection lost') fencedEnds.push(endedIn)
-        t.ok(r.outcome === 'run aborted: lock connection lost' || (r.outcome === 'ok' && endedIn <= 150),
+        t.ok(r.outcome === 'run aborted: lock connection lost' || (r.outcome === 'ok' && endedIn <= 250),
           `${r.reaktor_id}: ${String(r.outcome)} ${endedIn} ms after the termination`)
       }
       t.ok(fenced.some((r) => r.outcome === 'run aborted: lock connection lost'), `round ${round + 1}: at least one run in flight was fenced (${fenced.length} in flight)`)
@@ -201,9 +201,9 @@ t.test('a cluster of real processes: spread, control, failover, fencing, rolling
         }
       }
       // The node reconnects after 250 ms (±20 %) and locks again, or another node takes over at its
-      // next reconcile pass, every second, and starts after the fencing grace (100 ms): 1.1 s, with
+      // next reconcile pass, every second, and starts after the fencing grace (200 ms): 1.2 s, with
       // 500 ms of margin for two busy cores.
-      t.ok(worst <= 1600, `round ${round + 1}: ${victim}'s lock connection terminated; ${victimsBusy.join(', ')} ran again after ${worst} ms at worst`)
+      t.ok(worst <= 1700, `round ${round + 1}: ${victim}'s lock connection terminated; ${victimsBusy.join(', ')} ran again after ${worst} ms at worst`)
       await waitFor(async () => {
         const now = await cluster.lockConnectionPid(victim)
         return now !== undefined && now !== pid

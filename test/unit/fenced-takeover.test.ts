@@ -20,7 +20,7 @@ import type { PollingReaktorRegistration } from '../../src/sdk/types.js'
  * reaktor within a few ms, beside node-a's run.
  */
 
-/** How late node-a hears of its ended session: within the fencing grace (100 ms), far beyond node-b's takeover (a few ms). */
+/** How late node-a hears of its ended session: within the fencing grace (200 ms), far beyond node-b's takeover (a few ms). */
 const LATE_MS = 60
 
 /** A TCP proxy to PostgreSQL whose server-to-client direction can be made late (order kept). */

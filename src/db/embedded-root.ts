@@ -154,11 +154,21 @@ export async function clusterDirFor (dataDir: string, store: string, user: Postg
       throw new Error(`embedded PostgreSQL: ${inPlace} links to ${target}, which does not exist. ` +
         'Fix: restore that folder, or remove the link to start on a new, empty database')
     }
+    const real = await fs.realpath(inPlace)
+    // A cluster folder without PG_VERSION is removed and initialised again, as root: only one this
+    // service made in the store (an initdb that never finished) may be. A link to anything else,
+    // which anyone who can write DATA_DIR can plant, would have root delete what it points to.
+    const storeClusters = await fs.realpath(path.join(store, 'clusters')).catch(() => undefined)
+    const made = storeClusters !== undefined && path.dirname(path.dirname(real)) === storeClusters
+    if (!made && !existsSync(path.join(real, 'PG_VERSION'))) {
+      throw new Error(`embedded PostgreSQL: ${inPlace} links to ${target}, which holds no database; the start would replace it. ` +
+        'Fix: point the link at a PostgreSQL data folder, or remove the link to start on a new, empty database')
+    }
     const blocker = await searchBlocker(inPlace, user)
     if (blocker !== undefined) {
       throw await unreachable(`the database ${inPlace} links to`, blocker, `chmod o+x ${blocker.folder}`)
     }
-    return await fs.realpath(inPlace)
+    return real
   }
 
   const blocker = await searchBlocker(path.dirname(await fs.realpath(dataDir)), user)

@@ -264,3 +264,38 @@ t.test('as root, a copy of a DATA_DIR whose cluster lives in EMBEDDED_POSTGRES_D
     t.equal(await postmasterPid(clusterDir), serving, 'not root: the copy holds a cluster of its own, and the original\'s server was left alone')
   }
 })
+
+t.test('DATA_DIR/postgres linking elsewhere to no database (a folder with files, a file) is refused as root, and what it links to is left as it was', async (t) => {
+  const outer = await tempDir(t, 'reaktor-link-')
+  const storeDir = path.join(os.tmpdir(), `reaktor-pg-store-${randomBytes(6).toString('hex')}`)
+  // Beside the test's folder, in the 1777 temporary folder: the postgres user can reach it.
+  const elsewhere = path.join(os.tmpdir(), `reaktor-not-a-cluster-${randomBytes(6).toString('hex')}`)
+  t.teardown(async () => {
+    await fs.rm(storeDir, { recursive: true, force: true })
+    await fs.rm(elsewhere, { recursive: true, force: true })
+    await fs.rm(`${elsewhere}.txt`, { recursive: true, force: true })
+  })
+  await fs.mkdir(elsewhere, { mode: 0o755 })
+  await fs.chmod(elsewhere, 0o755)
+  await fs.writeFile(path.join(elsewhere, 'keep-me'), 'someone\'s data\n', { mode: 0o644 })
+  await fs.writeFile(`${elsewhere}.txt`, 'someone\'s file\n', { mode: 0o755 })
+  await fs.chmod(`${elsewhere}.txt`, 0o755)
+
+  for (const target of [elsewhere, `${elsewhere}.txt`]) {
+    const dataDir = path.join(outer, `data-${path.extname(target) === '' ? 'folder' : 'file'}`)
+    await fs.mkdir(dataDir)
+    await fs.symlink(target, path.join(dataDir, 'postgres'))
+    stopLeftoverAtTeardown(t, target)
+    const outcome = await startEmbeddedPostgres({ dataDir, storeDir, log: silentLogger })
+      .then(async (pg) => { await pg.stop(); return undefined }, (err: Error) => err)
+    if (asRoot) {
+      t.match(outcome?.message, `embedded PostgreSQL: ${path.join(dataDir, 'postgres')} links to ${target}, which holds no database`, `a link to ${target} stops the start`)
+    } else {
+      t.equal(outcome, undefined, 'not root: the link is replaced by a cluster folder in DATA_DIR')
+    }
+  }
+  t.equal(await fs.readFile(path.join(elsewhere, 'keep-me'), 'utf8'), 'someone\'s data\n', 'the linked folder still holds its file')
+  t.equal(await fs.readFile(`${elsewhere}.txt`, 'utf8'), 'someone\'s file\n', 'the linked file is still there')
+  const { uid } = await fs.stat(elsewhere)
+  t.equal(uid, process.getuid?.(), 'and the linked folder keeps its owner')
+})

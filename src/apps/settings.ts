@@ -41,11 +41,11 @@ export function resolveSettings (appLabel: string, appName: string, defaults: Re
     seen.set(variable, name)
     const raw = env[variable]
     if (raw === undefined || raw === '') {
-      settings[name] = fallback
+      define(settings, name, fallback)
       continue
     }
     if (typeof fallback === 'string') {
-      settings[name] = raw
+      define(settings, name, raw)
       continue
     }
     let parsed: unknown
@@ -53,7 +53,7 @@ export function resolveSettings (appLabel: string, appName: string, defaults: Re
       parsed = JSON.parse(raw)
     } catch (err) {
       if (fallback === null) {
-        settings[name] = raw
+        define(settings, name, raw)
         continue
       }
       throw new RegistrationError(`${appLabel}: setting "${name}": ${variable} is not valid JSON (${(err as Error).message}); the default is a ${kindOf(fallback)}, so the value must be JSON, for example ${JSON.stringify(fallback)}`)
@@ -61,9 +61,18 @@ export function resolveSettings (appLabel: string, appName: string, defaults: Re
     if (fallback !== null && kindOf(parsed) !== kindOf(fallback)) {
       throw new RegistrationError(`${appLabel}: setting "${name}": ${variable} is a ${kindOf(parsed)}; expected a ${kindOf(fallback)} like the default ${JSON.stringify(fallback)}`)
     }
-    settings[name] = parsed
+    define(settings, name, parsed)
   }
   return frozenCopy(settings)
+}
+
+/**
+ * Sets an own data property. Plain assignment of a key named `__proto__` (an ordinary key in JSON)
+ * would set the object's prototype instead: the setting would vanish, and settings whose prototype
+ * is not Object.prototype would be passed over by the freeze.
+ */
+function define (target: object, key: string | symbol, value: unknown): void {
+  Object.defineProperty(target, key, { value, enumerable: true, writable: true, configurable: true })
 }
 
 /**
@@ -83,7 +92,7 @@ function frozenCopy<T> (value: T, copies = new Map<object, unknown>()): T {
   for (const key of Reflect.ownKeys(value)) {
     const descriptor = Object.getOwnPropertyDescriptor(value, key)
     if (descriptor === undefined || !descriptor.enumerable) continue
-    copy[key] = frozenCopy((value as Record<string | symbol, unknown>)[key], copies)
+    define(copy, key, frozenCopy((value as Record<string | symbol, unknown>)[key], copies))
   }
   return Object.freeze(copy) as T
 }

@@ -159,6 +159,23 @@ t.test('settings: package.json defaults, overridden by environment variables', a
   t.ok(Object.isFrozen(json.settings.anything), 'an override parsed from JSON is frozen too')
 })
 
+t.test('settings: a setting named __proto__ (at any depth) is a setting like any other, and the settings stay frozen', async (t) => {
+  const root = await tempDir(t)
+  // Written as JSON text: in package.json "__proto__" is an ordinary key.
+  const pkg = '{"name": "proto-app", "version": "1.0.0", "type": "module", "reaktor": {"settings": ' +
+    '{"__proto__": {"a": 1}, "nested": {"__proto__": {"b": 2}, "c": 3}}}}'
+  await writeApp(root, 'proto-app', pkg, { 'index.js': POLLING })
+  const [app] = await loadAppsFromDir(root, { REAKTOR_SETTING_PROTO_APP_PROTO: '{"a": 5}' }, memoryLogger())
+  const settings = app.settings as Record<string, Record<string, unknown>>
+  t.ok(Object.isFrozen(settings) && Object.isFrozen(settings.nested), 'frozen at every depth')
+  t.throws(() => { settings.nested.c = 4 }, TypeError, 'a nested setting cannot be changed')
+  t.equal(Object.getPrototypeOf(settings), Object.prototype, 'the settings object keeps its prototype')
+  t.same(Object.keys(settings), ['__proto__', 'nested'], 'both settings are there, as own keys')
+  t.same(Object.getOwnPropertyDescriptor(settings, '__proto__')?.value, { a: 5 }, 'the override replaced the setting')
+  t.same(Object.getOwnPropertyDescriptor(settings.nested, '__proto__')?.value, { b: 2 }, 'a nested __proto__ key is kept as data')
+  t.equal(Object.getPrototypeOf(settings.nested), Object.prototype, 'and does not become the prototype of its object')
+})
+
 t.test('settings: a value that does not parse, or parses to the wrong kind, stops the start', async (t) => {
   const root = await tempDir(t)
   await writeApp(root, 'typed', { name: 'typed', version: '1.0.0', ...ESM, reaktor: { settings: { limit: 10, enabled: true } } }, { 'index.js': POLLING })

@@ -218,7 +218,12 @@ async function postmasterPid (clusterDir: string): Promise<number | undefined> {
 async function recoverFromPreviousRun (clusterDir: string, log: EmbeddedOptions['log'], pgCtl: (args: string[]) => Promise<void>): Promise<void> {
   const pid = await postmasterPid(clusterDir)
   if (pid === undefined) return
-  if (!await isServerOf(pid, clusterDir)) {
+  const server = await serverIn(pid, clusterDir)
+  if (server === 'foreign') {
+    throw new Error(`embedded PostgreSQL: a PostgreSQL server this service did not start (pid ${pid}) runs in ${clusterDir}; ` +
+      'stop it, or give this service a DATA_DIR of its own')
+  }
+  if (server === 'none') {
     const pidFile = path.join(clusterDir, 'postmaster.pid')
     log.warn({ pidFile }, 'removing stale PostgreSQL lock file left by a previous run')
     await fs.rm(pidFile, { force: true })
@@ -232,13 +237,20 @@ async function recoverFromPreviousRun (clusterDir: string, log: EmbeddedOptions[
   }
 }
 
+/** What every server this service starts has on its command line (startClaimed's pg_ctl start sets it). */
+const OWN_SERVER_MARK = ' -c unix_socket_directories= '
+
 /**
- * Whether `pid` is a PostgreSQL serving this very cluster folder: after a reboot the PID in a stale
- * lock file may belong to anything, even another PostgreSQL. The server works in its data folder,
- * so its working directory names the folder whatever path it was started with.
+ * Whether `pid` is a PostgreSQL serving this very cluster folder, and whether this service started
+ * it: after a reboot the PID in a stale lock file may belong to anything, even another PostgreSQL.
+ * The server works in its data folder, so its working directory names the folder whatever path it
+ * was started with. A server started otherwise (DATA_DIR/postgres linked to someone's cluster) is
+ * no orphan of ours: neither stopped nor its lock file removed.
  */
-async function isServerOf (pid: number, clusterDir: string): Promise<boolean> {
-  if (!isAlive(pid) || !(await commandLine(pid)).includes('postgres')) return false
+async function serverIn (pid: number, clusterDir: string): Promise<'ours' | 'foreign' | 'none'> {
+  const command = isAlive(pid) ? await commandLine(pid) : ''
+  if (!command.includes('postgres')) return 'none'
   const cwd = await fs.realpath(`/proc/${pid}/cwd`).catch(() => undefined)
-  return cwd === clusterDir || (await commandLine(pid)).includes(`postgres -D ${clusterDir} `)
+  if (cwd !== clusterDir && !command.includes(`postgres -D ${clusterDir} `)) return 'none'
+  return command.includes(OWN_SERVER_MARK) ? 'ours' : 'foreign'
 }

@@ -10,6 +10,7 @@ import net from 'node:net'
 import os from 'node:os'
 import path from 'node:path'
 import { promisify } from 'node:util'
+import pg from 'pg'
 import { DEFAULT_EMBEDDED_POSTGRES_DIR } from '../../src/db/embedded-root.js'
 import { postgresBinaries, startEmbeddedPostgres } from '../../src/db/embedded.js'
 import { tempDir, waitFor } from '../helpers/context.js'
@@ -298,4 +299,41 @@ t.test('DATA_DIR/postgres linking elsewhere to no database (a folder with files,
   t.equal(await fs.readFile(`${elsewhere}.txt`, 'utf8'), 'someone\'s file\n', 'the linked file is still there')
   const { uid } = await fs.stat(elsewhere)
   t.equal(uid, process.getuid?.(), 'and the linked folder keeps its owner')
+})
+
+t.test('DATA_DIR/postgres linking to the folder of a PostgreSQL this service did not start: the start fails naming it, and that server is left alone', async (t) => {
+  const dataDir = await tempDir(t, 'reaktor-foreign-data-')
+  // Someone else's cluster, where the postgres user can reach it: beside the test's folder.
+  const folder = path.join(os.tmpdir(), `reaktor-foreign-${randomBytes(6).toString('hex')}`)
+  const clusterDir = path.join(folder, 'main')
+  const { bin, user } = await postgresBinaries(DEFAULT_EMBEDDED_POSTGRES_DIR, silentLogger)
+  const asPostgres = async (file: string, args: string[]): Promise<void> => { await execFileAsync(file, args, { ...user }) }
+  t.teardown(async () => {
+    await asPostgres(bin.pg_ctl, ['stop', '-D', clusterDir, '-m', 'immediate', '-w']).catch(() => {})
+    await fs.rm(folder, { recursive: true, force: true })
+  })
+  await fs.mkdir(clusterDir, { recursive: true, mode: 0o700 })
+  await fs.chmod(folder, 0o755)
+  if (user !== undefined) await fs.chown(clusterDir, user.uid, user.gid)
+  await asPostgres(bin.initdb, [`--pgdata=${clusterDir}`, '--auth=trust', '--username=someone', '--encoding=UTF8', '--locale=C'])
+  // Started as its owner would: not with the command line this service gives its own servers.
+  await asPostgres(bin.pg_ctl, ['start', '-D', clusterDir, '-w', '-l', path.join(clusterDir, 'server.log'), '-o', `-p ${await freePort()} -c listen_addresses=127.0.0.1 -k ${clusterDir}`])
+  const foreign = await postmasterPid(clusterDir)
+  t.ok(foreign !== undefined && alive(foreign), 'someone else\'s server runs')
+  const startedAt = async (): Promise<string> => {
+    const client = new pg.Client({ host: '127.0.0.1', port: Number((await fs.readFile(path.join(clusterDir, 'postmaster.pid'), 'utf8')).split('\n')[3]), user: 'someone', database: 'postgres' })
+    await client.connect()
+    try {
+      return String((await client.query<{ at: Date }>('select pg_postmaster_start_time() as at')).rows[0].at.getTime())
+    } finally {
+      await client.end()
+    }
+  }
+  const before = await startedAt()
+
+  await fs.symlink(clusterDir, path.join(dataDir, 'postgres'))
+  await t.rejects(startEmbeddedPostgres({ dataDir, log: silentLogger }),
+    { message: `embedded PostgreSQL: a PostgreSQL server this service did not start (pid ${foreign}) runs in ${clusterDir}` })
+  t.equal(await postmasterPid(clusterDir), foreign, 'its lock file was left as it was')
+  t.equal(await startedAt(), before, 'and the server was never stopped: it answers, started when it was')
 })

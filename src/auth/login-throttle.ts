@@ -81,9 +81,10 @@ export class LoginThrottle {
   private readonly pairs: WindowCounts
   private readonly addresses: WindowCounts
   private readonly usernames: WindowCounts
+  private readonly now: () => number
 
   constructor (private readonly opts: LoginThrottleOptions) {
-    const now = opts.now ?? Date.now
+    const now = this.now = opts.now ?? Date.now
     const maxKeys = opts.maxKeys ?? 100_000
     this.pairs = new WindowCounts(MINUTE_MS, maxKeys, now)
     this.addresses = new WindowCounts(MINUTE_MS, maxKeys, now)
@@ -108,7 +109,7 @@ export class LoginThrottle {
     if (byAddress.count >= ADDRESS_FACTOR * limit) refused.push(['address', byAddress.resetAt])
     if (refused.length > 0) {
       const resetAt = Math.max(...refused.map(([, at]) => at))
-      return { retryAfterSeconds: Math.max(1, Math.ceil((resetAt - (this.opts.now ?? Date.now)()) / 1000)), limitedBy: refused.map(([by]) => by) }
+      return { retryAfterSeconds: Math.max(1, Math.ceil((resetAt - this.now()) / 1000)), limitedBy: refused.map(([by]) => by) }
     }
     this.pairs.add(pairKey, 1)
     this.addresses.add(address, 1)

@@ -96,9 +96,7 @@ export class LoginThrottle {
    * until it would be allowed, and which counters refuse it.
    */
   begin (username: string, ip: string | undefined): { retryAfterSeconds: number, limitedBy: string[] } {
-    const user = normalize(username)
-    const address = clientOf(ip)
-    const pairKey = `${address} ${user}`
+    const { user, address, pairKey } = keysOf(username, ip)
     const { limit } = this.opts
     const pair = this.pairs.get(pairKey)
     const byAddress = this.addresses.get(address)
@@ -127,18 +125,16 @@ export class LoginThrottle {
    * could not be asked): it is no failure, and the earlier failures stay counted.
    */
   unanswered (username: string, ip: string | undefined): void {
-    const user = normalize(username)
-    const address = clientOf(ip)
-    this.pairs.add(`${address} ${user}`, -1)
+    const { user, address, pairKey } = keysOf(username, ip)
+    this.pairs.add(pairKey, -1)
     this.addresses.add(address, -1)
     this.usernames.add(user, -1)
   }
 
   /** Takes back an attempt `begin` let through: it succeeded. The pair starts afresh. */
   succeeded (username: string, ip: string | undefined): void {
-    const user = normalize(username)
-    const address = clientOf(ip)
-    this.pairs.delete(`${address} ${user}`)
+    const { user, address, pairKey } = keysOf(username, ip)
+    this.pairs.delete(pairKey)
     this.addresses.add(address, -1)
     this.usernames.add(user, -1)
   }
@@ -165,7 +161,9 @@ export function clientOf (ip: string | undefined): string {
   return `${full.slice(0, 4).map((g) => parseInt(g, 16).toString(16)).join(':')}::/64`
 }
 
-/** Usernames differing in case or surrounding spaces share their counters. */
-function normalize (username: string): string {
-  return username.trim().toLowerCase()
+/** The keys of an attempt in the three counters; usernames differing in case or surrounding spaces share them. */
+function keysOf (username: string, ip: string | undefined): { user: string, address: string, pairKey: string } {
+  const user = username.trim().toLowerCase()
+  const address = clientOf(ip)
+  return { user, address, pairKey: `${address} ${user}` }
 }

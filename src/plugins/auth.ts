@@ -48,7 +48,9 @@ declare module 'fastify' {
 export default fp(async (fastify) => {
   const { config, db } = fastify
 
-  await fastify.register(cookie)
+  // Writes cookies only: the session cookie is read by cookieSession (every value of its name, which
+  // the plugin's parser would reduce to the first), so parsing each request's Cookie header is not needed.
+  await fastify.register(cookie, { hook: false })
 
   // Token checks are answered from memory while a logout on any node still takes effect within
   // 1 s (LISTEN/NOTIFY on a dedicated connection; see src/auth/session-cache.ts).

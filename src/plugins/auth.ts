@@ -124,7 +124,7 @@ export default fp(async (fastify) => {
       // The token helper answers null while one name holds several values; the page's next load
       // must not find the planted ones again.
       for (const scope of plantedCookieScopes(request.url.split('?')[0], request.hostname)) {
-        void reply.clearCookie(name, { ...scope, sameSite: 'lax', secure: https(request) })
+        void reply.clearCookie(name, { ...cookieScope(request), ...scope })
       }
     }
     return session

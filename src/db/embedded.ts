@@ -205,7 +205,7 @@ async function startClaimed (options: EmbeddedOptions, locks: FolderLock[], rele
 }
 
 /** The PID in the cluster's `postmaster.pid`, if there is one. */
-async function postmasterPid (clusterDir: string): Promise<number | undefined> {
+export async function postmasterPid (clusterDir: string): Promise<number | undefined> {
   const pid = Number((await fs.readFile(path.join(clusterDir, 'postmaster.pid'), 'utf8').catch(() => '')).split('\n')[0])
   return Number.isInteger(pid) && pid > 0 ? pid : undefined
 }

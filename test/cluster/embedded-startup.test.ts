@@ -12,7 +12,7 @@ import path from 'node:path'
 import { promisify } from 'node:util'
 import pg from 'pg'
 import { DEFAULT_EMBEDDED_POSTGRES_DIR } from '../../src/db/embedded-root.js'
-import { postgresBinaries, startEmbeddedPostgres } from '../../src/db/embedded.js'
+import { postgresBinaries, postmasterPid, startEmbeddedPostgres } from '../../src/db/embedded.js'
 import { tempDir, waitFor } from '../helpers/context.js'
 import { memoryLogger, silentLogger } from '../helpers/log.js'
 import { ROOT } from '../helpers/paths.js'
@@ -35,12 +35,6 @@ async function copyCheckout (dir: string): Promise<void> {
     if (entry !== path.dirname(PG_PACKAGE)) await fs.symlink(path.join(ROOT, 'node_modules', entry), path.join(dir, 'node_modules', entry))
   }
   await fs.cp(path.join(ROOT, 'node_modules', PG_PACKAGE), path.join(dir, 'node_modules', PG_PACKAGE), { recursive: true, verbatimSymlinks: true })
-}
-
-/** The PID in a cluster's postmaster.pid, or undefined when no server claims the folder. */
-async function postmasterPid (clusterDir: string): Promise<number | undefined> {
-  const pid = Number((await fs.readFile(path.join(clusterDir, 'postmaster.pid'), 'utf8').catch(() => '')).split('\n')[0])
-  return pid > 0 ? pid : undefined
 }
 
 async function freePort (): Promise<number> {

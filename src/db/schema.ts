@@ -9,6 +9,7 @@ export interface Database {
   reaktor_partitions: ReaktorPartitionsTable
   reaktor_nodes: ReaktorNodesTable
   session_token_key: SessionTokenKeyTable
+  polling_runs: PollingRunsTable
 }
 
 export interface UsersTable {
@@ -51,6 +52,33 @@ export interface PollingReaktorsTable {
   partition: number | null
   /** A run passed its timeout and has not settled yet: no other run of it starts until it does. */
   blocked: ColumnType<boolean, boolean | undefined, boolean>
+  /** When the last run that succeeded (`more_work`/`no_work`) started. */
+  last_success_at: Date | null
+  /** When the last run that failed (or timed out) started; `last_error` is its message. */
+  last_failure_at: Date | null
+  last_duration_ms: number | null
+  last_outcome: RunOutcomeName | null
+  /** A run in flight started then (written for runs still in flight at a flush); null otherwise. */
+  running_since: Date | null
+}
+
+/** How a run ended, as history and status name it. */
+export type RunOutcomeName = 'more_work' | 'no_work' | 'failed' | 'timed_out' | 'aborted'
+
+/** One run of a polling reaktor (run history, pruned per reaktor to RUN_HISTORY_PER_REAKTOR rows). */
+export interface PollingRunsTable {
+  /** Insertion order: breaks ties between runs that started in the same millisecond. */
+  seq: ColumnType<string, never, never>
+  run_id: string
+  reaktor_id: string
+  /** NODE_ID of the node that ran it. */
+  node: string
+  started_at: Date
+  /** Null only while a timed-out run has not settled. */
+  duration_ms: number | null
+  outcome: RunOutcomeName
+  /** The failure's message (bounded), null for successes. */
+  error: string | null
 }
 
 /** One row: the key session tokens are tagged with (src/auth/token-tag.ts). */
@@ -88,3 +116,4 @@ export interface ReaktorNodesTable {
 
 export type User = Selectable<UsersTable>
 export type PollingReaktorRow = Selectable<PollingReaktorsTable>
+export type PollingRunRow = Selectable<PollingRunsTable>

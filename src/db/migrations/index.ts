@@ -5,6 +5,7 @@ import * as partitions from './20261125000000_partitions.js'
 import * as sessionTokenKey from './20261126000000_session_token_key.js'
 import * as blockedRuns from './20261126000100_blocked_runs.js'
 import * as untaggedSessions from './20261126000200_untagged_sessions.js'
+import * as runHistory from './20261127000000_run_history.js'
 
 /**
  * Every migration, by its timestamped name. An explicit list (not a folder scan) works the same
@@ -16,5 +17,6 @@ export const migrations: Record<string, Migration> = {
   '20261125000000_partitions': partitions,
   '20261126000000_session_token_key': sessionTokenKey,
   '20261126000100_blocked_runs': blockedRuns,
-  '20261126000200_untagged_sessions': untaggedSessions
+  '20261126000200_untagged_sessions': untaggedSessions,
+  '20261127000000_run_history': runHistory
 }

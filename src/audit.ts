@@ -1,0 +1,31 @@
+/**
+ * Audit lines: every privileged state change (start, stop, run now, bulk actions, the restart-time
+ * reset) is logged as ONE structured line with an `audit` object, so a log pipeline can select them
+ * with `audit.action` and answer "who changed what, where, when" without parsing messages.
+ * Fastify-free on purpose: the scheduler writes the restart-time reset's line itself.
+ */
+
+export type AuditAction = 'polling.start' | 'polling.stop' | 'polling.run' | 'polling.bulk_start' | 'polling.bulk_stop' | 'polling.restart_reset'
+
+export interface AuditEntry {
+  action: AuditAction
+  /** The reaktors acted on (for bulk actions: those that exist; unknown ids go in `details`). */
+  reaktors: readonly string[]
+  /** Who asked: the username of the session or token; null for the service itself (restart rules). */
+  user: string | null
+  /** NODE_ID of the node that took the request (or applied the rule). */
+  node: string
+  /** What the action changed or found, per action (e.g. `changed: false` for an idempotent repeat). */
+  details?: Record<string, unknown>
+}
+
+interface InfoLogger { info: (obj: object, msg: string) => void }
+
+/** Writes one audit line. Never throws: a logger failure must not undo or fail the action it reports. */
+export function logAudit (log: InfoLogger, entry: AuditEntry): void {
+  try {
+    log.info({ audit: { ...entry, reaktors: [...entry.reaktors] } }, `audit: ${entry.action}`)
+  } catch {
+    // Nothing left to report it with.
+  }
+}

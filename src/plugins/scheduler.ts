@@ -1,6 +1,7 @@
 import fp from 'fastify-plugin'
 import { PollingRunMetrics } from '../metrics/polling-runs.js'
 import { scrapeCounter, scrapeGauge } from '../metrics/read-at-scrape.js'
+import { ReaktorStateMetrics } from '../metrics/reaktor-state.js'
 import { Scheduler, type SchedulerOptions } from '../scheduler/index.js'
 
 declare module 'fastify' {
@@ -62,6 +63,8 @@ export default fp<SchedulerPluginOptions>(async (fastify, opts) => {
     () => scheduler.problem === undefined ? 0 : 1)
   scrapeCounter(registry, 'reaktor_polling_lock_refusals_total',
     'Times PostgreSQL refused this node an advisory lock (shared lock table full: raise max_locks_per_transaction)', () => scheduler.lockRefusals)
+  // Per reaktor, from the stored rows of the partitions this node holds: one node exports each.
+  new ReaktorStateMetrics({ db: fastify.db, heldPartitions: () => scheduler.heldPartitions(), partitionOf: (id) => scheduler.partitionOfReaktor(id) }).register(registry)
 
   fastify.addHook('onReady', async () => {
     await scheduler.start()

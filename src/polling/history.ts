@@ -75,12 +75,19 @@ export async function readRunPage (
   }
 }
 
-/** The run history of the registered reaktors, as `GET /polling/{id}/runs` pages it. */
+const EMPTY: RunPage = { runs: [], nextBefore: null }
+
+/**
+ * The run history of the registered reaktors, as `GET /polling/{id}/runs` pages it. With history
+ * turned off (RUN_HISTORY_PER_REAKTOR=0) nothing is written and nothing is pruned either: the rows
+ * of a time it was on are not shown, so that the answer is the same empty one on every node.
+ */
 export class RunHistory {
   constructor (
     private readonly db: Kysely<Database>,
     private readonly cursors: HistoryCursors,
-    private readonly reaktors: ReadonlyMap<string, RegisteredPollingReaktor>
+    private readonly reaktors: ReadonlyMap<string, RegisteredPollingReaktor>,
+    private readonly enabled = true
   ) {}
 
   /**
@@ -90,9 +97,9 @@ export class RunHistory {
    */
   async page (reaktorId: string, limit: number, before?: string): Promise<RunPage | { invalid: string }> {
     if (!this.reaktors.has(reaktorId)) throw new UnknownReaktorError(reaktorId)
-    if (before === undefined) return await readRunPage(this.db, this.cursors, reaktorId, limit)
-    const position = this.position(reaktorId, before)
-    if ('invalid' in position) return position
+    const position = before === undefined ? undefined : this.position(reaktorId, before)
+    if (position !== undefined && 'invalid' in position) return position
+    if (!this.enabled) return EMPTY
     return await readRunPage(this.db, this.cursors, reaktorId, limit, position)
   }
 

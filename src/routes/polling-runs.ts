@@ -22,7 +22,8 @@ function historyErrors (errors: FastifySchemaValidationError[], dataVar: string)
 
 /** `GET /polling/{id}/runs`: a reaktor's run history, newest first, paged by cursor. */
 const routes: FastifyPluginAsyncTypebox = async (fastify) => {
-  const history = new RunHistory(fastify.db, await loadHistoryCursors(fastify.db), fastify.apps.pollingReaktors)
+  const { config, db } = fastify
+  const history = new RunHistory(db, await loadHistoryCursors(db), fastify.apps.pollingReaktors, config.runHistoryPerReaktor > 0)
   fastify.addSchema(PollingRun)
 
   fastify.get('/polling/:reaktorId/runs', {

@@ -282,3 +282,13 @@ t.test('the OpenAPI document has the operation and the run as a component', asyn
     t.type(status.properties[field]?.description, 'string', `status documents ${field}`)
   }
 })
+
+t.test('with history turned off (RUN_HISTORY_PER_REAKTOR=0) the answer is empty, rows of an earlier time included', async (t) => {
+  const app = await build(t, { env: { ...ADMIN_ENV, RUN_HISTORY_PER_REAKTOR: '0' }, apps: [{ name: 'runs-test', version: '1.0.0', pollingReaktors: registrations('off') }] })
+  const call = await loggedIn(app)
+  await writeRuns(app.db, 'off', [at(0), at(1000)])
+  t.same(await call('GET', '/api/v1/polling/off/runs'), { statusCode: 200, body: { runs: [], nextBefore: null } })
+  t.same(await call('GET', '/api/v1/polling/off/runs?before=2026-11-26T00:00:00Z'), { statusCode: 200, body: { runs: [], nextBefore: null } })
+  t.equal((await call('GET', '/api/v1/polling/off/runs?limit=0')).statusCode, 400, 'still validated')
+  t.equal((await call('GET', '/api/v1/polling/nope/runs')).statusCode, 404, 'still 404 for an unknown id')
+})

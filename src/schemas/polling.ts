@@ -35,8 +35,8 @@ export const PollingStatus = Type.Object({
   owner: Type.Union([Type.String(), Type.Null()], { description: 'NODE_ID of the node running it' }),
   lastSuccessAt: Type.Union([Type.String({ format: 'date-time' }), Type.Null()], { description: 'When the last run that succeeded (returned true or false) started; null: none yet' }),
   lastFailureAt: Type.Union([Type.String({ format: 'date-time' }), Type.Null()], { description: 'When the last run that failed or timed out started; lastError is its message' }),
-  lastDurationMs: Type.Union([Type.Integer({ minimum: 0 }), Type.Null()], { description: 'How long the latest finished run took, in milliseconds' }),
-  lastOutcome: Type.Union([RunOutcome, Type.Null()], { description: 'How the latest run ended; null: never run' }),
+  lastDurationMs: Type.Union([Type.Integer({ minimum: 0 }), Type.Null()], { description: 'How long the latest run whose result counted took, in milliseconds' }),
+  lastOutcome: Type.Union([RunOutcome, Type.Null()], { description: 'How the latest run whose result counted ended (a run whose result a stop discarded is in the run history only); null: none yet' }),
   runningSince: Type.Union([Type.String({ format: 'date-time' }), Type.Null()], { description: 'A run is in flight and started then; shown only while a live node holds the reaktor, null otherwise' })
 })
 export type PollingStatusType = Static<typeof PollingStatus>

@@ -246,6 +246,10 @@ t.test('unknown reaktor 404, no token 401, empty history empty', async (t) => {
   t.same(await call('GET', '/api/v1/polling/nope/runs'), { statusCode: 404, body: { statusCode: 404, error: 'Not Found', message: 'Polling reaktor "nope" is not registered' } })
   t.same(await call('GET', '/api/v1/polling/unregistered/runs'), { statusCode: 404, body: { statusCode: 404, error: 'Not Found', message: 'Polling reaktor "unregistered" is not registered' } },
     'runs of an id no app registers (any more) are not shown')
+  for (const id of ['%00', '%ED%A0%80']) {
+    const res = await call('GET', `/api/v1/polling/${id}/runs`)
+    t.match(res, { statusCode: 400, body: { statusCode: 400, error: 'Bad Request' } }, `an id holding ${id}: 400, not a database error`)
+  }
   const anonymous = await app.inject({ method: 'GET', url: '/api/v1/polling/quiet/runs' })
   t.equal(anonymous.statusCode, 401)
   t.same(Object.keys(anonymous.json()).sort(), ['error', 'message', 'statusCode'])

@@ -8,6 +8,8 @@ import swagger from '@fastify/swagger'
 export default fp(async (fastify) => {
   await fastify.register(swagger, {
     hideUntagged: true,
+    // Shared schemas (fastify.addSchema) keep their $id as their name under components.schemas.
+    refResolver: { buildLocalReference: (json, _baseUri, _fragment, i) => typeof json.$id === 'string' ? json.$id : `def-${i}` },
     openapi: {
       openapi: '3.1.0',
       info: {

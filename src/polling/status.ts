@@ -47,6 +47,11 @@ function toStatus (id: string, reaktor: RegisteredPollingReaktor, row: PollingRe
     lastError: row?.last_error ?? null,
     consecutiveFailures: row?.consecutive_failures ?? 0,
     blocked: row?.blocked === true,
-    owner: row?.owner ?? null
+    owner: row?.owner ?? null,
+    lastSuccessAt: iso(row?.last_success_at),
+    lastFailureAt: iso(row?.last_failure_at),
+    lastDurationMs: row?.last_duration_ms ?? null,
+    lastOutcome: row?.last_outcome ?? null,
+    runningSince: iso(row?.running_since)
   }
 }

@@ -53,7 +53,9 @@ export interface BootRegistration {
 /**
  * The state records, for status and list. `owner` is the node holding the reaktor's partition,
  * shown only while the reaktor runs and some session holds that partition's lock: the owner of a
- * node that died (kill -9) is gone from the moment PostgreSQL ended its session.
+ * node that died (kill -9) is gone from the moment PostgreSQL ended its session. `running_since`
+ * follows the same lock (not the state: a stopped reaktor's run may not have settled yet), since a
+ * node that died leaves its last one behind.
  */
 export async function readStatusRows (db: Kysely<Database>, ids: readonly string[]): Promise<PollingReaktorRow[]> {
   if (ids.length === 0) return []
@@ -61,10 +63,12 @@ export async function readStatusRows (db: Kysely<Database>, ids: readonly string
     with held as (${partitionLocks})
     select p.reaktor_id, p.state, p.interval, p.last_run, p.next_run, p.updated_at, p.last_error,
            p.consecutive_failures, p.state_version, p.last_run_id, p.partition, p.blocked,
-           case when p.state = 'running' and exists (select 1 from held where held.partition = p.partition)
-                then rp.owner end as owner
+           p.last_success_at, p.last_failure_at, p.last_duration_ms, p.last_outcome,
+           case when p.state = 'running' and h.live then rp.owner end as owner,
+           case when h.live then p.running_since end as running_since
     from polling_reaktors as p
     left join reaktor_partitions as rp on rp.partition = p.partition
+    cross join lateral (select exists (select 1 from held where held.partition = p.partition) as live) as h
     where p.reaktor_id = any(${[...ids]}::text[])
   `.execute(db)
   return rows

@@ -11,6 +11,12 @@ export const MessageBody = Type.Object({
 
 const Timestamp = Type.Union([Type.String({ format: 'date-time' }), Type.Null()])
 
+/** How a run ended: the names of run history and status. */
+export const RunOutcome = Type.Union(
+  [Type.Literal('more_work'), Type.Literal('no_work'), Type.Literal('failed'), Type.Literal('timed_out'), Type.Literal('aborted')],
+  { description: 'more_work: returned true (runs again at once); no_work: returned false (waits one interval); failed: threw, rejected or returned a non-boolean; timed_out: passed its timeout; aborted: its signal was aborted first (a stop, a shutdown, a node that lost its lock)' }
+)
+
 /** `state`, `interval`, `lastRun`, `nextRun`, plus the extras the README's "Operating polling reaktors" lists. */
 export const PollingStatus = Type.Object({
   reaktorDefinitionId: Type.String(),
@@ -26,7 +32,12 @@ export const PollingStatus = Type.Object({
   lastError: Type.Union([Type.String(), Type.Null()]),
   consecutiveFailures: Type.Integer({ minimum: 0 }),
   blocked: Type.Boolean({ description: 'A run passed its timeout and has not settled yet (its aktor ignores its signal): no other run of this reaktor starts until it does' }),
-  owner: Type.Union([Type.String(), Type.Null()], { description: 'NODE_ID of the node running it' })
+  owner: Type.Union([Type.String(), Type.Null()], { description: 'NODE_ID of the node running it' }),
+  lastSuccessAt: Type.Union([Type.String({ format: 'date-time' }), Type.Null()], { description: 'When the last run that succeeded (returned true or false) started; null: none yet' }),
+  lastFailureAt: Type.Union([Type.String({ format: 'date-time' }), Type.Null()], { description: 'When the last run that failed or timed out started; lastError is its message' }),
+  lastDurationMs: Type.Union([Type.Integer({ minimum: 0 }), Type.Null()], { description: 'How long the latest run whose result counted took, in milliseconds' }),
+  lastOutcome: Type.Union([RunOutcome, Type.Null()], { description: 'How the latest run whose result counted ended (a run whose result a stop discarded is in the run history only); null: none yet' }),
+  runningSince: Type.Union([Type.String({ format: 'date-time' }), Type.Null()], { description: 'A run is in flight and started then; shown only while a live node holds the reaktor, null otherwise' })
 })
 export type PollingStatusType = Static<typeof PollingStatus>
 

@@ -7,8 +7,8 @@ import { FAST_SCHEDULER, probe, schedulerClock, work } from '../helpers/schedule
 import type { PollingReaktorRegistration } from '../../src/sdk/types.js'
 import type { SchedulerOverrides } from '../../src/plugins/scheduler.js'
 
-const STATUS_KEYS = ['autoStart', 'blocked', 'consecutiveFailures', 'description', 'effectiveInterval', 'interval', 'label', 'lastError',
-  'lastRun', 'nextRun', 'owner', 'reaktorDefinitionId', 'state', 'updatedAt']
+const STATUS_KEYS = ['autoStart', 'blocked', 'consecutiveFailures', 'description', 'effectiveInterval', 'interval', 'label', 'lastDurationMs',
+  'lastError', 'lastFailureAt', 'lastOutcome', 'lastRun', 'lastSuccessAt', 'nextRun', 'owner', 'reaktorDefinitionId', 'runningSince', 'state', 'updatedAt']
 
 function isIso (value: unknown): boolean {
   return typeof value === 'string' && new Date(value).toISOString() === value

@@ -1,0 +1,38 @@
+import { Type, type Static } from 'typebox'
+import { StoredText } from './common.js'
+import { RunOutcome } from './polling.js'
+
+export const HISTORY_LIMIT = { min: 1, max: 500, default: 20 } as const
+
+/** One run: registered once (fastify.addSchema), referenced by the history answer and listed in the OpenAPI components. */
+export const PollingRun = Type.Object({
+  runId: Type.String({ format: 'uuid', description: 'The run\'s id, as the aktor saw it in context.runId' }),
+  reaktorDefinitionId: Type.String(),
+  node: Type.String({ description: 'NODE_ID of the node that ran it' }),
+  startedAt: Type.String({ format: 'date-time', description: 'When the run started (ISO 8601, UTC)' }),
+  durationMs: Type.Union([Type.Integer({ minimum: 0 }), Type.Null()], { description: 'How long it ran; null while a run that passed its timeout has not settled' }),
+  outcome: RunOutcome,
+  error: Type.Union([Type.String(), Type.Null()], { description: 'Why it failed, timed out or was aborted; null for a success' })
+}, { $id: 'PollingRun', title: 'PollingRun', description: 'One run of a polling reaktor' })
+export type PollingRunType = Static<typeof PollingRun>
+
+export const RunHistoryQuery = Type.Object({
+  limit: Type.Optional(Type.Integer({
+    minimum: HISTORY_LIMIT.min,
+    maximum: HISTORY_LIMIT.max,
+    default: HISTORY_LIMIT.default,
+    description: `How many runs, ${HISTORY_LIMIT.min} to ${HISTORY_LIMIT.max} (default ${HISTORY_LIMIT.default})`
+  })),
+  before: Type.Optional(StoredText({
+    minLength: 1,
+    maxLength: 100,
+    description: 'Only runs older than this: the nextBefore of a previous page (an opaque cursor), or an ISO 8601 date-time with a time zone (runs that started strictly before it)'
+  }))
+})
+
+export const RunHistoryPage = Type.Object({
+  runs: Type.Array(Type.Unsafe<PollingRunType>(Type.Ref('PollingRun')), { description: 'Newest first: by start time, then by the order the runs were recorded' }),
+  nextBefore: Type.Union([Type.String(), Type.Null()], {
+    description: 'Pass as `before` for the next (older) page; null when there was no older run at the time of the read'
+  })
+})

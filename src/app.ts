@@ -23,6 +23,7 @@ import healthRoutes from './routes/health.js'
 import loginRoutes from './routes/login.js'
 import authRoutes from './routes/auth.js'
 import pollingRoutes from './routes/polling.js'
+import pollingBulkRoutes from './routes/polling-bulk.js'
 import aktorRoutes from './routes/aktor.js'
 import openapiRoutes from './routes/openapi.js'
 
@@ -128,6 +129,7 @@ export const app: FastifyPluginAsync<AppOptions> = async (fastify, opts) => {
     await api.register(async (secured) => {
       secured.addHook('onRequest', secured.authenticate)
       await secured.register(pollingRoutes)
+      await secured.register(pollingBulkRoutes)
       await secured.register(aktorRoutes)
       await secured.register(openapiRoutes)
     })

@@ -288,3 +288,21 @@ t.test('audit lines: single start and stop, bulk by ids and by app, each with us
   ], 'one line per accepted action; refused requests (404, 400, 401) write none')
   t.equal(s.audits().length, 7)
 })
+
+t.test('the OpenAPI document describes both operations: body, answer and every error', async (t) => {
+  const s = await service(t, [{ name: 'bulk-app', version: '1.0.0', pollingReaktors: reaktors(['a']) }])
+  const doc = (await s.call('GET', '/api/v1/openapi.json')).body
+  for (const action of ['start', 'stop']) {
+    const op = doc.paths[`/api/v1/polling/${action}`].post
+    t.same(op.tags, ['polling'], `${action}: tagged`)
+    t.match(op.summary, /many polling reaktors/)
+    const body = op.requestBody.content['application/json'].schema
+    t.same(body.anyOf.map((b: { required: string[], additionalProperties: boolean }) => [b.required, b.additionalProperties]), [[['ids'], false], [['app'], false]], `${action}: the body is ids or app, nothing else`)
+    t.match(body.anyOf[0].properties.ids, { type: 'array', minItems: 1, maxItems: 10_000, uniqueItems: true, items: { type: 'string', minLength: 1, maxLength: 1024 } })
+    const ok = op.responses['200'].content['application/json'].schema
+    t.same(Object.keys(ok.properties).sort(), ['action', 'changed', 'notFound', 'results', 'unchanged'], `${action}: the answer`)
+    for (const code of ['400', '401', '404', '413', '500']) {
+      t.same(Object.keys(op.responses[code].content['application/json'].schema.properties).sort(), ['error', 'message', 'statusCode'], `${action}: ${code} is the error body`)
+    }
+  }
+})

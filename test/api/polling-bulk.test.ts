@@ -259,6 +259,31 @@ t.test('one transaction: a write refused midway (by a trigger) leaves every reak
   t.same((await notificationsUntilMarker(admin, received, 'marker-4')).filter((n) => !n.startsWith('marker')).sort(), ids, 'each announced once, on commit')
 })
 
+t.test('a bulk transaction that PostgreSQL aborts as a deadlock victim is run again: the request succeeds', async (t) => {
+  const s = await service(t, [{ name: 'bulk-app', version: '1.0.0', pollingReaktors: reaktors(['a', 'b'], true) }])
+  t.same(await s.states(), { a: 'running', b: 'running' })
+  const other = new pg.Client({ connectionString: s.databaseUrl })
+  await other.connect()
+  t.teardown(async () => await other.end())
+  // This session waits long before it looks for a deadlock: the bulk transaction (1 s) finds it first and gives way.
+  await other.query("set deadlock_timeout = '20s'")
+  await other.query('begin')
+  await other.query("select 1 from polling_reaktors where reaktor_id = 'b' for update")
+  const request = s.call('POST', '/api/v1/polling/stop', { ids: ['b', 'a'] })
+  // The bulk transaction locks in id order: it holds a and waits for b.
+  await waitFor(async () => (await other.query('select 1 from pg_locks where not granted and pid <> pg_backend_pid()')).rowCount! > 0, { what: 'the bulk transaction to wait for b' })
+  const sent = Date.now()
+  // Now this session waits for a: a deadlock, and PostgreSQL aborts the bulk transaction, which releases a.
+  await other.query("select 1 from polling_reaktors where reaktor_id = 'a' for update")
+  t.pass(`the bulk transaction gave way after ${Date.now() - sent} ms`)
+  await other.query('commit')
+  const res = await request
+  t.same([res.statusCode, res.body.changed], [200, 2], 'the retried bulk stop answered 200 and stopped both')
+  t.same(await s.states(), { a: 'stopped', b: 'stopped' })
+  const { rows } = await other.query<{ deadlocks: string }>('select deadlocks from pg_stat_database where datname = current_database()')
+  t.comment(`deadlocks in this database: ${rows[0].deadlocks}`)
+})
+
 t.test('audit lines: single start and stop, bulk by ids and by app, each with user, node and what changed', async (t) => {
   const s = await service(t, [
     { name: 'bulk-app', version: '1.0.0', pollingReaktors: reaktors(['a', 'b', 'c']) },

@@ -2,7 +2,7 @@ import fp from 'fastify-plugin'
 import { scrapeCounter } from '../metrics/read-at-scrape.js'
 import { PollingReads } from '../polling/reads.js'
 import { StatusCache } from '../polling/status-cache.js'
-import type { ControlAction, ControlOutcome } from '../scheduler/index.js'
+import { isChange, type ControlAction, type ControlOutcome } from '../scheduler/index.js'
 
 declare module 'fastify' {
   interface FastifyInstance {
@@ -49,7 +49,7 @@ export default fp(async (fastify) => {
     stop: control(async (id) => await scheduler.stopReaktor(id)),
     bulk: async (action, reaktorIds) => {
       const outcomes = await scheduler.controlReaktors(action, reaktorIds)
-      for (const o of outcomes) if (o.result === 'started' || o.result === 'stopped') reads.changed(o.reaktorId)
+      for (const o of outcomes) if (isChange(o.result)) reads.changed(o.reaktorId)
       return outcomes
     }
   })

@@ -1,7 +1,7 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import { Ajv } from 'ajv'
 import { logAudit } from '../audit.js'
-import type { ControlResult } from '../scheduler/index.js'
+import { isChange } from '../scheduler/index.js'
 import { ErrorBody } from '../schemas/common.js'
 import { BULK_BODY_LIMIT, BulkAnswer, BulkByApp, BulkByIds, BulkSelection, type BulkSelectionType } from '../schemas/polling-bulk.js'
 
@@ -24,13 +24,11 @@ function checkSelection (body: unknown): Checked {
   if (typeof body !== 'object' || body === null || Array.isArray(body)) return invalid('body must be an object with exactly one of "ids" or "app"')
   const keys = Object.keys(body)
   if (keys.some((k) => k !== 'ids' && k !== 'app')) return invalid('body must NOT have additional properties; expected exactly one of "ids" or "app"')
-  if (keys.length !== 1) return invalid('body must have exactly one of "ids" or "app", not both')
+  if (keys.length !== 1) return invalid(`body must have exactly one of "ids" or "app"${keys.length === 0 ? '' : ', not both'}`)
   const validate = keys[0] === 'ids' ? byIds : byApp
   if (!validate(body)) return invalid(strict.errorsText(validate.errors, { dataVar: 'body' }))
   return { value: body as BulkSelectionType }
 }
-
-const CHANGED: ReadonlySet<ControlResult> = new Set(['started', 'stopped'])
 
 /** `POST /polling/start` and `/polling/stop`: many reaktors, by id or by app, in one transaction. */
 const routes: FastifyPluginAsyncTypebox = async (fastify) => {
@@ -63,7 +61,7 @@ const routes: FastifyPluginAsyncTypebox = async (fastify) => {
       const changed: string[] = []
       const unchanged: string[] = []
       const notFound: string[] = []
-      for (const o of outcomes) (o.result === 'not_found' ? notFound : CHANGED.has(o.result) ? changed : unchanged).push(o.reaktorId)
+      for (const o of outcomes) (o.result === 'not_found' ? notFound : isChange(o.result) ? changed : unchanged).push(o.reaktorId)
       logAudit(request.log, {
         action: action === 'start' ? 'polling.bulk_start' : 'polling.bulk_stop',
         reaktors: outcomes.filter((o) => o.result !== 'not_found').map((o) => o.reaktorId),

@@ -13,6 +13,11 @@ export interface ControlOutcome {
   result: ControlResult
 }
 
+/** The result of a reaktor whose state the action changed. */
+export function isChange (result: ControlResult): boolean {
+  return result === 'started' || result === 'stopped'
+}
+
 const RESULTS = {
   start: { changed: 'started', unchanged: 'already_running' },
   stop: { changed: 'stopped', unchanged: 'already_stopped' }

@@ -24,6 +24,7 @@ import loginRoutes from './routes/login.js'
 import authRoutes from './routes/auth.js'
 import pollingRoutes from './routes/polling.js'
 import pollingRunsRoutes from './routes/polling-runs.js'
+import pollingBulkRoutes from './routes/polling-bulk.js'
 import aktorRoutes from './routes/aktor.js'
 import openapiRoutes from './routes/openapi.js'
 
@@ -130,6 +131,7 @@ export const app: FastifyPluginAsync<AppOptions> = async (fastify, opts) => {
       secured.addHook('onRequest', secured.authenticate)
       await secured.register(pollingRoutes)
       await secured.register(pollingRunsRoutes)
+      await secured.register(pollingBulkRoutes)
       await secured.register(aktorRoutes)
       await secured.register(openapiRoutes)
     })

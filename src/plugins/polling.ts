@@ -2,6 +2,7 @@ import fp from 'fastify-plugin'
 import { scrapeCounter } from '../metrics/read-at-scrape.js'
 import { PollingReads } from '../polling/reads.js'
 import { StatusCache } from '../polling/status-cache.js'
+import { isChange, type ControlAction, type ControlOutcome } from '../scheduler/index.js'
 
 declare module 'fastify' {
   interface FastifyInstance {
@@ -16,6 +17,8 @@ export interface Polling {
   start: (reaktorId: string) => Promise<boolean>
   /** Writes the stop; false when it was already stopped. */
   stop: (reaktorId: string) => Promise<boolean>
+  /** Starts or stops many in one transaction, per id in the order given; unknown ids are `not_found`, written nowhere. */
+  bulk: (action: ControlAction, reaktorIds: readonly string[]) => Promise<ControlOutcome[]>
 }
 
 /**
@@ -43,6 +46,11 @@ export default fp(async (fastify) => {
   fastify.decorate('polling', {
     reads,
     start: control(async (id) => await scheduler.startReaktor(id)),
-    stop: control(async (id) => await scheduler.stopReaktor(id))
+    stop: control(async (id) => await scheduler.stopReaktor(id)),
+    bulk: async (action, reaktorIds) => {
+      const outcomes = await scheduler.controlReaktors(action, reaktorIds)
+      for (const o of outcomes) if (isChange(o.result)) reads.changed(o.reaktorId)
+      return outcomes
+    }
   })
 }, { name: 'polling', dependencies: ['config', 'db', 'apps', 'metrics', 'scheduler'] })

@@ -1,5 +1,6 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import type { FastifyReply } from 'fastify'
+import { logAudit } from '../audit.js'
 import { ErrorBody } from '../schemas/common.js'
 import { MessageBody, PollingList, PollingStatus, ReaktorIdParams } from '../schemas/polling.js'
 
@@ -27,6 +28,7 @@ const routes: FastifyPluginAsyncTypebox = async (fastify) => {
     }, async (request) => {
       const { reaktorId } = request.params
       const changed = await control.apply(reaktorId)
+      logAudit(request.log, { action: `polling.${control.action}`, reaktors: [reaktorId], user: request.auth?.username ?? null, node: fastify.config.nodeId, details: { changed } })
       return { message: `Polling reaktor "${reaktorId}" ${changed ? control.done : control.already}` }
     })
   }

@@ -1,9 +1,10 @@
 import { performance } from 'node:perf_hooks'
-import type { RegisteredPollingReaktor } from '../apps/types.js'
+import { logAudit } from '../audit.js'
 import { RunResultBatcher } from './batcher.js'
 import { LockConnection } from './lock-connection.js'
 import type { SchedulerLogger } from './logger.js'
-import { LegacyNodeRunning, UnknownReaktorError, withDefaults, type SchedulerOptions, type SchedulerSettings } from './options.js'
+import { ReaktorControl, type ControlAction, type ControlOutcome } from './control.js'
+import { LegacyNodeRunning, withDefaults, type SchedulerOptions, type SchedulerSettings } from './options.js'
 import { PartitionOwnership } from './ownership.js'
 import { partitionOf, type OwnershipShare } from './partitions.js'
 import { PartitionRunners, type HaltedRun, type SchedulerContext } from './runners.js'
@@ -12,6 +13,7 @@ import * as store from './store.js'
 
 export { LegacyNodeRunning, UnknownReaktorError, type RunEnd, type SchedulerOptions } from './options.js'
 export type { OwnershipShare } from './partitions.js'
+export { isChange, type ControlAction, type ControlOutcome, type ControlResult } from './control.js'
 
 type Phase = 'idle' | 'starting' | 'running' | 'stopping' | 'stopped'
 
@@ -45,6 +47,7 @@ export class Scheduler {
   private readonly ctx: SchedulerContext
   private readonly runners: PartitionRunners
   private readonly ownership: PartitionOwnership
+  private readonly control: ReaktorControl
 
   private phase: Phase = 'idle'
   private readonly dirty = new Set<string>()
@@ -88,6 +91,7 @@ export class Scheduler {
     }
     this.runners = new PartitionRunners(this.ctx)
     this.ownership = new PartitionOwnership(this.ctx, this.runners)
+    this.control = new ReaktorControl(this.ctx, this.runners)
   }
 
   /** True after start() found no other live node and applied the restart rules. */
@@ -176,6 +180,7 @@ export class Scheduler {
         reaktorId: id, interval: r.registration.interval, autoStart: r.registration.autoStart === true, partition: this.ctx.partitionOfId.get(id)!
       }))
       const applied = await store.applyBootRules(this.settings.bulkDb ?? this.settings.db, boot, new Date(this.settings.now()), cold)
+      if (applied.stoppedIds.length > 0) logAudit(this.log, { action: 'polling.restart_reset', reaktors: applied.stoppedIds, user: null, node: this.nodeId, details: { reason: 'cluster cold start: autoStart is false' } })
       await this.lock.holdSharedMembership()
       if (cold) await this.lock.releaseExclusiveMembership()
       const { legacy } = await partitionStore.readLockView(this.settings.db)
@@ -298,31 +303,17 @@ export class Scheduler {
 
   /** Writes `running` (before it is acknowledged) and reconciles at once. False: already running. */
   async startReaktor (reaktorId: string): Promise<boolean> {
-    const reaktor = this.registered(reaktorId)
-    const { changed, version } = await store.writeStart(this.settings.db, reaktorId, reaktor.registration.interval, new Date(this.settings.now()), this.ctx.partitionOfId.get(reaktorId) ?? null)
-    this.runners.noteWrittenVersion(reaktorId, version)
-    this.requestReconcile([reaktorId])
-    return changed
+    return await this.control.start(reaktorId)
   }
 
   /** Writes `stopped` (before it is acknowledged); an owned run is aborted at once. False: already stopped. */
   async stopReaktor (reaktorId: string): Promise<boolean> {
-    const reaktor = this.registered(reaktorId)
-    const { changed, version } = await store.writeStop(this.settings.db, reaktorId, reaktor.registration.interval, new Date(this.settings.now()), this.ctx.partitionOfId.get(reaktorId) ?? null)
-    // Synchronously with the answer: a reconcile pass that read the row before this stop can no
-    // longer start a runner from that read (ensureRunner refuses older versions).
-    this.runners.noteWrittenVersion(reaktorId, version)
-    this.runners.releaseRunner(reaktorId)
-    // A handover in progress waits for its run to end; a stop aborts that run at once.
-    void this.runners.draining.get(reaktorId)?.runner.halt('stopped')
-    this.requestReconcile([reaktorId])
-    return changed
+    return await this.control.stop(reaktorId)
   }
 
-  private registered (reaktorId: string): RegisteredPollingReaktor {
-    const reaktor = this.settings.reaktors.get(reaktorId)
-    if (reaktor === undefined) throw new UnknownReaktorError(reaktorId)
-    return reaktor
+  /** Starts or stops many in one transaction; ids not registered here are reported, not written. */
+  async controlReaktors (action: ControlAction, reaktorIds: readonly string[]): Promise<ControlOutcome[]> {
+    return await this.control.bulk(action, reaktorIds)
   }
 
   // ---------------------------------------------------------------- ownership

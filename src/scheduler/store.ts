@@ -120,12 +120,12 @@ export async function announce (db: Kysely<Database>, ids: readonly string[]): P
  * `stopped` (a manual start is required), and stale owners (all nodes were dead) are cleared. A
  * stored `stopped` is never touched (the operator's stop is respected) and a stored `next_run` is
  * never overwritten. Returns the ids inserted as running, for the caller to announce to their
- * partition's holder.
+ * partition's holder, and the ids the cold start stopped (sorted), for its audit line.
  */
 export async function applyBootRules (
   db: Kysely<Database>, regs: readonly BootRegistration[], at: Date, coldStart: boolean
-): Promise<{ inserted: number, stopped: number, startedIds: string[] }> {
-  if (regs.length === 0) return { inserted: 0, stopped: 0, startedIds: [] }
+): Promise<{ inserted: number, stopped: number, startedIds: string[], stoppedIds: string[] }> {
+  if (regs.length === 0) return { inserted: 0, stopped: 0, startedIds: [], stoppedIds: [] }
   const ids = regs.map((r) => r.reaktorId)
   const intervals = regs.map((r) => r.interval)
   const autos = regs.map((r) => r.autoStart)
@@ -145,20 +145,21 @@ export async function applyBootRules (
       from unnest(${ids}::text[], ${intervals}::text[], ${partitions}::int[]) as v(id, interval, partition)
       where p.reaktor_id = v.id and (p.interval <> v.interval or p.partition is distinct from v.partition)
     `.execute(trx)
-    let stopped = 0
+    let stoppedIds: string[] = []
     if (coldStart) {
-      const res = await sql`
+      const { rows: stopped } = await sql<{ reaktor_id: string }>`
         update polling_reaktors as p
         set state = 'stopped', next_run = null, owner = null, updated_at = ${at}::timestamptz,
             state_version = p.state_version + 1
         from unnest(${ids}::text[], ${autos}::boolean[]) as v(id, auto)
         where p.reaktor_id = v.id and p.state = 'running' and not v.auto
+        returning p.reaktor_id
       `.execute(trx)
-      stopped = Number(res.numAffectedRows ?? 0)
+      stoppedIds = stopped.map((r) => r.reaktor_id).sort()
       await sql`update polling_reaktors set owner = null where owner is not null`.execute(trx)
       await sql`update reaktor_partitions set owner = null where owner is not null`.execute(trx)
     }
-    return { inserted: inserted.length, stopped, startedIds: inserted.filter((r) => r.state === 'running').map((r) => r.reaktor_id) }
+    return { inserted: inserted.length, stopped: stoppedIds.length, startedIds: inserted.filter((r) => r.state === 'running').map((r) => r.reaktor_id), stoppedIds }
   })
 }
 
@@ -170,6 +171,18 @@ export interface StateWrite {
 }
 
 /**
+ * How a start lands on an existing row (`insert into polling_reaktors as p`): only a `stopped` one
+ * changes, its first run due at once; the changed rows are returned with their new version.
+ */
+export const startOnConflict = sql`
+  on conflict (reaktor_id) do update
+    set state = 'running', interval = excluded.interval, next_run = excluded.next_run,
+        updated_at = excluded.updated_at, owner = null, state_version = p.state_version + 1,
+        partition = coalesce(excluded.partition, p.partition)
+    where p.state = 'stopped'
+  returning p.reaktor_id, p.state_version`
+
+/**
  * Writes a start (awaited before the caller is answered) and announces it. Only a `stopped` (or
  * missing) row changes: the first run is due at once. `changed` is false when it was already running.
  */
@@ -179,12 +192,7 @@ export async function writeStart (db: Kysely<Database>, id: string, interval: st
     with changed as (
       insert into polling_reaktors as p (reaktor_id, state, interval, next_run, updated_at, state_version, partition)
       values (${id}, 'running', ${interval}, ${at}::timestamptz, ${at}::timestamptz, 1, ${partition}::int)
-      on conflict (reaktor_id) do update
-        set state = 'running', interval = excluded.interval, next_run = excluded.next_run,
-            updated_at = excluded.updated_at, owner = null, state_version = p.state_version + 1,
-            partition = coalesce(excluded.partition, p.partition)
-        where p.state = 'stopped'
-      returning p.reaktor_id, p.state_version
+      ${startOnConflict}
     )
     select pg_notify(${NOTIFY_CHANNEL}, reaktor_id), state_version from changed
   `.execute(db)

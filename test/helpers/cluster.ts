@@ -152,10 +152,12 @@ export class Cluster {
     return node
   }
 
-  async api (nodeId: string, method: 'GET' | 'POST', url: string): Promise<{ status: number, body: any }> {
+  /** An API request through one node; `payload` is sent as JSON. */
+  async api (nodeId: string, method: 'GET' | 'POST', url: string, payload?: unknown): Promise<{ status: number, body: any }> {
     const node = this.node(nodeId)
     this.token ??= await this.login(node)
-    const res = await fetch(`${node.url}/api/v1${url}`, { method, headers: tokenHeader(this.token) })
+    const json = payload === undefined ? {} : { headers: { ...tokenHeader(this.token), 'content-type': 'application/json' }, body: JSON.stringify(payload) }
+    const res = await fetch(`${node.url}/api/v1${url}`, { method, headers: tokenHeader(this.token), ...json })
     return { status: res.status, body: await res.json() }
   }
 

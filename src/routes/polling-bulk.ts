@@ -1,0 +1,82 @@
+import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
+import { Ajv } from 'ajv'
+import { logAudit } from '../audit.js'
+import { isChange } from '../scheduler/index.js'
+import { ErrorBody } from '../schemas/common.js'
+import { BULK_BODY_LIMIT, BulkAnswer, BulkByApp, BulkByIds, BulkSelection, type BulkSelectionType } from '../schemas/polling-bulk.js'
+
+/*
+ * The body is checked by its own validator, not the service-wide one: that one drops unknown
+ * properties and coerces types (Fastify's defaults), so `{"ids": [...], "app": "x"}` would pass as
+ * ids alone and `{"ids": "a"}` as `["a"]`. Here both are 400, and the message says which rule failed.
+ */
+const strict = new Ajv({ allErrors: false, coerceTypes: false, removeAdditional: false, useDefaults: false, strict: false })
+const byIds = strict.compile(BulkByIds)
+const byApp = strict.compile(BulkByApp)
+
+type Checked = { value: BulkSelectionType } | { error: Error }
+
+function invalid (message: string): Checked {
+  return { error: Object.assign(new Error(message), { statusCode: 400 }) }
+}
+
+function checkSelection (body: unknown): Checked {
+  if (typeof body !== 'object' || body === null || Array.isArray(body)) return invalid('body must be an object with exactly one of "ids" or "app"')
+  const keys = Object.keys(body)
+  if (keys.some((k) => k !== 'ids' && k !== 'app')) return invalid('body must NOT have additional properties; expected exactly one of "ids" or "app"')
+  if (keys.length !== 1) return invalid(`body must have exactly one of "ids" or "app"${keys.length === 0 ? '' : ', not both'}`)
+  const validate = keys[0] === 'ids' ? byIds : byApp
+  if (!validate(body)) return invalid(strict.errorsText(validate.errors, { dataVar: 'body' }))
+  return { value: body as BulkSelectionType }
+}
+
+/** `POST /polling/start` and `/polling/stop`: many reaktors, by id or by app, in one transaction. */
+const routes: FastifyPluginAsyncTypebox = async (fastify) => {
+  const { polling } = fastify
+
+  /** Every polling reaktor of the loaded versions of an app, sorted by id. */
+  const appReaktors = (name: string): string[] => {
+    const apps = fastify.apps.apps.filter((a) => a.name === name)
+    if (apps.length === 0) throw fastify.httpErrors.notFound(`App "${name}" is not loaded`)
+    const ids = apps.flatMap((a) => a.pollingReaktors.map((r) => r.reaktorDefinitionId)).sort()
+    if (ids.length === 0) throw fastify.httpErrors.badRequest(`App "${name}" has no polling reaktors`)
+    return ids
+  }
+
+  for (const action of ['start', 'stop'] as const) {
+    fastify.post(`/polling/${action}`, {
+      bodyLimit: BULK_BODY_LIMIT,
+      validatorCompiler: () => checkSelection,
+      schema: {
+        tags: ['polling'],
+        summary: `${action === 'start' ? 'Start' : 'Stop'} many polling reaktors at once (idempotent, one transaction)`,
+        description: 'Selects reaktors by `ids` or by `app`. The known ones are written in one transaction; ids not registered are named in `notFound` and change nothing.',
+        body: BulkSelection,
+        response: { 200: BulkAnswer, 400: ErrorBody, 401: ErrorBody, 404: ErrorBody, 413: ErrorBody, 500: ErrorBody }
+      }
+    }, async (request) => {
+      const selection = request.body
+      const ids = 'ids' in selection ? selection.ids : appReaktors(selection.app)
+      const outcomes = await polling.bulk(action, ids)
+      const changed: string[] = []
+      const unchanged: string[] = []
+      const notFound: string[] = []
+      for (const o of outcomes) (o.result === 'not_found' ? notFound : isChange(o.result) ? changed : unchanged).push(o.reaktorId)
+      logAudit(request.log, {
+        action: action === 'start' ? 'polling.bulk_start' : 'polling.bulk_stop',
+        reaktors: outcomes.filter((o) => o.result !== 'not_found').map((o) => o.reaktorId),
+        user: request.auth?.username ?? null,
+        node: fastify.config.nodeId,
+        details: { ...('app' in selection ? { app: selection.app } : {}), changed, unchanged, notFound }
+      })
+      return {
+        action,
+        results: outcomes.map((o) => ({ reaktorDefinitionId: o.reaktorId, result: o.result })),
+        changed: changed.length,
+        unchanged: unchanged.length,
+        notFound
+      }
+    })
+  }
+}
+export default routes

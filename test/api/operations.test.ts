@@ -23,9 +23,9 @@ t.test('the OpenAPI document describes /api/v1 and needs the token', async (t) =
     '/api/v1/auth/login',
     '/api/v1/auth/logout',
     '/api/v1/polling',
-    '/api/v1/polling/{reaktorId}/runs',
     '/api/v1/polling/start',
     '/api/v1/polling/stop',
+    '/api/v1/polling/{reaktorId}/runs',
     '/api/v1/polling/{reaktorId}/start',
     '/api/v1/polling/{reaktorId}/status',
     '/api/v1/polling/{reaktorId}/stop'

@@ -5,7 +5,7 @@ import { StatusCache } from '../polling/status-cache.js'
 
 declare module 'fastify' {
   interface FastifyInstance {
-    /** The read side of polling (status and list, cached as right as a read per request) and start/stop. */
+    /** The read side of polling (status and list, cached as right as a read per request), start/stop and run now. */
     polling: Polling
   }
 }
@@ -16,11 +16,13 @@ export interface Polling {
   start: (reaktorId: string) => Promise<boolean>
   /** Writes the stop; false when it was already stopped. */
   stop: (reaktorId: string) => Promise<boolean>
+  /** Writes a run request that the owner acts on (README "Run now"); false when it is stopped. */
+  run: (reaktorId: string) => Promise<boolean>
 }
 
 /**
  * Polling as the API sees it: the status cache and its LISTEN connection (one per app instance,
- * closed with the app), the reads built on it, and start/stop through the scheduler.
+ * closed with the app), the reads built on it, and start/stop/run now through the scheduler.
  */
 export default fp(async (fastify) => {
   const { scheduler } = fastify
@@ -43,6 +45,8 @@ export default fp(async (fastify) => {
   fastify.decorate('polling', {
     reads,
     start: control(async (id) => await scheduler.startReaktor(id)),
-    stop: control(async (id) => await scheduler.stopReaktor(id))
+    stop: control(async (id) => await scheduler.stopReaktor(id)),
+    // Its next run moved: dropped here at once, elsewhere at most the cache's age later.
+    run: control(async (id) => await scheduler.runReaktor(id))
   })
 }, { name: 'polling', dependencies: ['config', 'db', 'apps', 'metrics', 'scheduler'] })

@@ -8,6 +8,7 @@ import { PartitionOwnership } from './ownership.js'
 import { partitionOf, type OwnershipShare } from './partitions.js'
 import { PartitionRunners, type HaltedRun, type SchedulerContext } from './runners.js'
 import * as partitionStore from './partition-store.js'
+import { RUN_NOW_CHANNEL, writeRunRequest } from './run-now.js'
 import * as store from './store.js'
 
 export { LegacyNodeRunning, UnknownReaktorError, type RunEnd, type SchedulerOptions } from './options.js'
@@ -319,6 +320,9 @@ export class Scheduler {
     return changed
   }
 
+  /** Run now, by its owner wherever that is (run-now.ts), written before it is acknowledged. False: stopped. */
+  async runReaktor (id: string): Promise<boolean> { this.registered(id); return await writeRunRequest(this.settings.db, id, new Date(this.settings.now())) }
+
   private registered (reaktorId: string): RegisteredPollingReaktor {
     const reaktor = this.settings.reaktors.get(reaktorId)
     if (reaktor === undefined) throw new UnknownReaktorError(reaktorId)
@@ -328,11 +332,9 @@ export class Scheduler {
   // ---------------------------------------------------------------- ownership
 
   private notified (channel: string, payload: string): void {
-    if (channel === partitionStore.PARTITION_CHANNEL) {
-      // A partition was given back: an under-share node takes it now, not at its next tick.
-      this.requestReconcile()
-      return
-    }
+    // A partition was given back: an under-share node takes it now, not at its next tick.
+    if (channel === partitionStore.PARTITION_CHANNEL) return this.requestReconcile()
+    if (channel === RUN_NOW_CHANNEL) return this.runners.runNow(payload)
     if (channel !== store.NOTIFY_CHANNEL) return
     // Any state change moves the running counts (the weights of even spreading).
     this.ownership.noteStateChange()

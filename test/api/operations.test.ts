@@ -23,13 +23,14 @@ t.test('the OpenAPI document describes /api/v1 and needs the token', async (t) =
     '/api/v1/auth/login',
     '/api/v1/auth/logout',
     '/api/v1/polling',
+    '/api/v1/polling/{reaktorId}/run',
     '/api/v1/polling/{reaktorId}/start',
     '/api/v1/polling/{reaktorId}/status',
     '/api/v1/polling/{reaktorId}/stop'
   ], 'the API and nothing else (no login page, no app UI, no metrics)')
   t.ok(doc.paths['/api/v1/polling/{reaktorId}/status'].get.responses['404'], 'error responses are documented')
   for (const [path, method] of [['/api/v1/polling', 'get'], ['/api/v1/polling/{reaktorId}/status', 'get'],
-    ['/api/v1/polling/{reaktorId}/start', 'post'], ['/api/v1/polling/{reaktorId}/stop', 'post']]) {
+    ['/api/v1/polling/{reaktorId}/start', 'post'], ['/api/v1/polling/{reaktorId}/stop', 'post'], ['/api/v1/polling/{reaktorId}/run', 'post']]) {
     const responses = doc.paths[path][method].responses
     t.ok(responses['400'] !== undefined && responses['500'] !== undefined, `${method.toUpperCase()} ${path} documents 400 and 500`)
   }

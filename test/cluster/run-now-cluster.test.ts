@@ -20,7 +20,7 @@ const INTERVAL_MS = 3000
  * trip. 250 ms of margin for two busy cores.
  */
 const RIGHT_AFTER_MS = 250
-/** README: the owner starts the run within 50 ms of the answer; measured from the request sent, 200 ms of margin. */
+/** README: the owner starts the run within 50 ms of the request (measured from its sending); 200 ms of margin for two busy cores. */
 const RUN_STARTS_WITHIN_MS = 250
 /** README: a takeover about 1 s after a crash; 700 ms of margin for two busy cores (as the cluster test). */
 const TAKEOVER_MS = 1700

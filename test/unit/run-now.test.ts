@@ -3,7 +3,7 @@
  * flight, however many requests), the request's one statement (the durable part and the NOTIFY),
  * the batched write that must not push a pending request back, and the owners that act on it: a
  * node that takes the reaktor over later, and one whose runner is being started from a read that
- * predates the request.
+ * predates the request, and the fencing grace of a takeover, which a request never shortens.
  */
 import t, { type Test } from 'tap'
 import pg from 'pg'
@@ -13,7 +13,7 @@ import { writeRunResults, writeStart, writeStop, type RunRecord } from '../../sr
 import { claimPartitions, ensurePartitions } from '../../src/scheduler/partition-store.js'
 import { waitFor, type TestContext } from '../helpers/context.js'
 import { memoryLogger } from '../helpers/log.js'
-import { openTestDatabase, probe, registry, row, scheduler } from '../helpers/scheduler.js'
+import { endSessionAndWakeNodes, openTestDatabase, probe, registry, row, scheduler } from '../helpers/scheduler.js'
 
 /** "Right after": the next turn of the event loop; 100 ms of margin for two busy cores. */
 const RIGHT_AFTER_MS = 100
@@ -310,3 +310,51 @@ t.test('a request heard while the owner starts the runner from an older read is 
   t.ok(requested, 'the request came between the read and the start of the runner')
   t.equal(p.maxActive(), 1)
 })
+
+/**
+ * A partition taken from a lock session that ended without releasing it starts its runs only after
+ * the fencing grace (its previous holder may not have aborted them yet). A request heard inside the
+ * grace waits for it too, whether the runner exists by then or is still being started.
+ */
+for (const when of ['after the runner started', 'before the runner started'] as const) {
+  t.test(`a request heard inside the fencing grace of a takeover (${when}) runs when the grace ends, not before`, async (t) => {
+    const { url, db } = await openTestDatabase(t)
+    const p = probe('guarded', () => false, { interval: '1h', autoStart: true })
+    const a = scheduler(t, db, url, { nodeId: 'node-a', reaktors: registry([p.registration]) })
+    await a.start()
+    await waitFor(async () => p.runs[0]?.end !== undefined && (await row(db, 'guarded'))?.last_run !== null, { what: 'the first run, flushed' })
+    let armed = false
+    const b = scheduler(t, db, url, {
+      nodeId: 'node-b',
+      reaktors: registry([p.registration]),
+      reconcileHook: async (step, ids) => {
+        if (!armed || step !== 'claimed' || !ids.includes('guarded')) return
+        armed = false
+        if (when === 'before the runner started') {
+          await writeRunRequest(db, 'guarded', new Date())
+          await (b as unknown as { lock: { ping: () => Promise<boolean> } }).lock.ping()
+        } else {
+          // Sent once this pass has started the runner (right after this hook), heard within the grace.
+          setImmediate(() => { void writeRunRequest(db, 'guarded', new Date()) })
+        }
+      }
+    })
+    await b.start()
+    await waitFor(() => b.ownershipShare.members === 2, { what: 'node-b to see both nodes' })
+    t.same(a.ownedReaktorIds(), ['guarded'], 'node-a runs it')
+
+    const admin = new pg.Client({ connectionString: url })
+    await admin.connect()
+    t.teardown(async () => await admin.end())
+    armed = true
+    const ending = Date.now()
+    await endSessionAndWakeNodes(admin, a.lockConnectionPid!)
+    await waitFor(() => p.runs[1] !== undefined, { timeoutMs: 5000, what: 'the requested run on node-b' })
+    t.notOk(armed, 'the request came during node-b\'s takeover')
+    t.same(b.ownedReaktorIds(), ['guarded'], 'node-b took it over')
+    // node-b read the partition free after the session ended, which was after `ending`.
+    const after = p.runs[1].start - ending
+    t.ok(after >= 200, `started ${after} ms after the session was ended: not inside the 200 ms fencing grace`)
+    t.ok(after <= 1200, 'and at once after it, not an hour later')
+  })
+}

@@ -358,3 +358,24 @@ for (const when of ['after the runner started', 'before the runner started'] as 
     t.ok(after <= 1200, 'and at once after it, not an hour later')
   })
 }
+
+t.test('a request that comes while the owner hands the reaktor over between runs is run by the next holder at once', async (t) => {
+  const { url, db } = await openTestDatabase(t)
+  const first = gate<boolean>()
+  const p = probe('handed', async (n) => n === 1 ? await first.promise : false, { interval: '1h', autoStart: true })
+  const a = scheduler(t, db, url, { nodeId: 'node-a', reaktors: registry([p.registration]) })
+  await a.start()
+  await waitFor(() => p.runs.length === 1, { what: 'the first run in flight' })
+  // The handover a rebalancing would start: the run in flight finishes, then the partition is
+  // released and announced, and taken again (here by the same node, the only one).
+  const internals = a as unknown as { ownership: { handovers: { handOver: (partition: number) => void } }, lock: { ping: () => Promise<boolean> } }
+  internals.ownership.handovers.handOver(a.partitionOfReaktor('handed')!)
+  t.same(a.ownedReaktorIds(), [], 'being handed over')
+  t.equal(await a.runReaktor('handed'), true, 'the request is accepted meanwhile')
+  await internals.lock.ping()
+  first.open(false)
+  await waitFor(() => p.runs[1]?.end !== undefined, { timeoutMs: 5000, what: 'the requested run after the handover' })
+  t.ok(p.runs[1].start >= p.runs[0].end!, 'after the run in flight ended')
+  t.pass(`run ${p.runs[1].start - p.runs[0].end!} ms after the handed-over run ended, not an hour later`)
+  t.equal(p.maxActive(), 1)
+})

@@ -10,7 +10,7 @@ import { buildApp } from '../../src/app.js'
 import type { PollingReaktorRegistration } from '../../src/sdk/types.js'
 import { ADMIN, ADMIN_ENV, loggedIn, type ApiCall } from '../helpers/auth.js'
 import { testConfig } from '../helpers/app.js'
-import { waitFor, type TestContext } from '../helpers/context.js'
+import { deferred, waitFor, type TestContext } from '../helpers/context.js'
 import { createTestDatabase } from '../helpers/database.js'
 import { logOutput } from '../helpers/log.js'
 import { FAST_SCHEDULER, probe } from '../helpers/scheduler.js'
@@ -36,12 +36,6 @@ async function service (t: TestContext, pollingReaktors: PollingReaktorRegistrat
   return { app, call: await loggedIn(app), audit }
 }
 
-function gate<T> (): { promise: Promise<T>, open: (value: T) => void } {
-  let open!: (value: T) => void
-  const promise = new Promise<T>((resolve) => { open = resolve })
-  return { promise, open }
-}
-
 t.test('202: the owner runs it at once, the status shows the run, and each request writes one audit line', async (t) => {
   const p = probe('hourly', () => false, { interval: '1h', autoStart: true })
   const { app, call, audit } = await service(t, [p.registration])
@@ -64,14 +58,14 @@ t.test('202: the owner runs it at once, the status shows the run, and each reque
 })
 
 t.test('requests while a run is in flight coalesce into one run right after it', async (t) => {
-  const first = gate<boolean>()
+  const first = deferred<boolean>()
   const p = probe('long', async (n) => n === 1 ? await first.promise : false, { interval: '1h', autoStart: true })
   const { call, audit } = await service(t, [p.registration])
   await waitFor(() => p.runs.length === 1, { what: 'the first run in flight' })
   const answers = await Promise.all(Array.from({ length: 5 }, async () => await call('POST', '/api/v1/polling/long/run')))
   t.same(answers.map((a) => a.statusCode), [202, 202, 202, 202, 202])
   t.equal(audit().filter((a) => a.action === 'polling.run').length, 5, 'one audit line per request')
-  first.open(false)
+  first.resolve(false)
   await waitFor(() => p.runs[1]?.end !== undefined, { timeoutMs: 5000, what: 'the extra run' })
   t.ok(p.runs[1].start - p.runs[0].end! <= RUN_STARTS_WITHIN_MS, `right after the run in flight (${p.runs[1].start - p.runs[0].end!} ms)`)
   // The extra run's result is in the status once flushed: by then a third run, had one been

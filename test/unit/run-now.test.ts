@@ -11,19 +11,12 @@ import { ReaktorRunner, type RunOutcome } from '../../src/scheduler/runner.js'
 import { RUN_NOW_CHANNEL, writeRunRequest } from '../../src/scheduler/run-now.js'
 import { writeRunResults, writeStart, writeStop, type RunRecord } from '../../src/scheduler/store.js'
 import { claimPartitions, ensurePartitions } from '../../src/scheduler/partition-store.js'
-import { waitFor, type TestContext } from '../helpers/context.js'
+import { deferred, waitFor, type TestContext } from '../helpers/context.js'
 import { memoryLogger } from '../helpers/log.js'
 import { endSessionAndWakeNodes, openTestDatabase, probe, registry, row, scheduler } from '../helpers/scheduler.js'
 
 /** "Right after": the next turn of the event loop; 100 ms of margin for two busy cores. */
 const RIGHT_AFTER_MS = 100
-
-/** A promise the test settles. */
-function gate<T> (): { promise: Promise<T>, open: (value: T) => void } {
-  let open!: (value: T) => void
-  const promise = new Promise<T>((resolve) => { open = resolve })
-  return { promise, open }
-}
 
 /** Two turns of the event loop: a run queued by the one that just ended would be in flight by then. */
 async function turns (): Promise<void> {
@@ -62,7 +55,7 @@ function nextAfterInterval (t: Test, ended: Ended[], intervalMs: number, what: s
 }
 
 t.test('runner: a run in flight and five requests: exactly one more run, right after it, then the interval', async (t) => {
-  const first = gate<boolean>()
+  const first = deferred<boolean>()
   const p = probe('coalesce', async (n) => n === 1 ? await first.promise : false)
   const { runner, ended } = runnerOf(t, p, { intervalMs: 3_600_000 })
   runner.start(null)
@@ -70,7 +63,7 @@ t.test('runner: a run in flight and five requests: exactly one more run, right a
   for (let i = 0; i < 5; i++) t.equal(runner.runNow(), true, `request ${i + 1} accepted`)
   await turns()
   t.equal(p.runs.length, 1, 'no run beside the one in flight')
-  first.open(false)
+  first.resolve(false)
   await waitFor(() => p.runs[1]?.end !== undefined, { what: 'the requested run' })
   const [r1, r2] = p.runs
   t.ok(r2.start >= r1.end!, 'it started after the run in flight ended')
@@ -90,14 +83,14 @@ t.test('runner: a run in flight and five requests: exactly one more run, right a
 })
 
 t.test('runner: a `true` result with a request in flight runs again at once, once', async (t) => {
-  const first = gate<boolean>()
+  const first = deferred<boolean>()
   const p = probe('drains', async (n) => n === 1 ? await first.promise : false)
   const { runner, ended } = runnerOf(t, p, { intervalMs: 3_600_000 })
   runner.start(null)
   await waitFor(() => p.runs.length === 1, { what: 'the first run' })
   runner.runNow()
   runner.runNow()
-  first.open(true)
+  first.resolve(true)
   await waitFor(() => p.runs[1]?.end !== undefined, { what: 'the next run' })
   t.ok(p.runs[1].start - p.runs[0].end! <= RIGHT_AFTER_MS, `at once (${p.runs[1].start - p.runs[0].end!} ms)`)
   await waitFor(() => !runner.running, { what: 'the runner to be idle' })
@@ -149,35 +142,35 @@ t.test('runner: halted or handed over, it ignores a request', async (t) => {
   t.equal(p.runs.length + q.runs.length, 0, 'no run')
 
   // Halted with a request pending: the run in flight ends, nothing follows.
-  const first = gate<boolean>()
+  const first = deferred<boolean>()
   const r = probe('stopped-in-flight', async (n) => n === 1 ? await first.promise : false)
   const stopped = runnerOf(t, r, { intervalMs: 3_600_000 })
   stopped.runner.start(null)
   await waitFor(() => r.runs.length === 1, { what: 'the first run' })
   stopped.runner.runNow()
   const halted = stopped.runner.halt()
-  first.open(false)
+  first.resolve(false)
   await halted
   await turns()
   t.equal(r.runs.length, 1, 'a stop wins over the pending request')
 })
 
 t.test('runner: a request before the run in flight called its aktor is served by that run', async (t) => {
-  const check = gate<boolean>()
+  const check = deferred<boolean>()
   const p = probe('early', () => false)
   let checks = 0
   const { runner } = runnerOf(t, p, { intervalMs: 3_600_000, mayRun: async () => { checks++; return checks === 1 ? await check.promise : true } })
   runner.start(null)
   await waitFor(() => checks === 1 && runner.running, { what: 'the ownership check of the first run' })
   runner.runNow()
-  check.open(true)
+  check.resolve(true)
   await waitFor(() => p.runs[0]?.end !== undefined && !runner.running, { what: 'the first run' })
   await turns()
   t.equal(p.runs.length, 1, 'one run: it started after the request')
 })
 
 t.test('runner: a run blocked past its timeout gets its requested run right after it settles', async (t) => {
-  const first = gate<boolean>()
+  const first = deferred<boolean>()
   const p = probe('stuck', async (n) => n === 1 ? await first.promise : false, { timeout: '100ms' })
   const { runner, ended } = runnerOf(t, p, { intervalMs: 3_600_000 })
   runner.start(null)
@@ -186,7 +179,7 @@ t.test('runner: a run blocked past its timeout gets its requested run right afte
   runner.runNow()
   await turns()
   t.equal(p.runs.length, 1, 'nothing runs beside the stuck run')
-  first.open(false)
+  first.resolve(false)
   await waitFor(() => p.runs[1]?.end !== undefined && !runner.running, { what: 'the requested run' })
   t.ok(p.runs[1].start >= p.runs[0].end!, 'after it settled')
   t.ok(p.runs[1].start - p.runs[0].end! <= RIGHT_AFTER_MS, `right after (${p.runs[1].start - p.runs[0].end!} ms)`)
@@ -361,7 +354,7 @@ for (const when of ['after the runner started', 'before the runner started'] as 
 
 t.test('a request that comes while the owner hands the reaktor over between runs is run by the next holder at once', async (t) => {
   const { url, db } = await openTestDatabase(t)
-  const first = gate<boolean>()
+  const first = deferred<boolean>()
   const p = probe('handed', async (n) => n === 1 ? await first.promise : false, { interval: '1h', autoStart: true })
   const a = scheduler(t, db, url, { nodeId: 'node-a', reaktors: registry([p.registration]) })
   await a.start()
@@ -373,7 +366,7 @@ t.test('a request that comes while the owner hands the reaktor over between runs
   t.same(a.ownedReaktorIds(), [], 'being handed over')
   t.equal(await a.runReaktor('handed'), true, 'the request is accepted meanwhile')
   await internals.lock.ping()
-  first.open(false)
+  first.resolve(false)
   await waitFor(() => p.runs[1]?.end !== undefined, { timeoutMs: 5000, what: 'the requested run after the handover' })
   t.ok(p.runs[1].start >= p.runs[0].end!, 'after the run in flight ended')
   t.pass(`run ${p.runs[1].start - p.runs[0].end!} ms after the handed-over run ended, not an hour later`)

@@ -23,7 +23,8 @@ export const Errors = {
   NotFound: createError('REAKTOR_NOT_FOUND_ROUTE', 'Route %s %s not found', 404),
   // Whatever a request needed from the database failed for want of a database (src/db/unavailable.ts).
   DatabaseUnavailable: createError('REAKTOR_DATABASE_UNAVAILABLE', 'The database is unavailable; retry shortly', 503),
-  HostNotAllowed: createError('REAKTOR_HOST_NOT_ALLOWED', 'This service does not answer to Host %s', 421)
+  HostNotAllowed: createError('REAKTOR_HOST_NOT_ALLOWED', 'This service does not answer to Host %s', 421),
+  ReaktorStopped: createError('REAKTOR_STOPPED', 'Polling reaktor "%s" is stopped: start it first (POST /api/v1/polling/%s/start)', 409)
 } as const
 
 /** True for the errors above: their messages are written to be shown, even in a 5xx body. */

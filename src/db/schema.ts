@@ -60,6 +60,8 @@ export interface PollingReaktorsTable {
   last_outcome: RunOutcomeName | null
   /** A run in flight started then (written for runs still in flight at a flush); null otherwise. */
   running_since: Date | null
+  /** When a run was last requested (run now); pending while later than `last_run`. */
+  run_requested_at: Date | null
 }
 
 /** How a run ended, as history and status name it. */

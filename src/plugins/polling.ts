@@ -6,7 +6,7 @@ import { isChange, type ControlAction, type ControlOutcome } from '../scheduler/
 
 declare module 'fastify' {
   interface FastifyInstance {
-    /** The read side of polling (status and list, cached as right as a read per request) and start/stop. */
+    /** The read side of polling (status and list, cached as right as a read per request), start/stop and run now. */
     polling: Polling
   }
 }
@@ -19,11 +19,13 @@ export interface Polling {
   stop: (reaktorId: string) => Promise<boolean>
   /** Starts or stops many in one transaction, per id in the order given; unknown ids are `not_found`, written nowhere. */
   bulk: (action: ControlAction, reaktorIds: readonly string[]) => Promise<ControlOutcome[]>
+  /** Writes a run request that the owner acts on (README "Run now"); false when it is stopped. */
+  run: (reaktorId: string) => Promise<boolean>
 }
 
 /**
  * Polling as the API sees it: the status cache and its LISTEN connection (one per app instance,
- * closed with the app), the reads built on it, and start/stop through the scheduler.
+ * closed with the app), the reads built on it, and start/stop/run now through the scheduler.
  */
 export default fp(async (fastify) => {
   const { scheduler } = fastify
@@ -51,6 +53,8 @@ export default fp(async (fastify) => {
       const outcomes = await scheduler.controlReaktors(action, reaktorIds)
       for (const o of outcomes) if (isChange(o.result)) reads.changed(o.reaktorId)
       return outcomes
-    }
+    },
+    // Its next run moved: dropped here at once, elsewhere at most the cache's age later.
+    run: control(async (id) => await scheduler.runReaktor(id))
   })
 }, { name: 'polling', dependencies: ['config', 'db', 'apps', 'metrics', 'scheduler'] })

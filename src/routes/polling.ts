@@ -1,6 +1,7 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import type { FastifyReply } from 'fastify'
 import { logAudit } from '../audit.js'
+import { Errors } from '../errors.js'
 import { ErrorBody } from '../schemas/common.js'
 import { MessageBody, PollingList, PollingStatus, ReaktorIdParams } from '../schemas/polling.js'
 
@@ -8,7 +9,7 @@ async function sendJson (reply: FastifyReply, json: string): Promise<FastifyRepl
   return await reply.type('application/json; charset=utf-8').send(json)
 }
 
-/** Start, stop, status and list of polling reaktors: the wire format here, the work in `fastify.polling`. */
+/** Start, stop, run now, status and list of polling reaktors: the wire format here, the work in `fastify.polling`. */
 const routes: FastifyPluginAsyncTypebox = async (fastify) => {
   const { polling } = fastify
 
@@ -32,6 +33,21 @@ const routes: FastifyPluginAsyncTypebox = async (fastify) => {
       return { message: `Polling reaktor "${reaktorId}" ${changed ? control.done : control.already}` }
     })
   }
+
+  fastify.post('/polling/:reaktorId/run', {
+    schema: {
+      tags: ['polling'],
+      summary: 'Run a polling reaktor now, on the node that owns it (at once, or right after its run in flight)',
+      params: ReaktorIdParams,
+      response: { 202: MessageBody, 400: ErrorBody, 401: ErrorBody, 404: ErrorBody, 409: ErrorBody, 500: ErrorBody }
+    }
+  }, async (request, reply) => {
+    const { reaktorId } = request.params
+    const requested = await polling.run(reaktorId)
+    logAudit(request.log, { action: 'polling.run', reaktors: [reaktorId], user: request.auth?.username ?? null, node: fastify.config.nodeId, details: { requested } })
+    if (!requested) throw new Errors.ReaktorStopped(reaktorId, encodeURIComponent(reaktorId))
+    return await reply.code(202).send({ message: `Polling reaktor "${reaktorId}": run requested` })
+  })
 
   fastify.get('/polling/:reaktorId/status', {
     schema: {

@@ -1,5 +1,6 @@
 import { writeBulk, type BulkTarget, type BulkWrite } from './bulk-store.js'
 import { UnknownReaktorError } from './options.js'
+import { writeRunRequest } from './run-now.js'
 import type { PartitionRunners, SchedulerContext } from './runners.js'
 import * as store from './store.js'
 
@@ -43,6 +44,12 @@ export class ReaktorControl {
     const written = await store.writeStop(this.ctx.settings.db, reaktorId, t.interval, new Date(this.ctx.settings.now()), t.partition)
     this.applied('stop', [{ reaktorId, ...written }])
     return written.changed
+  }
+
+  /** Writes a run request its owner acts on (run-now.ts). False: the reaktor is stopped. */
+  async run (reaktorId: string): Promise<boolean> {
+    this.target(reaktorId)
+    return await writeRunRequest(this.ctx.settings.db, reaktorId, new Date(this.ctx.settings.now()))
   }
 
   /**

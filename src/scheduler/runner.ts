@@ -95,6 +95,8 @@ export class ReaktorRunner {
   /** Handover: no new run is scheduled, but the in-flight one finishes and is recorded. */
   private finishing = false
   private started = false
+  /** A run was asked for (runNow) while one was in flight: one more starts as soon as it ends. */
+  private runRequested = false
   private failures: number
   /** Runs started by this runner (tests, metrics). */
   runs = 0
@@ -122,6 +124,28 @@ export class ReaktorRunner {
     this.started = true
     // A stored next run in the past means one run now, never a burst of the missed ones.
     this.scheduleAt(firstRunAt ?? this.opts.now())
+  }
+
+  /**
+   * Run now: at once (not before `at`, epoch ms) when no run is in flight, else one more run right
+   * after the one in flight has ended (or, timed out, settled), however many requests come
+   * meanwhile. The schedule goes on from that run as from any other. A request that comes before
+   * the in-flight run called its aktor is served by that run. False: halted or handed over.
+   */
+  runNow (at = this.opts.now()): boolean {
+    if (this.halted || this.finishing || !this.started) return false
+    if (this.inFlight !== undefined) this.runRequested = true
+    else if (this.immediate === undefined) { this.cancelScheduled(); this.scheduleAt(at) }
+    return true
+  }
+
+  /** The run in flight has ended: the run requested meanwhile starts now, in place of its schedule. */
+  private serveRunRequest (): void {
+    if (!this.runRequested) return
+    this.runRequested = false
+    if (this.halted || this.finishing || this.immediate !== undefined) return
+    this.cancelScheduled()
+    this.launchSoon()
   }
 
   /**
@@ -210,7 +234,9 @@ export class ReaktorRunner {
     // runOnce never rejects by design; should it ever, the reaktor must not stall silently and the
     // process must not die of an unhandled rejection.
     const run: Promise<void> = this.runOnce().then(() => {
-      if (this.inFlight === run) this.inFlight = undefined
+      if (this.inFlight !== run) return
+      this.inFlight = undefined
+      this.serveRunRequest()
     }, (err) => {
       if (this.inFlight === run) this.inFlight = undefined
       this.safeLog('error', { reaktorId: this.opts.reaktorId, thrown: describe(err) }, 'polling reaktor runner failed unexpectedly')
@@ -277,6 +303,7 @@ export class ReaktorRunner {
     // Not now (the lock connection did not answer, say): try again an interval later rather than
     // never; a runner that really lost its reaktor is halted by the scheduler meanwhile.
     if (!may) { this.scheduleInterval(); return }
+    this.runRequested = false
     const { reaktorId, reaktor, now } = this.opts
     const parentLog = this.opts.log
     const runId = randomUUID()

@@ -74,6 +74,12 @@ export class PartitionRunners {
    * from an older read of the row, i.e. a read that predates a stop this node acknowledged.
    */
   private readonly writtenVersion = new Map<string, bigint>()
+  /**
+   * Runs requested (run now) for reaktors of a held partition that had no runner at that moment:
+   * one being started may have been read before the request, so its first run is at once. Only
+   * for the partition as it was held then (a later holding of it starts from the row again).
+   */
+  private readonly runRequested = new Map<string, HeldPartition>()
 
   constructor (private readonly ctx: SchedulerContext) {}
 
@@ -189,7 +195,21 @@ export class PartitionRunners {
     // fencing grace of a partition taken from an ended session).
     const now = this.ctx.settings.now()
     const from = now + Math.max(0, hp.runsFrom - performance.now())
-    runner.start(Math.max(row.nextRun?.getTime() ?? now, from))
+    const requested = this.runRequested.get(id) === hp
+    this.runRequested.delete(id)
+    runner.start(requested ? from : Math.max(row.nextRun?.getTime() ?? now, from))
+  }
+
+  /**
+   * A run was requested (run-now.ts): the owner's runner runs at once, or right after its run in
+   * flight. Ignored where the partition is not held: its holder, or the next one, acts on it.
+   */
+  runNow (reaktorId: string): void {
+    const hp = this.heldFor(reaktorId)
+    if (hp === undefined || !this.ctx.running()) return
+    const runner = hp.runners.get(reaktorId)
+    if (runner === undefined) this.runRequested.set(reaktorId, hp)
+    else runner.runNow(this.ctx.settings.now() + Math.max(0, hp.runsFrom - performance.now()))
   }
 
   /** Stops the runner of a reaktor (stop, restart): its partition stays held, the id is looked at again once the run settled. */

@@ -1,6 +1,7 @@
 import { sql, type Kysely } from 'kysely'
 import type { Database, PollingReaktorRow } from '../db/schema.js'
 import { partitionLocks } from './partition-store.js'
+import { keepRequestedRun } from './run-now.js'
 
 /**
  * The SQL of the scheduler about reaktors: the persisted state record of every polling reaktor
@@ -287,7 +288,8 @@ function numberArray (values: readonly number[]): string {
  * ...) only move forward in time; the schedule columns (`next_run`, `owner`) are written only while
  * the row is still `running` under the version the run belonged to and its partition is still in
  * the generation the runner's node took it in, so a flush landing after a stop (or a stop + start,
- * or a takeover by another node after this one was fenced) never brings back a next run or an owner.
+ * or a takeover by another node after this one was fenced) never brings back a next run or an owner,
+ * and the next run of a result whose run started before a pending run request stays at that request.
  * `blocked` is written under the partition's generation (a stopped reaktor's stuck run still blocks
  * it), else only cleared, by the run that set it: after a takeover the new owner runs the reaktor,
  * and a node that took its partition back learns from its stuck run when it settled.
@@ -301,7 +303,7 @@ export async function writeRunResults (db: Kysely<Database>, owner: string, batc
       last_error = v.last_error,
       consecutive_failures = v.failures,
       next_run = case when p.state = 'running' and p.state_version = v.version and v.current_partition
-                      then v.next_run else p.next_run end,
+                      then ${keepRequestedRun} else p.next_run end,
       owner = case when p.state = 'running' and p.state_version = v.version and v.current_partition
                    then ${owner}::text else p.owner end,
       blocked = case when v.current_partition then v.blocked

@@ -25,6 +25,7 @@ t.test('the OpenAPI document describes /api/v1 and needs the token', async (t) =
     '/api/v1/polling',
     '/api/v1/polling/start',
     '/api/v1/polling/stop',
+    '/api/v1/polling/{reaktorId}/run',
     '/api/v1/polling/{reaktorId}/runs',
     '/api/v1/polling/{reaktorId}/start',
     '/api/v1/polling/{reaktorId}/status',
@@ -32,7 +33,7 @@ t.test('the OpenAPI document describes /api/v1 and needs the token', async (t) =
   ], 'the API and nothing else (no login page, no app UI, no metrics)')
   t.ok(doc.paths['/api/v1/polling/{reaktorId}/status'].get.responses['404'], 'error responses are documented')
   for (const [path, method] of [['/api/v1/polling', 'get'], ['/api/v1/polling/{reaktorId}/status', 'get'],
-    ['/api/v1/polling/{reaktorId}/start', 'post'], ['/api/v1/polling/{reaktorId}/stop', 'post']]) {
+    ['/api/v1/polling/{reaktorId}/start', 'post'], ['/api/v1/polling/{reaktorId}/stop', 'post'], ['/api/v1/polling/{reaktorId}/run', 'post']]) {
     const responses = doc.paths[path][method].responses
     t.ok(responses['400'] !== undefined && responses['500'] !== undefined, `${method.toUpperCase()} ${path} documents 400 and 500`)
   }

@@ -1,5 +1,6 @@
 import t from 'tap'
 import { branch, constant, MissingSettingError, parallel, pipe, setting, type Aktor, type AktorContext } from '../../src/sdk/index.js'
+import { deferred } from '../helpers/context.js'
 
 const log = { info: () => {}, warn: () => {}, error: () => {}, debug: () => {} }
 
@@ -14,13 +15,6 @@ function untilAborted (seen: AbortSignal[]): Aktor<unknown, never> {
     if (context.signal.aborted) reject(context.signal.reason)
     context.signal.addEventListener('abort', () => reject(context.signal.reason), { once: true })
   })
-}
-
-/** A promise and its resolver, to let a test decide when an aktor finishes. */
-function deferred<T = void> (): { promise: Promise<T>, resolve: (value: T) => void } {
-  let resolve!: (value: T) => void
-  const promise = new Promise<T>((r) => { resolve = r })
-  return { promise, resolve }
 }
 
 t.test('constant returns its value whatever the input', async (t) => {

@@ -43,6 +43,8 @@ export interface Config {
    * Unset: whatever the database stores (256 on a new one).
    */
   partitions: number | undefined
+  /** RUN_HISTORY_PER_REAKTOR: run history rows kept per polling reaktor; 0 writes none. */
+  runHistoryPerReaktor: number
   /** Memory for the app-UI file cache (files and their gzip/brotli variants), in bytes. */
   appUiCacheBytes: number
   /**
@@ -162,6 +164,7 @@ export function loadConfig (env: Env = process.env): Config {
     shutdownGraceMs: duration(env, 'SHUTDOWN_GRACE', '10s'),
     loginRateLimit: integer(env, 'LOGIN_RATE_LIMIT', 10, 1, 100_000),
     partitions: read(env, 'PARTITIONS') === undefined ? undefined : integer(env, 'PARTITIONS', DEFAULT_PARTITIONS, 1, MAX_PARTITIONS),
+    runHistoryPerReaktor: integer(env, 'RUN_HISTORY_PER_REAKTOR', 100, 0, 100_000),
     appUiCacheBytes: integer(env, 'APP_UI_CACHE_BYTES', 64 * 1024 * 1024, 0, 16 * 1024 * 1024 * 1024),
     appSettingsEnv: Object.freeze(Object.fromEntries(Object.entries(env).filter((e): e is [string, string] => e[0].startsWith('REAKTOR_SETTING_') && e[1] !== undefined)))
   }

@@ -192,3 +192,30 @@ t.test('a history row PostgreSQL refuses is isolated and dropped; the other rows
   await batcher.flush()
   t.equal((await db.selectFrom('polling_runs').select('run_id').where('run_id', '=', later.runId).execute()).length, 1, 'later rows persist as usual')
 })
+
+t.test('a timed-out run\'s two rows in one flush (at its timeout, at its settling) are written as one', async (t) => {
+  const { db } = await openTestDatabase(t)
+  await db.insertInto('polling_reaktors').values({ reaktor_id: 'a', state: 'running', interval: '1s', updated_at: new Date(), state_version: 1 }).execute()
+  const batcher = new RunResultBatcher({ db, owner: 'node-o', intervalMs: 60_000, log: memoryLogger(), historyPerReaktor: 100 })
+  t.teardown(() => batcher.discard())
+  const timedOut: RunRecord = { ...result('a'), outcome: 'timed_out', durationMs: null, lastError: 'at the timeout', successAt: null, failureAt: Date.now() }
+  batcher.record(timedOut)
+  batcher.record({ ...timedOut, durationMs: 120, lastError: 'settled' })
+  await batcher.flush()
+  t.match(await db.selectFrom('polling_runs').selectAll().execute(), [{ run_id: timedOut.runId, outcome: 'timed_out', duration_ms: 120, error: 'settled' }])
+  t.equal(batcher.historySize, 0)
+})
+
+t.test('running_since is written only under the partition\'s current generation (a fenced node never sets it)', async (t) => {
+  const { db } = await openTestDatabase(t)
+  await db.insertInto('reaktor_partitions').values({ partition: 3, generation: 7 }).execute()
+  await db.insertInto('polling_reaktors').values(['cur', 'stale'].map((id) => ({ reaktor_id: id, state: 'running' as const, interval: '1s', updated_at: new Date(), state_version: 1, partition: 3 }))).execute()
+  const batcher = new RunResultBatcher({ db, owner: 'node-o', intervalMs: 60_000, log: memoryLogger(), historyPerReaktor: 100 })
+  t.teardown(() => batcher.discard())
+  const at = Date.now()
+  batcher.runStarted('cur', randomUUID(), at, 3, '7')
+  batcher.runStarted('stale', randomUUID(), at, 3, '6')
+  await batcher.flush()
+  t.equal((await row(db, 'cur'))!.running_since?.getTime(), at, 'current generation: set')
+  t.equal((await row(db, 'stale'))!.running_since, null, 'older generation (the partition was taken over since): not set')
+})

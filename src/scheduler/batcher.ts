@@ -39,6 +39,19 @@ function split (batch: FlushBatch, n: number): [FlushBatch, FlushBatch] {
   ]
 }
 
+/**
+ * A record replaces an unflushed one of another runner of the same reaktor (a stopped runner's
+ * timed-out run settled, then the new runner's run ended): the last success and failure (with its
+ * message) it has not seen itself are carried over, else they would never be written.
+ */
+function inheritLastRuns (record: RunRecord, earlier: RunRecord): void {
+  if (earlier.failureAt !== null && (record.failureAt === null || earlier.failureAt > record.failureAt)) {
+    record.failureAt = earlier.failureAt
+    record.lastError = earlier.lastError
+  }
+  if (earlier.successAt !== null && (record.successAt === null || earlier.successAt > record.successAt)) record.successAt = earlier.successAt
+}
+
 function rowsOf (batch: FlushBatch): number {
   return batch.results.length + batch.marks.length + batch.history.length
 }
@@ -96,6 +109,8 @@ export class RunResultBatcher {
   /** A result (a run ended, or timed out, or a timed-out run settled): the latest of its reaktor, one history row. */
   record (record: RunRecord): void {
     if (this.closed) return
+    const earlier = this.pending.get(record.reaktorId)
+    if (earlier !== undefined && earlier !== record) inheritLastRuns(record, earlier)
     this.pending.set(record.reaktorId, record)
     if (this.rejections.size > 0) this.rejections.delete(record.reaktorId)
     if (record.durationMs !== null) this.marks.ended(record.reaktorId, record.runId)

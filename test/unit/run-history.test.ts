@@ -219,3 +219,24 @@ t.test('running_since is written only under the partition\'s current generation 
   t.equal((await row(db, 'cur'))!.running_since?.getTime(), at, 'current generation: set')
   t.equal((await row(db, 'stale'))!.running_since, null, 'older generation (the partition was taken over since): not set')
 })
+
+t.test('a fenced node\'s aborted run and a run aborted by the shutdown are recorded, with their reasons', async (t) => {
+  const { url, db } = await openTestDatabase(t)
+  const fenced = probe('fenced', async (n, ctx) => n === 1 ? await untilAborted(ctx.signal) : false, { interval: '1h', autoStart: true })
+  const s = scheduler(t, db, url, { reaktors: registry([fenced.registration]), nodeId: 'node-f' })
+  await s.start()
+  await waitFor(() => fenced.runs.length === 1, { what: 'the first run' })
+  const { rows: [terminated] } = await sql<{ ok: boolean }>`select pg_terminate_backend(${s.lockConnectionPid!}) as ok`.execute(db)
+  t.ok(terminated.ok, 'lock session terminated')
+  const [aborted] = await waitFor(async () => { const rows = await runsOf(db, 'fenced'); return rows.length > 0 ? rows : undefined }, { what: 'the fenced run recorded' })
+  t.match(aborted, { run_id: fenced.runs[0].runId, outcome: 'aborted', node: 'node-f', error: 'RunStoppedError: run aborted: lock connection lost' })
+
+  await s.stop()
+
+  const held = probe('held', async (_n, ctx) => await untilAborted(ctx.signal), { interval: '1h', autoStart: true })
+  const s2 = scheduler(t, db, url, { reaktors: registry([held.registration]), nodeId: 'node-g' })
+  await s2.start()
+  await waitFor(() => held.runs.length === 1, { what: 'the held run' })
+  await s2.stop()
+  t.match(await runsOf(db, 'held'), [{ run_id: held.runs[0].runId, outcome: 'aborted', node: 'node-g', error: 'RunStoppedError: run aborted: shutdown' }], 'written by the shutdown\'s last flush')
+})

@@ -72,7 +72,9 @@ export class RunResultBatcher {
   private readonly marks = new RunningMarks()
   /** Per reaktor: times a statement holding only its row was refused for a data error (rare). */
   private readonly rejections = new Map<string, number>()
-  private readonly pruner: HistoryPruner | undefined
+  private readonly pruner: HistoryPruner
+  /** RUN_HISTORY_PER_REAKTOR above 0: runs are appended to the history. */
+  private readonly keepHistory: boolean
   private timer: NodeJS.Timeout | undefined
   private chain: Promise<void> = Promise.resolve()
   private closed = false
@@ -88,8 +90,8 @@ export class RunResultBatcher {
   historyDropped = 0
 
   constructor (private readonly opts: { db: Kysely<Database>, owner: string, intervalMs: number, log: SchedulerLogger, historyPerReaktor?: number }) {
-    const keep = opts.historyPerReaktor ?? 0
-    if (keep > 0) this.pruner = new HistoryPruner({ db: opts.db, keep, log: opts.log })
+    this.keepHistory = (opts.historyPerReaktor ?? 0) > 0
+    this.pruner = new HistoryPruner({ db: opts.db, keep: opts.historyPerReaktor ?? 0, log: opts.log })
   }
 
   get size (): number {
@@ -103,7 +105,7 @@ export class RunResultBatcher {
 
   /** Starts the background pruning of the history (a first pass over every reaktor at once). */
   startPruning (): void {
-    this.pruner?.start()
+    this.pruner.start()
   }
 
   /** A result (a run ended, or timed out, or a timed-out run settled): the latest of its reaktor, one history row. */
@@ -134,7 +136,7 @@ export class RunResultBatcher {
   }
 
   private append (row: HistoryRow): void {
-    if (this.pruner === undefined) return
+    if (!this.keepHistory) return
     if (this.history.length >= MAX_PENDING_HISTORY) this.dropOldest(MAX_PENDING_HISTORY / 10)
     this.history.push(row)
   }
@@ -210,7 +212,7 @@ export class RunResultBatcher {
       this.flushes++
       this.rowsFlushed += batch.results.length
       this.historyFlushed += batch.history.length
-      if (batch.history.length > 0) this.pruner?.written(batch.history)
+      if (batch.history.length > 0) this.pruner.written(batch.history)
       return
     } catch (err) {
       if (!isRejectedData(err)) throw err
@@ -253,7 +255,7 @@ export class RunResultBatcher {
   async close (): Promise<void> {
     this.shut()
     await this.flush().catch(() => {})
-    await this.pruner?.stop()
+    await this.pruner.stop()
   }
 
   /** Crash simulation: drops the unflushed batch. */
@@ -261,7 +263,7 @@ export class RunResultBatcher {
     this.shut()
     this.pending.clear()
     this.history = []
-    void this.pruner?.stop()
+    void this.pruner.stop()
   }
 
   private shut (): void {

@@ -3,7 +3,7 @@ import type { Database } from '../db/schema.js'
 import type { SchedulerLogger } from './logger.js'
 import type { HistoryRow } from './flush-store.js'
 
-/** Reaktors per pruning statement. */
+/** Reaktors per pruning statement (fewer after a statement ran into the pool's statement timeout). */
 const CHUNK = 500
 /** How often the pruner looks for reaktors due. */
 const PRUNE_EVERY_MS = 1000
@@ -15,7 +15,8 @@ const PRUNE_EVERY_MS = 1000
  * first rows this node writes of it (another node, or an earlier process, wrote the ones before).
  * So a reaktor holds at most `keep + slack` rows, plus those written in the second or so before
  * its pruning statement runs. A first pass over every reaktor with history at start applies a
- * lowered `keep` to all, stopped ones and ones no longer registered included.
+ * lowered `keep` to all, stopped ones and ones no longer registered included (`keep` 0: nothing is
+ * written any more, and that pass deletes what was).
  */
 export class HistoryPruner {
   readonly slack: number
@@ -27,6 +28,8 @@ export class HistoryPruner {
   private stopped = false
   /** Where the first pass is (the last reaktor id it pruned), undefined once done. */
   private passAfter: string | undefined
+  /** Reaktors per statement now: halved after a statement timed out (a lowered N can leave many rows), doubled back after each success. */
+  private chunk = CHUNK
   /** Rows deleted (tests, measurements). */
   deleted = 0
 
@@ -67,12 +70,13 @@ export class HistoryPruner {
         this.passAfter = ids[ids.length - 1]
       }
       while (!this.stopped && this.due.size > 0) {
-        const ids = [...this.due].slice(0, CHUNK)
+        const ids = [...this.due].slice(0, this.chunk)
         await this.pruneIds(ids)
         for (const id of ids) this.due.delete(id)
       }
     } catch (err) {
-      this.opts.log.warn({ err }, 'could not prune the run history; retrying')
+      if ((err as { code?: unknown }).code === '57014') this.chunk = Math.max(1, Math.floor(this.chunk / 2))
+      this.opts.log.warn({ err, reaktorsPerStatement: this.chunk }, 'could not prune the run history; retrying')
       this.kick(PRUNE_EVERY_MS)
     }
   }
@@ -92,7 +96,15 @@ export class HistoryPruner {
   }
 
   /** Deletes every row older than the `keep` newest of each reaktor (newest by start, then by insertion). */
-  private async pruneIds (ids: readonly string[]): Promise<void> {
+  private async pruneIds (all: readonly string[]): Promise<void> {
+    for (let i = 0; i < all.length && !this.stopped; i += this.chunk) {
+      const ids = all.slice(i, i + this.chunk)
+      await this.pruneChunk(ids)
+      this.chunk = Math.min(CHUNK, this.chunk * 2)
+    }
+  }
+
+  private async pruneChunk (ids: readonly string[]): Promise<void> {
     for (const id of ids) this.written_.set(id, 0)
     const res = await sql`
       delete from polling_runs as r

@@ -17,7 +17,10 @@ t.test('every run is recorded with its outcome: more_work, no_work, failed, time
   const { url, db } = await openTestDatabase(t)
   const drain = probe('drain', (n) => n <= 2, { interval: '1h', autoStart: true })
   const fails = probe('fails', () => { throw new Error('boom') }, { interval: '1h', autoStart: true })
-  const deaf = probe('deaf', async () => { await work(1500); return false }, { interval: '1h', timeout: '100ms', autoStart: true })
+  // Ignores its signal and settles only when the test lets it, after seeing the row of its timeout.
+  let releaseDeaf = (): void => {}
+  const deafGate = new Promise<void>((resolve) => { releaseDeaf = resolve })
+  const deaf = probe('deaf', async () => { await deafGate; return false }, { interval: '1h', timeout: '100ms', autoStart: true })
   const stopped = probe('stopped', async (_n, ctx) => await untilAborted(ctx.signal), { interval: '1h', autoStart: true })
   const s = scheduler(t, db, url, { reaktors: registry([drain, fails, deaf, stopped].map((p) => p.registration)), nodeId: 'node-h' })
   await s.start()
@@ -37,10 +40,12 @@ t.test('every run is recorded with its outcome: more_work, no_work, failed, time
   const [atTimeout] = await waitFor(async () => { const rows = await runsOf(db, 'deaf'); return rows.length > 0 ? rows : undefined }, { what: 'the timed-out run at its timeout' })
   t.equal(deaf.runs[0].end, undefined, 'recorded while the run is still in flight')
   t.match(atTimeout, { outcome: 'timed_out', duration_ms: null, run_id: deaf.runs[0].runId, error: /timed out after 100 ms; still settling/ })
+  const releasedAt = Date.now()
+  releaseDeaf()
   const settled = await waitFor(async () => { const rows = await runsOf(db, 'deaf'); return rows[0]?.duration_ms != null ? rows : undefined }, { what: 'the timed-out run completed' })
   t.equal(settled.length, 1, 'completed in place, not a second row')
   t.match(settled[0], { outcome: 'timed_out', run_id: deaf.runs[0].runId, error: /timed out after 100 ms; it settled \d+ ms after it started/ })
-  t.ok(settled[0].duration_ms! >= 1490, `its duration is the settled one (${settled[0].duration_ms} ms)`)
+  t.ok(settled[0].duration_ms! >= releasedAt - deaf.runs[0].start, `its duration is the settled one (${settled[0].duration_ms} ms)`)
 
   await waitFor(() => stopped.runs.length === 1)
   t.equal(await s.stopReaktor('stopped'), true)
@@ -54,8 +59,13 @@ t.test('every run is recorded with its outcome: more_work, no_work, failed, time
 
 t.test('status columns: last success and failure starts, last outcome and duration; last_error kept across a success', async (t) => {
   const { url, db } = await openTestDatabase(t)
-  // Run 1 fails, run 2 succeeds (true), run 3 finds nothing after 200 ms.
-  const p = probe('mixed', async (n) => { if (n === 1) throw new Error('first'); if (n === 3) await work(200); return n === 2 }, { interval: '100ms', autoStart: true })
+  // Run 1 fails, run 2 succeeds (true), run 3 finds nothing after 200 ms, run 4 stays in flight until the stop.
+  const p = probe('mixed', async (n, ctx) => {
+    if (n === 1) throw new Error('first')
+    if (n === 3) await work(200)
+    if (n === 4) return await untilAborted(ctx.signal)
+    return n === 2
+  }, { interval: '100ms', autoStart: true })
   const s = scheduler(t, db, url, { reaktors: registry([p.registration]) })
   await s.start()
   const stored = await waitFor(async () => { const r = await row(db, 'mixed'); return r?.last_run_id === p.runs[2]?.runId ? r : undefined }, { what: 'the third run persisted' })
@@ -65,18 +75,23 @@ t.test('status columns: last success and failure starts, last outcome and durati
   t.ok(stored.last_duration_ms >= 195 && stored.last_duration_ms < 5000, `last_duration_ms (${stored.last_duration_ms})`)
   t.equal(stored.last_error, 'Error: first', 'the last failure\'s message stays after successes')
   t.equal(stored.consecutive_failures, 0)
-  t.equal(stored.running_since, null)
+  const since = await waitFor(async () => (await row(db, 'mixed'))?.running_since, { what: 'running_since of run 4' })
+  t.equal(since.getTime(), p.runs[3].lastRun, 'the run in flight shows, the results stay those of the last finished run')
 })
 
 t.test('running_since is set while a long run is in flight and cleared at its end (and at an abort)', async (t) => {
   const { url, db } = await openTestDatabase(t)
-  const long = probe('long', async () => { await work(800); return false }, { interval: '1h', autoStart: true })
+  // Settles only when the test lets it, after seeing its running_since.
+  let releaseLong = (): void => {}
+  const longGate = new Promise<void>((resolve) => { releaseLong = resolve })
+  const long = probe('long', async () => { await longGate; return false }, { interval: '1h', autoStart: true })
   const held = probe('held', async (_n, ctx) => await untilAborted(ctx.signal), { interval: '1h', autoStart: true })
   const s = scheduler(t, db, url, { reaktors: registry([long.registration, held.registration]) })
   await s.start()
   const during = await waitFor(async () => (await row(db, 'long'))?.running_since, { what: 'running_since of the long run' })
   t.equal(during.getTime(), long.runs[0].lastRun, 'the start of the run in flight')
   t.equal(long.runs[0].end, undefined, 'written while it is in flight')
+  releaseLong()
   const after = await waitFor(async () => { const r = await row(db, 'long'); return r?.last_run_id === long.runs[0].runId ? r : undefined }, { what: 'the end persisted' })
   t.equal(after.running_since, null, 'cleared with the run\'s end')
   t.equal(after.last_outcome, 'no_work')

@@ -30,6 +30,8 @@ export interface NodeOptions {
   /** false: this node never competes for ownership (it only forwards API calls). */
   compete: boolean
   listen: boolean
+  /** RUN_HISTORY_PER_REAKTOR of the node (unset: the service's default). */
+  historyPerReaktor?: number
 }
 
 const opts = JSON.parse(process.argv[2]) as NodeOptions
@@ -109,7 +111,8 @@ try {
     REAKTOR_APPS_DIR: `${opts.dataDir}/no-apps`,
     NODE_ID: opts.nodeId,
     ADMIN_USERNAME: ADMIN.username,
-    ADMIN_PASSWORD: ADMIN.password
+    ADMIN_PASSWORD: ADMIN.password,
+    ...(opts.historyPerReaktor === undefined ? {} : { RUN_HISTORY_PER_REAKTOR: String(opts.historyPerReaktor) })
   })
   const app = await buildApp({
     config,

@@ -1,5 +1,5 @@
 /**
- * `npm run bench [-- --quick] [-- --only=1,2,4] [-- --profile]`
+ * `npm run bench [-- --quick] [-- --only=1,2,4] [-- --profile] [-- --history=N]`
  *
  * Every scenario of issue 6, measured side by side in one run against one embedded PostgreSQL.
  * Each process under test runs in its own child process, and so does the load generator. Prints
@@ -7,6 +7,10 @@
  *
  * --profile: the service's HTTP server and the scheduler nodes run with --cpu-prof (profiles in
  * bench/results/profiles; `node --import tsx bench/profile.ts FILE` prints the hottest functions).
+ *
+ * --history=N: RUN_HISTORY_PER_REAKTOR of scenario 4's node (default 100, the service's; 0: off).
+ * With history on, every reaktor starts with N history rows, so the pruning runs as it does in a
+ * steady state, not only after N runs of each.
  */
 import { spawn } from 'node:child_process'
 import { randomBytes } from 'node:crypto'
@@ -14,7 +18,9 @@ import fs from 'node:fs/promises'
 import os from 'node:os'
 import path from 'node:path'
 import pg from 'pg'
+import { Kysely, PostgresDialect, sql } from 'kysely'
 import { startEmbeddedPostgres, type EmbeddedPostgres } from '../src/db/embedded.js'
+import { migrateToLatest } from '../src/db/migrate.js'
 import { databaseUrlFor } from '../test/helpers/database.js'
 import { ADMIN, BENCH_APP, ECHO_BODY, JS_BYTES, reaktorId, writeBenchApp } from './fixture.js'
 import type { LoadOptions, LoadResult } from './load.js'
@@ -29,6 +35,7 @@ const runs = (n: number): boolean => only === undefined || only.includes(n)
 /** Scenario 11 subsets: --cases=0,2 (of SCALE_CASES) and --kills=N. */
 const cases = args.find((a) => a.startsWith('--cases='))?.slice('--cases='.length).split(',').map(Number)
 const kills = args.find((a) => a.startsWith('--kills='))?.slice('--kills='.length)
+const historyPerReaktor = Number(args.find((a) => a.startsWith('--history='))?.slice('--history='.length) ?? 100)
 
 /** Every duration and count of the run; quick mode keeps the whole run under 2 minutes. */
 const P = quick
@@ -221,25 +228,78 @@ async function until (what: string, timeoutMs: number, check: () => Promise<bool
   }
 }
 
-interface Throughput { runs: number, cycles: number, allRanOnce: boolean, windowMs: number, gapP50: number, gapP99: number, gapMax: number, rss: number, startMs: number }
+interface DatabaseLoad { transactionsPerSecond: number, rowsPerSecond: number, walBytes: number }
+
+interface Throughput { runs: number, cycles: number, allRanOnce: boolean, windowMs: number, gapP50: number, gapP99: number, gapMax: number, rss: number, startMs: number, cpuMs: number, load?: DatabaseLoad }
+
+/** The database's counters: transactions (one per statement outside a transaction), rows written, WAL position. */
+async function databaseCounters (url: string): Promise<{ at: number, xacts: number, rows: number, lsn: string }> {
+  const client = new pg.Client({ connectionString: url })
+  await client.connect()
+  try {
+    // Statistics reach the views up to a second late: a forced flush of this session is not enough,
+    // so the window is long enough for that to be noise.
+    const { rows: [r] } = await client.query<{ xacts: string, rows: string, lsn: string }>(`
+      select (select xact_commit + xact_rollback from pg_stat_database where datname = current_database()) as xacts,
+             (select coalesce(sum(n_tup_ins + n_tup_upd + n_tup_del), 0) from pg_stat_user_tables) as rows,
+             pg_current_wal_lsn()::text as lsn`)
+    return { at: Date.now(), xacts: Number(r.xacts), rows: Number(r.rows), lsn: r.lsn }
+  } finally {
+    await client.end()
+  }
+}
+
+async function walBytesBetween (url: string, from: string, to: string): Promise<number> {
+  const client = new pg.Client({ connectionString: url })
+  await client.connect()
+  try {
+    return Number((await client.query<{ n: string }>('select pg_wal_lsn_diff($1::pg_lsn, $2::pg_lsn) as n', [to, from])).rows[0].n)
+  } finally {
+    await client.end()
+  }
+}
+
+/** Migrates the database and gives every reaktor `perReaktor` history rows from a day ago (the steady state of the pruning). */
+async function prefillHistory (url: string, reaktors: number, perReaktor: number): Promise<void> {
+  const db = new Kysely<any>({ dialect: new PostgresDialect({ pool: new pg.Pool({ connectionString: url, max: 1 }) }) })
+  try {
+    await migrateToLatest(db)
+    const ids = Array.from({ length: reaktors }, (_, i) => reaktorId(i))
+    await sql`
+      insert into polling_runs (run_id, reaktor_id, node, started_at, duration_ms, outcome)
+      select gen_random_uuid(), id, 'prefill', now() - interval '1 day' + make_interval(secs => k), 0, 'no_work'
+      from unnest(${ids}::text[]) as id, generate_series(1, ${perReaktor}::int) as k
+    `.execute(db)
+    await sql`vacuum analyze polling_runs`.execute(db)
+  } finally {
+    await db.destroy()
+  }
+}
 
 /**
  * Starts a node (ours or graphile-worker), waits for every reaktor's first run (at most
  * `catchUpMs`: one that never catches up is measured as it is) and a steady state, then measures
  * a window.
  */
-async function measureRuns (child: ChildHandle, reaktors: number, windowMs: number, settleMs: number): Promise<Throughput> {
+async function measureRuns (child: ChildHandle, reaktors: number, windowMs: number, settleMs: number, databaseUrl?: string): Promise<Throughput> {
   const t0 = Date.now()
   await child.ready
   const allRanOnce = await until(`all ${reaktors} reaktors to run once`, P.catchUpMs, async () => Number((await child.request({ type: 'stats' })).everRan) >= reaktors)
     .then(() => true, () => false)
   const startMs = Date.now() - t0
   await delay(settleMs)
+  const before = databaseUrl === undefined ? undefined : await databaseCounters(databaseUrl)
   const begin = await child.request({ type: 'begin' })
   await delay(windowMs)
   const report = await child.request({ type: 'report' })
+  const after = databaseUrl === undefined ? undefined : await databaseCounters(databaseUrl)
   await child.shutdown()
+  const seconds = before === undefined || after === undefined ? 0 : (after.at - before.at) / 1000
+  const load = before === undefined || after === undefined || databaseUrl === undefined
+    ? undefined
+    : { transactionsPerSecond: (after.xacts - before.xacts) / seconds, rowsPerSecond: (after.rows - before.rows) / seconds, walBytes: await walBytesBetween(databaseUrl, before.lsn, after.lsn) }
   return {
+    load,
     runs: Number(report.runs),
     cycles: Number(report.cycles),
     allRanOnce,
@@ -248,6 +308,7 @@ async function measureRuns (child: ChildHandle, reaktors: number, windowMs: numb
     gapP99: Number(report.gapP99),
     gapMax: Number(report.gapMax),
     rss: Number(report.rss),
+    cpuMs: Number(report.cpuMs),
     startMs
   }
 }
@@ -257,8 +318,9 @@ async function scenario4and5 (tmp: string): Promise<{ s4?: Throughput, s5?: Thro
   if (runs(4)) {
     note(`scenario 4: ${P.s4Reaktors} reaktors at 3s (window ${P.s4WindowMs / 1000} s)`)
     const url = await createDatabase('bench_s4')
-    const node = startNode('s4-node', nodeOptions(url, tmp, { reaktors: P.s4Reaktors, behaviour: 'interval' }))
-    const r = await measureRuns(node, P.s4Reaktors, P.s4WindowMs, P.s4SettleMs)
+    if (historyPerReaktor > 0) await prefillHistory(url, P.s4Reaktors, historyPerReaktor)
+    const node = startNode('s4-node', nodeOptions(url, tmp, { reaktors: P.s4Reaktors, behaviour: 'interval', historyPerReaktor }))
+    const r = await measureRuns(node, P.s4Reaktors, P.s4WindowMs, P.s4SettleMs, url)
     out.s4 = r
     const expected = P.s4Reaktors * r.windowMs / INTERVAL_MS
     const share = r.cycles / expected
@@ -273,9 +335,18 @@ async function scenario4and5 (tmp: string): Promise<{ s4?: Throughput, s5?: Thro
       'gap−interval p99 ms': round(r.gapP99, 1),
       'max ms': round(r.gapMax, 1),
       'RSS MB': round(r.rss / 2 ** 20, 0),
+      'node CPU µs/run': round(r.cpuMs * 1000 / Math.max(1, r.runs), 1),
       'all ran once after s': round(r.startMs / 1000, 1),
       met: pass(share >= 0.95 && r.gapP99 <= 100)
     }])
+    if (r.load !== undefined) {
+      print(`Scenario 4: database load (RUN_HISTORY_PER_REAKTOR=${historyPerReaktor})`, [{
+        'transactions/s': round(r.load.transactionsPerSecond, 1),
+        'rows written/s': Math.round(r.load.rowsPerSecond),
+        'WAL bytes/run': Math.round(r.load.walBytes / Math.max(1, r.runs)),
+        'WAL MB/s': round(r.load.walBytes / 2 ** 20 / (r.windowMs / 1000), 2)
+      }])
+    }
     results.s4 = { ...r, expected, share }
   }
   if (runs(5)) {

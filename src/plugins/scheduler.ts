@@ -45,6 +45,7 @@ export default fp<SchedulerPluginOptions>(async (fastify, opts) => {
     log: fastify.log,
     shutdownGraceMs: fastify.config.shutdownGraceMs,
     partitions: fastify.config.partitions,
+    runHistoryPerReaktor: fastify.config.runHistoryPerReaktor,
     onRunEnd: ({ reaktorId, outcome, durationMs }) => {
       pollingRuns.record(reaktorId, outcome, durationMs / 1000)
     },

@@ -73,6 +73,8 @@ export interface SchedulerOptions {
    * correctness never depends on this answer, only on the advisory lock.
    */
   wantsOwnership?: (partition: number) => boolean
+  /** History rows kept per reaktor (RUN_HISTORY_PER_REAKTOR); 0: no history is written. Default 100. */
+  runHistoryPerReaktor?: number
   /** Told of every finished run on this node (metrics). Must not throw; a throw is ignored. */
   onRunEnd?: (run: RunEnd) => void
   /**
@@ -127,7 +129,8 @@ export const SCHEDULER_DEFAULTS = {
   fencingGraceMs: 200,
   rowsCheckMs: 30_000,
   lockRefusalBackoffMs: 1000,
-  coldStartSettleMs: 6000
+  coldStartSettleMs: 6000,
+  runHistoryPerReaktor: 100
 } as const satisfies Partial<SchedulerOptions>
 
 export type SchedulerSettings = Omit<SchedulerOptions, keyof typeof SCHEDULER_DEFAULTS | 'now'> &

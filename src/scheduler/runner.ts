@@ -3,6 +3,7 @@ import { performance } from 'node:perf_hooks'
 import { MAX_TIMER_MS } from '../duration.js'
 import { LazyAbort } from '../apps/lazy-abort.js'
 import type { RegisteredPollingReaktor } from '../apps/types.js'
+import type { RunOutcomeName } from '../db/schema.js'
 import type { PollingAktor } from '../sdk/types.js'
 import type { SchedulerLogger } from './logger.js'
 import type { RunRecord } from './store.js'
@@ -54,6 +55,10 @@ export interface RunnerOptions {
   onRunEnd: (record: RunRecord, outcome: RunOutcome, durationMs: number) => void
   /** A record to flush that counts no new run: a timed-out run that has settled since. */
   onRecord: (record: RunRecord) => void
+  /** The aktor is being called (run history: a run still in flight at a flush shows as running). */
+  onRunStart: (runId: string, startedAt: number) => void
+  /** A run ended by halt() has settled: it records nothing but its history row. */
+  onAborted: (runId: string, startedAt: number, durationMs: number, error: string) => void
 }
 
 /** One run's abort side (its signal made only if the aktor reads it), with the run's id for the logs. */
@@ -254,17 +259,21 @@ export class ReaktorRunner {
     this.failures++
     const lastError = `${describe(run.reason)}; still settling (its aktor has not returned since its signal was aborted): no other run of this reaktor starts until it does`
     // An aktor that honours the signal settles within moments and rewrites this before the flush.
-    this.opts.onRunEnd(this.writeRecord(run, null, lastError, true), 'failed', this.opts.now() - run.startedAt)
+    this.opts.onRunEnd(this.writeRecord(run, null, 'timed_out', null, lastError, true), 'failed', this.opts.now() - run.startedAt)
   }
 
   /** The runner's one record (it may be waiting in the batch), set to this run's result. */
-  private writeRecord (run: RunAbort, nextRun: number | null, lastError: string | null, blocked: boolean): RunRecord {
+  private writeRecord (run: RunAbort, nextRun: number | null, outcome: RunOutcomeName, durationMs: number | null, lastError: string | null, blocked: boolean): RunRecord {
     const { reaktorId, version, partition, generation } = this.opts
-    const record = this.record ??= { reaktorId, runId: run.runId, lastRun: 0, nextRun: 0, lastError: null, consecutiveFailures: 0, blocked: false, version, partition, generation }
+    const record = this.record ??= { reaktorId, runId: run.runId, lastRun: 0, nextRun: 0, lastError: null, consecutiveFailures: 0, blocked: false, outcome, durationMs, successAt: null, failureAt: null, version, partition, generation }
     record.runId = run.runId
     record.lastRun = run.startedAt
     record.nextRun = nextRun
-    record.lastError = lastError
+    record.outcome = outcome
+    record.durationMs = durationMs
+    // The last failure's message stays until the next failure (a success does not clear it).
+    if (lastError === null) record.successAt = run.startedAt
+    else { record.failureAt = run.startedAt; record.lastError = lastError }
     record.consecutiveFailures = this.failures
     record.blocked = blocked
     return record
@@ -277,7 +286,7 @@ export class ReaktorRunner {
   private settleTimedOut (run: RunAbort, endedAt: number): void {
     try {
       const lastError = `${describe(run.reason)}; it settled ${endedAt - run.startedAt} ms after it started`
-      this.opts.onRecord(this.writeRecord(run, endedAt + this.opts.effectiveIntervalMs, lastError, false))
+      this.opts.onRecord(this.writeRecord(run, endedAt + this.opts.effectiveIntervalMs, 'timed_out', endedAt - run.startedAt, lastError, false))
       this.safeLog('warn', { reaktorId: this.opts.reaktorId, runId: run.runId, error: lastError, consecutiveFailures: this.failures }, 'polling reaktor run failed: it timed out, and has settled now')
     } finally {
       this.scheduleInterval()
@@ -332,6 +341,7 @@ export class ReaktorRunner {
       }
       // lastRun is the moment the aktor is called (what the aktor itself would see as its start).
       run.startedAt = now()
+      this.opts.onRunStart(runId, run.startedAt)
       result = await this.aktor(undefined, context)
     } catch (err) {
       error = err
@@ -342,8 +352,8 @@ export class ReaktorRunner {
     const endedAt = now()
     // Already recorded as failed (and blocked) at its timeout: only the block ends now.
     if (run.timedOut) { this.settleTimedOut(run, endedAt); return }
-    // Stopped, released or fenced meanwhile: the result schedules (and records) nothing.
-    if (this.halted) return
+    // Stopped, released or fenced meanwhile: the result schedules (and records) nothing but history.
+    if (this.halted) { this.opts.onAborted(runId, run.startedAt, endedAt - run.startedAt, describe(run.reason ?? new RunStoppedError('stopped'))); return }
     // Whatever the bookkeeping below does (a logger or an observer throwing), the next run is scheduled.
     let more = false
     try {
@@ -360,7 +370,7 @@ export class ReaktorRunner {
       else this.failures = 0
       more = outcome === 'more_work'
       const lastError = failed ? describe(error) : null
-      const record = this.writeRecord(run, more ? endedAt : endedAt + this.opts.effectiveIntervalMs, lastError, false)
+      const record = this.writeRecord(run, more ? endedAt : endedAt + this.opts.effectiveIntervalMs, outcome, endedAt - run.startedAt, lastError, false)
       this.opts.onRunEnd(record, outcome, endedAt - run.startedAt)
       if (failed) {
         // A thrown non-Error (an object without a usable toString, say) is logged as its description.

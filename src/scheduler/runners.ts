@@ -180,6 +180,8 @@ export class PartitionRunners {
       now: this.ctx.settings.now,
       mayRun: () => this.mayRun(id, runner),
       onRecord: (record) => this.ctx.batcher.record(record),
+      onRunStart: (runId, startedAt) => this.ctx.batcher.runStarted(id, runId, startedAt, hp.partition, hp.generation),
+      onAborted: (runId, startedAt, durationMs, error) => this.ctx.batcher.runAborted(id, runId, startedAt, durationMs, error),
       onRunEnd: (record, outcome, durationMs) => {
         this.ctx.batcher.record(record)
         if (this.ctx.settings.onRunEnd === undefined) return

@@ -70,7 +70,7 @@ export class Scheduler {
     this.nodeId = opts.nodeId
     this.log = opts.log.child({ component: 'scheduler' })
     this.reconnectDelay = this.settings.reconnectMinMs
-    this.batcher = new RunResultBatcher({ db: opts.db, owner: opts.nodeId, intervalMs: this.settings.flushIntervalMs, log: this.log })
+    this.batcher = new RunResultBatcher({ db: opts.db, owner: opts.nodeId, intervalMs: this.settings.flushIntervalMs, log: this.log, historyPerReaktor: this.settings.runHistoryPerReaktor })
     this.lock = new LockConnection({
       url: opts.databaseUrl,
       applicationName: `reaktor-scheduler ${opts.nodeId}`.slice(0, 63),
@@ -200,6 +200,7 @@ export class Scheduler {
       throw err
     }
     this.phase = 'running'
+    this.batcher.startPruning()
     this.armTick()
     this.requestReconcile()
   }

@@ -1,7 +1,6 @@
 import { sql, type Kysely } from 'kysely'
-import type { Database, PollingReaktorRow } from '../db/schema.js'
+import type { Database, PollingReaktorRow, RunOutcomeName } from '../db/schema.js'
 import { partitionLocks } from './partition-store.js'
-import { keepRequestedRun } from './run-now.js'
 
 /**
  * The SQL of the scheduler about reaktors: the persisted state record of every polling reaktor
@@ -37,6 +36,12 @@ export interface RunRecord {
   consecutiveFailures: number
   /** The run passed its timeout and has not settled yet (its aktor ignores its signal); unset: false. */
   blocked?: boolean
+  /** How the run went, and how long it took (null while a timed-out run has not settled). */
+  outcome: RunOutcomeName
+  durationMs: number | null
+  /** Start of this runner's last successful / failed run; null: none since the runner started. */
+  successAt: number | null
+  failureAt: number | null
   /** `state_version` the runner was started under: the result applies only while it still matches. */
   version: string
   partition: number
@@ -261,7 +266,7 @@ export async function releaseOwner (db: Kysely<Database>, nodeId: string): Promi
  * runs on the same thread as every reaktor's timer. Inside double quotes only `"` and `\` need a
  * backslash; NULL is the bare word.
  */
-function textArray (values: ReadonlyArray<string | null>): string {
+export function textArray (values: ReadonlyArray<string | null>): string {
   let out = '{'
   for (let i = 0; i < values.length; i++) {
     const v = values[i]
@@ -272,60 +277,13 @@ function textArray (values: ReadonlyArray<string | null>): string {
 }
 
 /** An epoch-ms time as ISO text: exact to the millisecond by construction, no float arithmetic on the way. */
-function isoTime (ms: number | null): string | null {
+export function isoTime (ms: number | null): string | null {
   if (ms === null) return null
   if (!Number.isFinite(ms)) throw Object.assign(new TypeError(`not a time: ${ms}`), { code: '22023' })
   return new Date(ms).toISOString()
 }
 
-function numberArray (values: readonly number[]): string {
+export function numberArray (values: readonly number[]): string {
   for (const v of values) if (!Number.isFinite(v)) throw Object.assign(new TypeError(`not a finite number: ${v}`), { code: '22023' })
   return '{' + values.join(',') + '}'
-}
-
-/**
- * One statement for a whole batch of run results. The result columns (`last_run`, `last_error`,
- * ...) only move forward in time; the schedule columns (`next_run`, `owner`) are written only while
- * the row is still `running` under the version the run belonged to and its partition is still in
- * the generation the runner's node took it in, so a flush landing after a stop (or a stop + start,
- * or a takeover by another node after this one was fenced) never brings back a next run or an owner,
- * and the next run of a result whose run started before a pending run request stays at that request.
- * `blocked` is written under the partition's generation (a stopped reaktor's stuck run still blocks
- * it), else only cleared, by the run that set it: after a takeover the new owner runs the reaktor,
- * and a node that took its partition back learns from its stuck run when it settled.
- */
-export async function writeRunResults (db: Kysely<Database>, owner: string, batch: readonly RunRecord[]): Promise<number> {
-  if (batch.length === 0) return 0
-  const res = await sql`
-    update polling_reaktors as p set
-      last_run = v.last_run,
-      last_run_id = v.run_id,
-      last_error = v.last_error,
-      consecutive_failures = v.failures,
-      next_run = case when p.state = 'running' and p.state_version = v.version and v.current_partition
-                      then ${keepRequestedRun} else p.next_run end,
-      owner = case when p.state = 'running' and p.state_version = v.version and v.current_partition
-                   then ${owner}::text else p.owner end,
-      blocked = case when v.current_partition then v.blocked
-                     when p.last_run_id = v.run_id then p.blocked and v.blocked else p.blocked end
-    from (
-      select v.*,
-             coalesce(rp.generation = v.generation, false) as current_partition
-      from unnest(
-        ${textArray(batch.map((r) => r.reaktorId))}::text[],
-        ${textArray(batch.map((r) => isoTime(r.lastRun)))}::timestamptz[],
-        ${textArray(batch.map((r) => r.runId))}::text[],
-        ${textArray(batch.map((r) => r.lastError))}::text[],
-        ${numberArray(batch.map((r) => r.consecutiveFailures))}::int[],
-        ${textArray(batch.map((r) => isoTime(r.nextRun)))}::timestamptz[],
-        ${textArray(batch.map((r) => r.version))}::bigint[],
-        ${numberArray(batch.map((r) => r.partition))}::int[],
-        ${textArray(batch.map((r) => r.generation))}::bigint[],
-        ${`{${batch.map((r) => r.blocked === true ? 't' : 'f').join(',')}}`}::boolean[]
-      ) as v(id, last_run, run_id, last_error, failures, next_run, version, partition, generation, blocked)
-      left join reaktor_partitions as rp on rp.partition = v.partition
-    ) as v
-    where p.reaktor_id = v.id and (p.last_run is null or p.last_run <= v.last_run)
-  `.execute(db)
-  return Number(res.numAffectedRows ?? 0)
 }

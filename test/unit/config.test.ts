@@ -13,6 +13,12 @@ t.test('defaults follow the README configuration table', async (t) => {
   t.equal(c.logLevel, 'info')
   t.match(c.nodeId, /:\d+$/)
   t.equal(c.aktorBodyLimit, 1024 * 1024)
+  t.equal(c.runHistoryPerReaktor, 100)
+})
+
+t.test('RUN_HISTORY_PER_REAKTOR: 0 (off) up to 100000', async (t) => {
+  t.equal(loadConfig({ RUN_HISTORY_PER_REAKTOR: '0' }).runHistoryPerReaktor, 0)
+  t.equal(loadConfig({ RUN_HISTORY_PER_REAKTOR: '100000' }).runHistoryPerReaktor, 100_000)
 })
 
 t.test('valid values are read', async (t) => {
@@ -58,7 +64,9 @@ const bad: Array<[Record<string, string>, string, RegExp]> = [
   [{ ALLOWED_HOSTS: 'a.example,,b.example' }, 'ALLOWED_HOSTS', /separated by commas/],
   [{ ALLOWED_HOSTS: 'https://a.example' }, 'ALLOWED_HOSTS', /host names or addresses/],
   [{ ALLOWED_HOSTS: 'a.example/path' }, 'ALLOWED_HOSTS', /host names or addresses/],
-  [{ AKTOR_BODY_LIMIT: '1MB' }, 'AKTOR_BODY_LIMIT', /integer/]
+  [{ AKTOR_BODY_LIMIT: '1MB' }, 'AKTOR_BODY_LIMIT', /integer/],
+  [{ RUN_HISTORY_PER_REAKTOR: '-1' }, 'RUN_HISTORY_PER_REAKTOR', /integer from 0 to 100000/],
+  [{ RUN_HISTORY_PER_REAKTOR: '100001' }, 'RUN_HISTORY_PER_REAKTOR', /integer from 0 to 100000/]
 ]
 for (const [env, variable, detail] of bad) {
   t.test(`${JSON.stringify(env)} names ${variable}`, async (t) => {

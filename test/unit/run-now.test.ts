@@ -9,7 +9,8 @@ import t, { type Test } from 'tap'
 import pg from 'pg'
 import { ReaktorRunner, type RunOutcome } from '../../src/scheduler/runner.js'
 import { RUN_NOW_CHANNEL, writeRunRequest } from '../../src/scheduler/run-now.js'
-import { writeRunResults, writeStart, writeStop, type RunRecord } from '../../src/scheduler/store.js'
+import { writeRunResults as writeFlush } from '../../src/scheduler/flush-store.js'
+import { writeStart, writeStop, type RunRecord } from '../../src/scheduler/store.js'
 import { claimPartitions, ensurePartitions } from '../../src/scheduler/partition-store.js'
 import { deferred, waitFor, type TestContext } from '../helpers/context.js'
 import { memoryLogger } from '../helpers/log.js'
@@ -41,7 +42,9 @@ function runnerOf (t: TestContext, p: ReturnType<typeof probe>, opts: { interval
     now: Date.now,
     mayRun: opts.mayRun ?? (() => true),
     onRunEnd: (record, outcome) => { ended.push({ record: { ...record }, outcome }) },
-    onRecord: () => {}
+    onRecord: () => {},
+    onRunStart: () => {},
+    onAborted: () => {}
   })
   t.teardown(async () => await runner.halt())
   return { runner, ended }
@@ -209,6 +212,11 @@ async function listenRunNow (t: TestContext, url: string): Promise<string[]> {
   return heard
 }
 
+/** A flush of run results only (no history rows, no running marks). */
+async function writeRunResults (db: Parameters<typeof writeFlush>[0], owner: string, results: RunRecord[]): Promise<number> {
+  return await writeFlush(db, owner, { results, since: results.map(() => null), history: [], marks: [] })
+}
+
 t.test('the request: one statement on a running row; a result flushed after it keeps the next run at the request', async (t) => {
   const { url, db } = await openTestDatabase(t)
   const heard = await listenRunNow(t, url)
@@ -217,7 +225,7 @@ t.test('the request: one statement on a running row; a result flushed after it k
   const t0 = Date.parse('2026-11-27T10:00:00.000Z')
   const { version } = await writeStart(db, 'x', '1h', new Date(t0), 1)
   const result = (lastRun: number, nextRun: number | null): RunRecord =>
-    ({ reaktorId: 'x', runId: `run-${lastRun}`, lastRun, nextRun, lastError: null, consecutiveFailures: 0, version: version!, partition: 1, generation })
+    ({ reaktorId: 'x', runId: `run-${lastRun}`, lastRun, nextRun, lastError: null, consecutiveFailures: 0, outcome: 'no_work', durationMs: 1, successAt: lastRun, failureAt: null, version: version!, partition: 1, generation })
 
   // Run 1 (started at t0 + 10 ms) is in flight when the request comes (t0 + 20 ms); it ends and its
   // result, flushed after the request, plans the next run an hour after its end.

@@ -30,6 +30,9 @@ t.test('status and list show what the last runs did, from the row; runningSince 
     running_since: new Date(RUNNING)
   }).execute()
   const expected = { lastSuccessAt: SUCCESS, lastFailureAt: FAILURE, lastError: 'boom', consecutiveFailures: 1, lastDurationMs: 1234, lastOutcome: 'failed', runningSince: RUNNING }
+  // The "never run" answer may still be served from the status cache (at most 100 ms: no
+  // notification announces a write of run results).
+  await waitFor(async () => (await call('GET', '/api/v1/polling/fields/status')).body.lastOutcome === 'failed', { what: 'status to show the written row', timeoutMs: 5000 })
   t.match((await call('GET', '/api/v1/polling/fields/status')).body, expected)
   t.match((await call('GET', '/api/v1/polling')).body.pollingReaktors[0], expected, 'the list shows them too')
 

@@ -204,10 +204,11 @@ export class ReaktorRunner {
     if (delay <= 0) {
       this.launchSoon()
     } else {
+      // Longer waits are taken in steps; and a timer may fire a millisecond before the wall clock
+      // reads `at` (timers and Date.now round differently): a run is never early, so wait that out.
       this.timer = setTimeout(() => {
         this.timer = undefined
-        if (delay > MAX_TIMER_MS) this.scheduleAt(at) // longer waits are taken in steps
-        else this.launchSoon()
+        this.scheduleAt(at)
       }, Math.min(delay, MAX_TIMER_MS))
     }
   }

@@ -27,7 +27,7 @@ async function turns (): Promise<void> {
 interface Ended { record: RunRecord, outcome: RunOutcome }
 
 /** A runner of a probe, without a scheduler: every run end (and its record) in `ended`. */
-function runnerOf (t: TestContext, p: ReturnType<typeof probe>, opts: { intervalMs: number, mayRun?: () => boolean | Promise<boolean> }): { runner: ReaktorRunner, ended: Ended[] } {
+function runnerOf (t: TestContext, p: ReturnType<typeof probe>, opts: { intervalMs: number, mayRun?: () => boolean | Promise<boolean>, now?: () => number }): { runner: ReaktorRunner, ended: Ended[] } {
   const id = p.registration.reaktorDefinitionId
   const ended: Ended[] = []
   const runner = new ReaktorRunner({
@@ -39,7 +39,7 @@ function runnerOf (t: TestContext, p: ReturnType<typeof probe>, opts: { interval
     partition: 0,
     generation: '1',
     log: memoryLogger(),
-    now: Date.now,
+    now: opts.now ?? Date.now,
     mayRun: opts.mayRun ?? (() => true),
     onRunEnd: (record, outcome) => { ended.push({ record: { ...record }, outcome }) },
     onRecord: () => {},
@@ -199,6 +199,22 @@ t.test('runner: a request inside the fencing grace runs when the grace ends, not
   runner.runNow(from)
   await waitFor(() => p.runs.length === 1, { timeoutMs: 5000, what: 'the requested run' })
   t.ok(p.runs[0].start >= from, `not before the grace ended (${p.runs[0].start - from} ms after)`)
+})
+
+t.test('runner: a timer that fires before the wall clock reads the due time does not run early', async (t) => {
+  // Timers and the wall clock round differently (a timer may fire a millisecond "early" by
+  // Date.now); here the wall clock is held back on purpose, by more than a rounding, once the timer is set.
+  let lag = 0
+  const now = (): number => Date.now() - lag
+  const seen: number[] = []
+  const p = probe('not-early', () => { seen.push(now()); return false })
+  const { runner } = runnerOf(t, p, { intervalMs: 3_600_000, now })
+  runner.start(now() + 3_600_000)
+  const at = now() + 50
+  t.equal(runner.runNow(at), true)
+  lag = 30
+  await waitFor(() => p.runs.length === 1, { timeoutMs: 5000, what: 'the run' })
+  t.ok(seen[0] >= at, `it ran when its clock read the due time (${seen[0] - at} ms after), not when the timer first fired`)
 })
 
 /** Notifications on the run-now channel, in order. */

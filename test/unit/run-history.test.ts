@@ -255,3 +255,18 @@ t.test('a fenced node\'s aborted run and a run aborted by the shutdown are recor
   await s2.stop()
   t.match(await runsOf(db, 'held'), [{ run_id: held.runs[0].runId, outcome: 'aborted', node: 'node-g', error: 'RunStoppedError: run aborted: shutdown' }], 'written by the shutdown\'s last flush')
 })
+
+t.test('a node taking a reaktor over shows no running_since a dead node left behind (its own runs write theirs)', async (t) => {
+  const { url, db } = await openTestDatabase(t)
+  const p = probe('left', () => false, { interval: '1h', autoStart: true })
+  // A node killed mid-run left running_since set; its next run is an hour away, so only the
+  // claim can tell the status that nothing is in flight any more.
+  const leftAt = new Date(Date.now() - 60_000)
+  await db.insertInto('polling_reaktors').values({ reaktor_id: 'left', state: 'running', interval: '1h', updated_at: leftAt, state_version: 1, next_run: new Date(Date.now() + 3_600_000), running_since: leftAt, owner: 'node-dead' }).execute()
+  const s = scheduler(t, db, url, { reaktors: registry([p.registration]), nodeId: 'node-b' })
+  await s.start()
+  await waitFor(async () => (await s.status('left')).owner === 'node-b', { what: 'node-b owning the reaktor' })
+  t.equal(p.runs.length, 0, 'no run of node-b yet (its next run is an hour away)')
+  t.equal((await s.status('left')).runningSince, null, 'no run in flight on the live owner')
+  t.equal((await row(db, 'left'))!.running_since, null, 'cleared in the row')
+})

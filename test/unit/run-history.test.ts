@@ -274,3 +274,24 @@ t.test('a node taking a reaktor over shows no running_since a dead node left beh
   t.equal((await s.status('left')).runningSince, null, 'no run in flight on the live owner')
   t.equal((await row(db, 'left'))!.running_since, null, 'cleared in the row')
 })
+
+t.test('after a takeover the status columns continue from the row: a success keeps the last failure, a failure the last success', async (t) => {
+  const { url, db } = await openTestDatabase(t)
+  const ok = probe('ok-now', () => false, { interval: '1h', autoStart: true })
+  const bad = probe('bad-now', () => { throw new Error('new') }, { interval: '1h', autoStart: true })
+  const before = { success: new Date(1_790_000_000_000), failure: new Date(1_790_000_100_000) }
+  await db.insertInto('polling_reaktors').values(['ok-now', 'bad-now'].map((id) => ({
+    reaktor_id: id, state: 'running' as const, interval: '1h', updated_at: before.failure, state_version: 1, next_run: before.failure,
+    last_run: before.failure, last_error: 'Error: old', consecutive_failures: 2, last_success_at: before.success, last_failure_at: before.failure, last_outcome: 'failed' as const, last_duration_ms: 5
+  }))).execute()
+  const s = scheduler(t, db, url, { reaktors: registry([ok.registration, bad.registration]), nodeId: 'node-next' })
+  await s.start()
+  const okRow = await waitFor(async () => { const r = await row(db, 'ok-now'); return r?.last_run_id === ok.runs[0]?.runId ? r : undefined }, { what: 'the new owner\'s success persisted' })
+  t.match(okRow, { last_outcome: 'no_work', last_error: 'Error: old', consecutive_failures: 0 })
+  t.equal(okRow.last_success_at.getTime(), ok.runs[0].lastRun, 'last success: the new run')
+  t.equal(okRow.last_failure_at.getTime(), before.failure.getTime(), 'last failure: continued from the row')
+  const badRow = await waitFor(async () => { const r = await row(db, 'bad-now'); return r?.last_run_id === bad.runs[0]?.runId ? r : undefined }, { what: 'the new owner\'s failure persisted' })
+  t.match(badRow, { last_outcome: 'failed', last_error: 'Error: new', consecutive_failures: 3 })
+  t.equal(badRow.last_failure_at.getTime(), bad.runs[0].lastRun, 'last failure: the new run')
+  t.equal(badRow.last_success_at.getTime(), before.success.getTime(), 'last success: continued from the row')
+})

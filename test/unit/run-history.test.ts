@@ -295,3 +295,19 @@ t.test('after a takeover the status columns continue from the row: a success kee
   t.equal(badRow.last_failure_at.getTime(), bad.runs[0].lastRun, 'last failure: the new run')
   t.equal(badRow.last_success_at.getTime(), before.success.getTime(), 'last success: continued from the row')
 })
+
+t.test('a duration beyond the integer column (a run settling after 24.8 days) or below 0 (the clock stepped back) is written at the bound, not refused', async (t) => {
+  const { db } = await openTestDatabase(t)
+  await db.insertInto('polling_reaktors').values(['long', 'back'].map((id) => ({ reaktor_id: id, state: 'running' as const, interval: '1s', updated_at: new Date(), state_version: 1 }))).execute()
+  const batcher = new RunResultBatcher({ db, owner: 'node-o', intervalMs: 60_000, log: memoryLogger(), historyPerReaktor: 100 })
+  t.teardown(() => batcher.discard())
+  const long = { ...result('long'), outcome: 'timed_out' as const, durationMs: 30 * 24 * 3_600_000, successAt: null, failureAt: Date.now(), lastError: 'settled after 30 days' }
+  const back = { ...result('back'), durationMs: -5 }
+  batcher.record(long)
+  batcher.record(back)
+  await batcher.flush()
+  t.match(await row(db, 'long'), { last_run_id: long.runId, last_duration_ms: 2_147_483_647, last_outcome: 'timed_out' }, 'the result is written, its duration at the largest the column holds')
+  t.match(await row(db, 'back'), { last_run_id: back.runId, last_duration_ms: 0 })
+  t.same((await db.selectFrom('polling_runs').select(['reaktor_id', 'duration_ms']).orderBy('reaktor_id').execute()), [{ reaktor_id: 'back', duration_ms: 0 }, { reaktor_id: 'long', duration_ms: 2_147_483_647 }], 'and both history rows')
+  t.equal(batcher.rowsDropped + batcher.historyDropped, 0, 'nothing refused')
+})

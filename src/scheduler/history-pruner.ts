@@ -99,9 +99,11 @@ export class HistoryPruner {
 
   /** Deletes every row older than the `keep` newest of each reaktor (newest by start, then by insertion). */
   private async pruneIds (all: readonly string[]): Promise<void> {
-    for (let i = 0; i < all.length && !this.stopped; i += this.chunk) {
+    for (let i = 0; i < all.length && !this.stopped;) {
       const ids = all.slice(i, i + this.chunk)
       await this.pruneChunk(ids)
+      // Step by what was pruned, not by the chunk size doubled since (that skipped reaktors).
+      i += ids.length
       this.chunk = Math.min(CHUNK, this.chunk * 2)
     }
   }

@@ -1,9 +1,10 @@
 import { randomUUID } from 'node:crypto'
-import { Kysely, PostgresDialect, sql } from 'kysely'
+import { Kysely, PostgresDialect, sql, type KyselyPlugin, type RawNode } from 'kysely'
 import pg from 'pg'
 import t from 'tap'
 import type { Database, PollingRunRow } from '../../src/db/schema.js'
 import { MAX_PENDING_HISTORY, RunResultBatcher } from '../../src/scheduler/batcher.js'
+import { HistoryPruner } from '../../src/scheduler/history-pruner.js'
 import type { RunRecord } from '../../src/scheduler/store.js'
 import { waitFor } from '../helpers/context.js'
 import { memoryLogger } from '../helpers/log.js'
@@ -310,4 +311,34 @@ t.test('a duration beyond the integer column (a run settling after 24.8 days) or
   t.match(await row(db, 'back'), { last_run_id: back.runId, last_duration_ms: 0 })
   t.same((await db.selectFrom('polling_runs').select(['reaktor_id', 'duration_ms']).orderBy('reaktor_id').execute()), [{ reaktor_id: 'back', duration_ms: 0 }, { reaktor_id: 'long', duration_ms: 2_147_483_647 }], 'and both history rows')
   t.equal(batcher.rowsDropped + batcher.historyDropped, 0, 'nothing refused')
+})
+
+t.test('after a pruning statement timed out, the smaller statements that follow still cover every reaktor', async (t) => {
+  const { db, pool } = await openTestDatabase(t)
+  // 500 reaktors (one first-pass batch) with 2 rows each; keep 1.
+  await sql`insert into polling_runs (run_id, reaktor_id, node, started_at, duration_ms, outcome)
+    select gen_random_uuid(), 'r' || lpad(i::text, 3, '0'), 'node-x', now() - (j || ' s')::interval, 1, 'no_work'
+    from generate_series(1, 500) as i, generate_series(1, 2) as j`.execute(db)
+  // The first pruning statement fails as one cut short by the statement timeout (57014) would.
+  let failed = false
+  const timeoutOnce: KyselyPlugin = {
+    transformQuery ({ node }) {
+      if (!failed && node.kind === 'RawNode' && (node as RawNode).sqlFragments.join('').includes('delete from polling_runs')) {
+        failed = true
+        throw Object.assign(new Error('canceling statement due to statement timeout'), { code: '57014' })
+      }
+      return node
+    },
+    async transformResult ({ result }) { return result }
+  }
+  const pruner = new HistoryPruner({ db: new Kysely<Database>({ dialect: new PostgresDialect({ pool }), plugins: [timeoutOnce] }), keep: 1, log: memoryLogger() })
+  t.teardown(async () => await pruner.stop())
+  pruner.start()
+  // The retry comes a second after the failure; 10 s of margin for two busy cores.
+  const left = await waitFor(async () => {
+    const { rows: [r] } = await sql<{ n: number }>`select count(*)::int as n from (select reaktor_id from polling_runs group by reaktor_id having count(*) > 1) as over`.execute(db)
+    return failed && r.n === 0 ? r : undefined
+  }, { what: 'every reaktor pruned to 1 row', timeoutMs: 10_000 }).catch((err: Error) => err)
+  t.notOk(left instanceof Error, 'every reaktor pruned after the retry')
+  t.equal(pruner.deleted, 500, 'one row deleted per reaktor')
 })

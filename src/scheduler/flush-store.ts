@@ -37,10 +37,17 @@ export interface FlushBatch {
   marks: RunningMark[]
 }
 
-/** Integers that may be null, as an array literal (numbers need no quoting). */
-function nullableIntArray (values: ReadonlyArray<number | null>): string {
+/** The largest value of an `integer` column. */
+const MAX_INT = 2_147_483_647
+
+/**
+ * Durations (ms) that may be null, as an array literal for `integer` columns. A run that ignored its
+ * signal can settle after 24.8 days, and a wall clock stepped back makes one negative: written at
+ * the bound, since one value out of range would have the result and its history row refused.
+ */
+function durationArray (values: ReadonlyArray<number | null>): string {
   for (const v of values) if (v !== null && !Number.isInteger(v)) throw Object.assign(new TypeError(`not an integer: ${v}`), { code: '22023' })
-  return '{' + values.map((v) => v === null ? 'NULL' : String(v)).join(',') + '}'
+  return '{' + values.map((v) => v === null ? 'NULL' : String(Math.min(Math.max(v, 0), MAX_INT))).join(',') + '}'
 }
 
 /**
@@ -70,7 +77,7 @@ export async function writeRunResults (db: Kysely<Database>, owner: string, batc
         ${textArray(history.map((r) => r.runId))}::uuid[],
         ${textArray(history.map((r) => r.reaktorId))}::text[],
         ${textArray(history.map((r) => isoTime(r.startedAt)))}::timestamptz[],
-        ${nullableIntArray(history.map((r) => r.durationMs))}::int[],
+        ${durationArray(history.map((r) => r.durationMs))}::int[],
         ${textArray(history.map((r) => r.outcome))}::text[],
         ${textArray(history.map((r) => r.error))}::text[]
       ) as h(run_id, reaktor_id, started_at, duration_ms, outcome, error)
@@ -123,7 +130,7 @@ export async function writeRunResults (db: Kysely<Database>, owner: string, batc
         ${textArray(results.map((r) => r.generation))}::bigint[],
         ${`{${results.map((r) => r.blocked === true ? 't' : 'f').join(',')}}`}::boolean[],
         ${textArray(results.map((r) => r.outcome))}::text[],
-        ${nullableIntArray(results.map((r) => r.durationMs))}::int[],
+        ${durationArray(results.map((r) => r.durationMs))}::int[],
         ${textArray(results.map((r) => isoTime(r.successAt)))}::timestamptz[],
         ${textArray(results.map((r) => isoTime(r.failureAt)))}::timestamptz[],
         ${textArray(since.map(isoTime))}::timestamptz[]

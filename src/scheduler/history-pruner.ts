@@ -15,8 +15,10 @@ const PRUNE_EVERY_MS = 1000
  * first rows this node writes of it (another node, or an earlier process, wrote the ones before).
  * So a reaktor holds at most `keep + slack` rows, plus those written in the second or so before
  * its pruning statement runs. A first pass over every reaktor with history at start applies a
- * lowered `keep` to all, stopped ones and ones no longer registered included (`keep` 0: nothing is
- * written any more, and that pass deletes what was).
+ * lowered `keep` to all, stopped ones and ones no longer registered included. `keep` 0 turns the
+ * history off: nothing is written and nothing pruned. Deleting every stored run on each node's
+ * start would make "off" irreversible, and one node so configured would wipe the history the other
+ * nodes of its cluster still write and serve.
  */
 export class HistoryPruner {
   readonly slack: number
@@ -38,7 +40,7 @@ export class HistoryPruner {
   }
 
   start (): void {
-    if (this.stopped || this.passAfter !== undefined) return
+    if (this.stopped || this.passAfter !== undefined || this.opts.keep === 0) return
     this.passAfter = ''
     this.kick(0)
   }
@@ -97,9 +99,11 @@ export class HistoryPruner {
 
   /** Deletes every row older than the `keep` newest of each reaktor (newest by start, then by insertion). */
   private async pruneIds (all: readonly string[]): Promise<void> {
-    for (let i = 0; i < all.length && !this.stopped; i += this.chunk) {
+    for (let i = 0; i < all.length && !this.stopped;) {
       const ids = all.slice(i, i + this.chunk)
       await this.pruneChunk(ids)
+      // Step by what was pruned, not by the chunk size doubled since (that skipped reaktors).
+      i += ids.length
       this.chunk = Math.min(CHUNK, this.chunk * 2)
     }
   }

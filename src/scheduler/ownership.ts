@@ -293,8 +293,9 @@ export class PartitionOwnership {
   private async claim (got: number[], epoch: number, orphans: ReadonlySet<number>, seenFreeAt: number): Promise<void> {
     const at = performance.now()
     try {
-      const stillBlocked = [...this.runners.draining].filter(([, d]) => d.runner.blocked && got.includes(d.partition)).map(([id]) => id)
-      const claimed = await partitionStore.claimPartitions(this.ctx.settings.db, this.ctx.settings.nodeId, got, stillBlocked)
+      const settling = [...this.runners.draining].filter(([, d]) => d.runner.running && got.includes(d.partition))
+      const stillBlocked = settling.filter(([, d]) => d.runner.blocked).map(([id]) => id)
+      const claimed = await partitionStore.claimPartitions(this.ctx.settings.db, this.ctx.settings.nodeId, got, stillBlocked, settling.map(([id]) => id))
       if (epoch !== this.ctx.epoch) return
       for (const p of got) {
         const { generation = '0', previousOwner = null } = claimed.get(p) ?? {}

@@ -154,16 +154,26 @@ export interface Claimed {
  * the late writes of a previous holder (fenced, not yet aware) no longer move their schedule.
  * Their reaktors are no longer `blocked`: a stuck run of the previous holder does not hold back
  * the new one (that run is aborted, or gone with its process), unless the new holder is the same
- * node taking its partitions back, whose own stuck runs (`stillBlocked`) still do.
+ * node taking its partitions back, whose own stuck runs (`stillBlocked`) still do. Likewise their
+ * `running_since`: the runs it names are gone or aborted (a dead node's stays behind, and would show
+ * on the live new owner until its own first run), except this node's own runs still settling
+ * (`stillRunning`, which clear theirs when they do).
  * `previousOwner` is who held it before: a release (handover, shutdown) clears the owner first,
  * so a name left there means the previous holder's session ended without a release.
  */
-export async function claimPartitions (db: Kysely<Database>, nodeId: string, partitions: readonly number[], stillBlocked: readonly string[] = []): Promise<Map<number, Claimed>> {
+export async function claimPartitions (
+  db: Kysely<Database>, nodeId: string, partitions: readonly number[], stillBlocked: readonly string[] = [], stillRunning: readonly string[] = stillBlocked
+): Promise<Map<number, Claimed>> {
   if (partitions.length === 0) return new Map()
+  // One update for both columns: two data-modifying CTEs on one row leave it undefined which wins.
   const { rows } = await sql<{ partition: number, generation: string, previous_owner: string | null }>`
     with unblocked as (
-      update polling_reaktors set blocked = false
-      where blocked and partition = any(${[...partitions]}::int[]) and reaktor_id <> all(${[...stillBlocked]}::text[])
+      update polling_reaktors
+      set blocked = blocked and reaktor_id = any(${[...stillBlocked]}::text[]),
+          running_since = case when reaktor_id = any(${[...stillRunning]}::text[]) then running_since end
+      where partition = any(${[...partitions]}::int[])
+        and ((blocked and reaktor_id <> all(${[...stillBlocked]}::text[]))
+          or (running_since is not null and reaktor_id <> all(${[...stillRunning]}::text[])))
     )
     update reaktor_partitions as rp set owner = ${nodeId}, generation = rp.generation + 1
     from reaktor_partitions as before

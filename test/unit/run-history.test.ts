@@ -1,9 +1,10 @@
 import { randomUUID } from 'node:crypto'
-import { Kysely, PostgresDialect, sql } from 'kysely'
+import { Kysely, PostgresDialect, sql, type KyselyPlugin, type RawNode } from 'kysely'
 import pg from 'pg'
 import t from 'tap'
 import type { Database, PollingRunRow } from '../../src/db/schema.js'
 import { MAX_PENDING_HISTORY, RunResultBatcher } from '../../src/scheduler/batcher.js'
+import { HistoryPruner } from '../../src/scheduler/history-pruner.js'
 import type { RunRecord } from '../../src/scheduler/store.js'
 import { waitFor } from '../helpers/context.js'
 import { memoryLogger } from '../helpers/log.js'
@@ -121,16 +122,20 @@ t.test('retention: at most N + slack rows per reaktor, the newest kept; a lowere
   t.same(oldKept.map((r) => r.run_id), old.slice(-5).map((r) => r.run_id), 'its newest 5')
 })
 
-t.test('RUN_HISTORY_PER_REAKTOR=0 writes no history and deletes what was written (the status columns still move)', async (t) => {
-  const { url, db } = await openTestDatabase(t)
-  await db.insertInto('polling_runs').values([1, 2, 3].map((i) => ({ run_id: randomUUID(), reaktor_id: i === 3 ? 'gone' : 'quiet', node: 'node-x', started_at: new Date(1_790_000_000_000 + i), duration_ms: 1, outcome: 'no_work' as const, error: null }))).execute()
+t.test('RUN_HISTORY_PER_REAKTOR=0 writes no history and deletes none of the stored one (the status columns still move)', async (t) => {
+  const { url, db, queries } = await openTestDatabase(t)
+  const earlier = [1, 2, 3].map((i) => ({ run_id: randomUUID(), reaktor_id: i === 3 ? 'gone' : 'quiet', node: 'node-x', started_at: new Date(1_790_000_000_000 + i), duration_ms: 1, outcome: 'no_work' as const, error: null }))
+  await db.insertInto('polling_runs').values(earlier).execute()
   const p = probe('quiet', (n) => { if (n === 3) throw new Error('x'); return true }, { interval: '1h', autoStart: true })
   const s = scheduler(t, db, url, { reaktors: registry([p.registration]), runHistoryPerReaktor: 0 })
   await s.start()
   const stored = await waitFor(async () => { const r = await row(db, 'quiet'); return p.runs.length === 3 && r?.last_run_id === p.runs[2].runId ? r : undefined }, { what: 'the third run persisted' })
   t.match(stored, { last_outcome: 'failed', last_error: 'Error: x' })
   t.equal(stored.last_success_at.getTime(), p.runs[1].lastRun)
-  await waitFor(async () => (await sql<{ n: number }>`select count(*)::int as n from polling_runs`.execute(db)).rows[0].n === 0, { what: 'no history row: none written, the earlier ones deleted at start' })
+  // The stop waits for any pruning statement in progress: after it, nothing can delete any more.
+  await s.stop()
+  t.same((await db.selectFrom('polling_runs').select('run_id').orderBy('started_at').execute()).map((r) => r.run_id), earlier.map((r) => r.run_id), 'no row written, none deleted')
+  t.notOk(queries.some((q) => /delete from polling_runs/i.test(q.query.sql)), 'no pruning statement at all')
 })
 
 function result (reaktorId: string, runId: string = randomUUID()): RunRecord {
@@ -254,4 +259,86 @@ t.test('a fenced node\'s aborted run and a run aborted by the shutdown are recor
   await waitFor(() => held.runs.length === 1, { what: 'the held run' })
   await s2.stop()
   t.match(await runsOf(db, 'held'), [{ run_id: held.runs[0].runId, outcome: 'aborted', node: 'node-g', error: 'RunStoppedError: run aborted: shutdown' }], 'written by the shutdown\'s last flush')
+})
+
+t.test('a node taking a reaktor over shows no running_since a dead node left behind (its own runs write theirs)', async (t) => {
+  const { url, db } = await openTestDatabase(t)
+  const p = probe('left', () => false, { interval: '1h', autoStart: true })
+  // A node killed mid-run left running_since set; its next run is an hour away, so only the
+  // claim can tell the status that nothing is in flight any more.
+  const leftAt = new Date(Date.now() - 60_000)
+  await db.insertInto('polling_reaktors').values({ reaktor_id: 'left', state: 'running', interval: '1h', updated_at: leftAt, state_version: 1, next_run: new Date(Date.now() + 3_600_000), running_since: leftAt, owner: 'node-dead' }).execute()
+  const s = scheduler(t, db, url, { reaktors: registry([p.registration]), nodeId: 'node-b' })
+  await s.start()
+  await waitFor(async () => (await s.status('left')).owner === 'node-b', { what: 'node-b owning the reaktor' })
+  t.equal(p.runs.length, 0, 'no run of node-b yet (its next run is an hour away)')
+  t.equal((await s.status('left')).runningSince, null, 'no run in flight on the live owner')
+  t.equal((await row(db, 'left'))!.running_since, null, 'cleared in the row')
+})
+
+t.test('after a takeover the status columns continue from the row: a success keeps the last failure, a failure the last success', async (t) => {
+  const { url, db } = await openTestDatabase(t)
+  const ok = probe('ok-now', () => false, { interval: '1h', autoStart: true })
+  const bad = probe('bad-now', () => { throw new Error('new') }, { interval: '1h', autoStart: true })
+  const before = { success: new Date(1_790_000_000_000), failure: new Date(1_790_000_100_000) }
+  await db.insertInto('polling_reaktors').values(['ok-now', 'bad-now'].map((id) => ({
+    reaktor_id: id, state: 'running' as const, interval: '1h', updated_at: before.failure, state_version: 1, next_run: before.failure,
+    last_run: before.failure, last_error: 'Error: old', consecutive_failures: 2, last_success_at: before.success, last_failure_at: before.failure, last_outcome: 'failed' as const, last_duration_ms: 5
+  }))).execute()
+  const s = scheduler(t, db, url, { reaktors: registry([ok.registration, bad.registration]), nodeId: 'node-next' })
+  await s.start()
+  const okRow = await waitFor(async () => { const r = await row(db, 'ok-now'); return r?.last_run_id === ok.runs[0]?.runId ? r : undefined }, { what: 'the new owner\'s success persisted' })
+  t.match(okRow, { last_outcome: 'no_work', last_error: 'Error: old', consecutive_failures: 0 })
+  t.equal(okRow.last_success_at.getTime(), ok.runs[0].lastRun, 'last success: the new run')
+  t.equal(okRow.last_failure_at.getTime(), before.failure.getTime(), 'last failure: continued from the row')
+  const badRow = await waitFor(async () => { const r = await row(db, 'bad-now'); return r?.last_run_id === bad.runs[0]?.runId ? r : undefined }, { what: 'the new owner\'s failure persisted' })
+  t.match(badRow, { last_outcome: 'failed', last_error: 'Error: new', consecutive_failures: 3 })
+  t.equal(badRow.last_failure_at.getTime(), bad.runs[0].lastRun, 'last failure: the new run')
+  t.equal(badRow.last_success_at.getTime(), before.success.getTime(), 'last success: continued from the row')
+})
+
+t.test('a duration beyond the integer column (a run settling after 24.8 days) or below 0 (the clock stepped back) is written at the bound, not refused', async (t) => {
+  const { db } = await openTestDatabase(t)
+  await db.insertInto('polling_reaktors').values(['long', 'back'].map((id) => ({ reaktor_id: id, state: 'running' as const, interval: '1s', updated_at: new Date(), state_version: 1 }))).execute()
+  const batcher = new RunResultBatcher({ db, owner: 'node-o', intervalMs: 60_000, log: memoryLogger(), historyPerReaktor: 100 })
+  t.teardown(() => batcher.discard())
+  const long = { ...result('long'), outcome: 'timed_out' as const, durationMs: 30 * 24 * 3_600_000, successAt: null, failureAt: Date.now(), lastError: 'settled after 30 days' }
+  const back = { ...result('back'), durationMs: -5 }
+  batcher.record(long)
+  batcher.record(back)
+  await batcher.flush()
+  t.match(await row(db, 'long'), { last_run_id: long.runId, last_duration_ms: 2_147_483_647, last_outcome: 'timed_out' }, 'the result is written, its duration at the largest the column holds')
+  t.match(await row(db, 'back'), { last_run_id: back.runId, last_duration_ms: 0 })
+  t.same((await db.selectFrom('polling_runs').select(['reaktor_id', 'duration_ms']).orderBy('reaktor_id').execute()), [{ reaktor_id: 'back', duration_ms: 0 }, { reaktor_id: 'long', duration_ms: 2_147_483_647 }], 'and both history rows')
+  t.equal(batcher.rowsDropped + batcher.historyDropped, 0, 'nothing refused')
+})
+
+t.test('after a pruning statement timed out, the smaller statements that follow still cover every reaktor', async (t) => {
+  const { db, pool } = await openTestDatabase(t)
+  // 500 reaktors (one first-pass batch) with 2 rows each; keep 1.
+  await sql`insert into polling_runs (run_id, reaktor_id, node, started_at, duration_ms, outcome)
+    select gen_random_uuid(), 'r' || lpad(i::text, 3, '0'), 'node-x', now() - (j || ' s')::interval, 1, 'no_work'
+    from generate_series(1, 500) as i, generate_series(1, 2) as j`.execute(db)
+  // The first pruning statement fails as one cut short by the statement timeout (57014) would.
+  let failed = false
+  const timeoutOnce: KyselyPlugin = {
+    transformQuery ({ node }) {
+      if (!failed && node.kind === 'RawNode' && (node as RawNode).sqlFragments.join('').includes('delete from polling_runs')) {
+        failed = true
+        throw Object.assign(new Error('canceling statement due to statement timeout'), { code: '57014' })
+      }
+      return node
+    },
+    async transformResult ({ result }) { return result }
+  }
+  const pruner = new HistoryPruner({ db: new Kysely<Database>({ dialect: new PostgresDialect({ pool }), plugins: [timeoutOnce] }), keep: 1, log: memoryLogger() })
+  t.teardown(async () => await pruner.stop())
+  pruner.start()
+  // The retry comes a second after the failure; 10 s of margin for two busy cores.
+  const left = await waitFor(async () => {
+    const { rows: [r] } = await sql<{ n: number }>`select count(*)::int as n from (select reaktor_id from polling_runs group by reaktor_id having count(*) > 1) as over`.execute(db)
+    return failed && r.n === 0 ? r : undefined
+  }, { what: 'every reaktor pruned to 1 row', timeoutMs: 10_000 }).catch((err: Error) => err)
+  t.notOk(left instanceof Error, 'every reaktor pruned after the retry')
+  t.equal(pruner.deleted, 500, 'one row deleted per reaktor')
 })

@@ -124,13 +124,20 @@ t.test('retention: at most N + slack rows per reaktor, the newest kept; a lowere
 t.test('RUN_HISTORY_PER_REAKTOR=0 writes no history and deletes what was written (the status columns still move)', async (t) => {
   const { url, db } = await openTestDatabase(t)
   await db.insertInto('polling_runs').values([1, 2, 3].map((i) => ({ run_id: randomUUID(), reaktor_id: i === 3 ? 'gone' : 'quiet', node: 'node-x', started_at: new Date(1_790_000_000_000 + i), duration_ms: 1, outcome: 'no_work' as const, error: null }))).execute()
+  // Every row ever inserted from now on, kept beyond the pruning: an empty table alone would not
+  // tell "none written" from "written, then pruned to 0".
+  await sql`create table inserted_runs (run_id uuid)`.execute(db)
+  await sql`create function witness_run () returns trigger language plpgsql as $$ begin insert into inserted_runs values (new.run_id); return new; end $$`.execute(db)
+  await sql`create trigger witness_run after insert on polling_runs for each row execute function witness_run()`.execute(db)
   const p = probe('quiet', (n) => { if (n === 3) throw new Error('x'); return true }, { interval: '1h', autoStart: true })
   const s = scheduler(t, db, url, { reaktors: registry([p.registration]), runHistoryPerReaktor: 0 })
   await s.start()
   const stored = await waitFor(async () => { const r = await row(db, 'quiet'); return p.runs.length === 3 && r?.last_run_id === p.runs[2].runId ? r : undefined }, { what: 'the third run persisted' })
   t.match(stored, { last_outcome: 'failed', last_error: 'Error: x' })
   t.equal(stored.last_success_at.getTime(), p.runs[1].lastRun)
-  await waitFor(async () => (await sql<{ n: number }>`select count(*)::int as n from polling_runs`.execute(db)).rows[0].n === 0, { what: 'no history row: none written, the earlier ones deleted at start' })
+  await waitFor(async () => (await sql<{ n: number }>`select count(*)::int as n from polling_runs`.execute(db)).rows[0].n === 0, { what: 'no history row: the earlier ones deleted at start' })
+  // The three runs' results were flushed (above), and a history row goes in the same statement.
+  t.same((await sql<{ run_id: string }>`select run_id from inserted_runs`.execute(db)).rows, [], 'none of the three runs was ever written')
 })
 
 function result (reaktorId: string, runId: string = randomUUID()): RunRecord {

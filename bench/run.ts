@@ -1,7 +1,7 @@
 /**
  * `npm run bench [-- --quick] [-- --only=1,2,4] [-- --profile] [-- --history=N]`
  *
- * Every scenario of issue 6, measured side by side in one run against one embedded PostgreSQL.
+ * Every scenario, measured side by side in one run against one embedded PostgreSQL.
  * Each process under test runs in its own child process, and so does the load generator. Prints
  * one table per scenario and writes everything to bench/results/latest.json.
  *

@@ -15,8 +15,18 @@ import type { Database } from '../db/schema.js'
  * there while the request is pending (requested after the start of the run being written).
  */
 
-/** LISTEN/NOTIFY channel of run requests; the payload is the reaktor id. */
+/** LISTEN/NOTIFY channel of run requests; the payload is the request's time (epoch ms), a space, the reaktor id. */
 export const RUN_NOW_CHANNEL = 'reaktor_polling_run'
+
+/**
+ * The reaktor id and request time of a notification. The time lets the owner tell a request that
+ * the run in flight (or the one just ended) already serves, heard late, from a new one.
+ */
+export function parseRunRequest (payload: string): [reaktorId: string, requestedAt: number | undefined] {
+  const space = payload.indexOf(' ')
+  const at = space > 0 ? Number(payload.slice(0, space)) : NaN
+  return Number.isFinite(at) ? [payload.slice(space + 1), at] : [payload, undefined]
+}
 
 /**
  * Writes a run request and notifies the owner, in one statement. False when the reaktor is stopped
@@ -33,7 +43,7 @@ export async function writeRunRequest (db: Kysely<Database>, reaktorId: string, 
       where p.reaktor_id = ${reaktorId} and p.state = 'running'
       returning p.reaktor_id
     )
-    select pg_notify(${RUN_NOW_CHANNEL}, reaktor_id) from requested
+    select pg_notify(${RUN_NOW_CHANNEL}, ${`${at.getTime()} `}::text || reaktor_id) from requested
   `.execute(db)
   return rows.length > 0
 }

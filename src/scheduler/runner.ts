@@ -102,6 +102,8 @@ export class ReaktorRunner {
   private started = false
   /** A run was asked for (runNow) while one was in flight: one more starts as soon as it ends. */
   private runRequested = false
+  /** When the latest run of this runner called its aktor (epoch ms). */
+  private lastStartedAt = -Infinity
   private failures: number
   /** Runs started by this runner (tests, metrics). */
   runs = 0
@@ -137,8 +139,10 @@ export class ReaktorRunner {
    * meanwhile. The schedule goes on from that run as from any other. A request that comes before
    * the in-flight run called its aktor is served by that run. False: halted or handed over.
    */
-  runNow (at = this.opts.now()): boolean {
+  runNow (at = this.opts.now(), requestedAt?: number): boolean {
     if (this.halted || this.finishing || !this.started) return false
+    // A run that started at or after the request serves it (its notification was heard late).
+    if (requestedAt !== undefined && requestedAt <= this.lastStartedAt) return true
     if (this.inFlight !== undefined) this.runRequested = true
     else if (this.immediate === undefined) { this.cancelScheduled(); this.scheduleAt(at) }
     return true
@@ -318,7 +322,7 @@ export class ReaktorRunner {
     const parentLog = this.opts.log
     const runId = randomUUID()
     const run = new RunAbort(runId)
-    run.startedAt = now()
+    run.startedAt = this.lastStartedAt = now()
     this.current = run
     this.runs++
     if (this.timeoutTimer === undefined) {

@@ -205,13 +205,14 @@ export class PartitionRunners {
   /**
    * A run was requested (run-now.ts): the owner's runner runs at once, or right after its run in
    * flight. Ignored where the partition is not held: its holder, or the next one, acts on it.
+   * `requestedAt`: when it was made, so that a run that started since is taken as serving it.
    */
-  runNow (reaktorId: string): void {
+  runNow (reaktorId: string, requestedAt?: number): void {
     const hp = this.heldFor(reaktorId)
     if (hp === undefined || !this.ctx.running()) return
     const runner = hp.runners.get(reaktorId)
     if (runner === undefined) this.runRequested.set(reaktorId, hp)
-    else runner.runNow(this.ctx.settings.now() + Math.max(0, hp.runsFrom - performance.now()))
+    else runner.runNow(this.ctx.settings.now() + Math.max(0, hp.runsFrom - performance.now()), requestedAt)
   }
 
   /** Stops the runner of a reaktor (stop, restart): its partition stays held, the id is looked at again once the run settled. */

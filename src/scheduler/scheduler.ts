@@ -9,7 +9,7 @@ import { PartitionOwnership } from './ownership.js'
 import { partitionOf, type OwnershipShare } from './partitions.js'
 import { PartitionRunners, type HaltedRun, type SchedulerContext } from './runners.js'
 import * as partitionStore from './partition-store.js'
-import { RUN_NOW_CHANNEL } from './run-now.js'
+import { parseRunRequest, RUN_NOW_CHANNEL } from './run-now.js'
 import * as store from './store.js'
 
 export { LegacyNodeRunning, UnknownReaktorError, type RunEnd, type SchedulerOptions } from './options.js'
@@ -328,7 +328,7 @@ export class Scheduler {
   private notified (channel: string, payload: string): void {
     // A partition was given back: an under-share node takes it now, not at its next tick.
     if (channel === partitionStore.PARTITION_CHANNEL) return this.requestReconcile()
-    if (channel === RUN_NOW_CHANNEL) return this.runners.runNow(payload)
+    if (channel === RUN_NOW_CHANNEL) return this.runners.runNow(...parseRunRequest(payload))
     if (channel !== store.NOTIFY_CHANNEL) return
     // Any state change moves the running counts (the weights of even spreading).
     this.ownership.noteStateChange()

@@ -29,7 +29,7 @@ export const PollingStatus = Type.Object({
   label: Type.Union([Type.String(), Type.Null()]),
   description: Type.Union([Type.String(), Type.Null()]),
   autoStart: Type.Boolean(),
-  lastError: Type.Union([Type.String(), Type.Null()]),
+  lastError: Type.Union([Type.String(), Type.Null()], { description: 'The message of the last run that failed or timed out (the one of lastFailureAt), kept after later successes until the next failure: consecutiveFailures says whether the latest runs fail' }),
   consecutiveFailures: Type.Integer({ minimum: 0 }),
   blocked: Type.Boolean({ description: 'A run passed its timeout and has not settled yet (its aktor ignores its signal): no other run of this reaktor starts until it does' }),
   owner: Type.Union([Type.String(), Type.Null()], { description: 'NODE_ID of the node running it' }),

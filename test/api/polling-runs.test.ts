@@ -282,9 +282,11 @@ t.test('the OpenAPI document has the operation and the run as a component', asyn
   t.same(Object.keys(doc.components.schemas.PollingRun.properties).sort(), RUN_KEYS)
   t.same(doc.components.schemas.PollingRun.properties.outcome.anyOf.map((o: any) => o.enum?.[0] ?? o.const).sort(), ['aborted', 'failed', 'more_work', 'no_work', 'timed_out'])
   const status = doc.paths['/api/v1/polling/{reaktorId}/status'].get.responses['200'].content['application/json'].schema
-  for (const field of ['lastSuccessAt', 'lastFailureAt', 'lastDurationMs', 'lastOutcome', 'runningSince']) {
+  for (const field of ['lastSuccessAt', 'lastFailureAt', 'lastDurationMs', 'lastOutcome', 'runningSince', 'lastError']) {
     t.type(status.properties[field]?.description, 'string', `status documents ${field}`)
   }
+  // lastError outlives the failure it describes: a client must not read a non-null one as "failing now".
+  t.match(status.properties.lastError.description, /kept after later successes/)
 })
 
 t.test('with history turned off (RUN_HISTORY_PER_REAKTOR=0) the answer is empty, rows of an earlier time included', async (t) => {

@@ -1,5 +1,5 @@
 /**
- * The cluster (issue 5) with real processes on one database: even spreading and a joining node,
+ * The cluster with real processes on one database: even spreading and a joining node,
  * control through a non-owner, kill -9 failover, fencing by pg_terminate_backend, a rolling
  * restart and a cold start. Everything is proven on the run ledger of the test app (one row per
  * run: node, run id, start, end, outcome, whether the node held the lock when the run started).
@@ -13,7 +13,7 @@ import { endSessionAndWakeNodes } from '../helpers/scheduler.js'
 
 /**
  * Settled: every running reaktor held by a live node, none empty, none above ceil(n/k) (what the
- * scheduler converges to; the tests assert the bound of issue 5, ceil(n/k)+1).
+ * scheduler converges to; the tests allow one more, ceil(n/k)+1).
  */
 async function settled (cluster: Cluster, running: number): Promise<Record<string, number> | undefined> {
   const spread = await cluster.spread()

@@ -126,6 +126,11 @@ t.test('RUN_HISTORY_PER_REAKTOR=0 writes no history and deletes none of the stor
   const { url, db, queries } = await openTestDatabase(t)
   const earlier = [1, 2, 3].map((i) => ({ run_id: randomUUID(), reaktor_id: i === 3 ? 'gone' : 'quiet', node: 'node-x', started_at: new Date(1_790_000_000_000 + i), duration_ms: 1, outcome: 'no_work' as const, error: null }))
   await db.insertInto('polling_runs').values(earlier).execute()
+  // Every row ever inserted from now on: the table alone would not tell "none written" from
+  // "written, then deleted".
+  await sql`create table inserted_runs (run_id uuid)`.execute(db)
+  await sql`create function witness_run () returns trigger language plpgsql as $$ begin insert into inserted_runs values (new.run_id); return new; end $$`.execute(db)
+  await sql`create trigger witness_run after insert on polling_runs for each row execute function witness_run()`.execute(db)
   const p = probe('quiet', (n) => { if (n === 3) throw new Error('x'); return true }, { interval: '1h', autoStart: true })
   const s = scheduler(t, db, url, { reaktors: registry([p.registration]), runHistoryPerReaktor: 0 })
   await s.start()
@@ -136,6 +141,8 @@ t.test('RUN_HISTORY_PER_REAKTOR=0 writes no history and deletes none of the stor
   await s.stop()
   t.same((await db.selectFrom('polling_runs').select('run_id').orderBy('started_at').execute()).map((r) => r.run_id), earlier.map((r) => r.run_id), 'no row written, none deleted')
   t.notOk(queries.some((q) => /delete from polling_runs/i.test(q.query.sql)), 'no pruning statement at all')
+  // The three runs' results were flushed (above), and a history row goes in the same statement.
+  t.same((await sql<{ run_id: string }>`select run_id from inserted_runs`.execute(db)).rows, [], 'none of the three runs was ever written')
 })
 
 function result (reaktorId: string, runId: string = randomUUID()): RunRecord {

@@ -8,7 +8,7 @@
 import t, { type Test } from 'tap'
 import pg from 'pg'
 import { ReaktorRunner, type RunOutcome } from '../../src/scheduler/runner.js'
-import { RUN_NOW_CHANNEL, writeRunRequest } from '../../src/scheduler/run-now.js'
+import { parseRunRequest, RUN_NOW_CHANNEL, writeRunRequest } from '../../src/scheduler/run-now.js'
 import { writeRunResults as writeFlush } from '../../src/scheduler/flush-store.js'
 import { writeStart, writeStop, type RunRecord } from '../../src/scheduler/store.js'
 import { claimPartitions, ensurePartitions } from '../../src/scheduler/partition-store.js'
@@ -217,13 +217,13 @@ t.test('runner: a timer that fires before the wall clock reads the due time does
   t.ok(seen[0] >= at, `it ran when its clock read the due time (${seen[0] - at} ms after), not when the timer first fired`)
 })
 
-/** Notifications on the run-now channel, in order. */
+/** Notifications on the run-now channel, in order: reaktor id @ request time. */
 async function listenRunNow (t: TestContext, url: string): Promise<string[]> {
   const client = new pg.Client({ connectionString: url })
   await client.connect()
   t.teardown(async () => await client.end())
   const heard: string[] = []
-  client.on('notification', (msg) => { if (msg.channel === RUN_NOW_CHANNEL) heard.push(msg.payload ?? '') })
+  client.on('notification', (msg) => { if (msg.channel === RUN_NOW_CHANNEL) { const [id, at] = parseRunRequest(msg.payload ?? ''); heard.push(`${id}@${String(at)}`) } })
   await client.query(`listen ${RUN_NOW_CHANNEL}`)
   return heard
 }
@@ -275,8 +275,9 @@ t.test('the request: one statement on a running row; a result flushed after it k
   // Notifications arrive in commit order: once y's is in, any sent for the refused ones is too.
   await writeStart(db, 'y', '1h', new Date(t0 + 3000), 1)
   t.equal(await writeRunRequest(db, 'y', new Date(t0 + 3100)), true)
-  await waitFor(() => heard.includes('y'), { what: 'the notifications' })
-  t.same(heard, ['x', 'x', 'x', 'y'], 'one notification per accepted request, none for the refused ones')
+  await waitFor(() => heard.some((h) => h.startsWith('y@')), { what: 'the notifications' })
+  t.same(heard, [t0 + 20, t0 + 1000, t0 + 1100].map((at) => `x@${at}`).concat(`y@${t0 + 3100}`),
+    'one notification per accepted request, with its time, none for the refused ones')
 })
 
 t.test('a request made while no node owns the reaktor is run by the next owner at once', async (t) => {
@@ -395,4 +396,48 @@ t.test('a request that comes while the owner hands the reaktor over between runs
   t.ok(p.runs[1].start >= p.runs[0].end!, 'after the run in flight ended')
   t.pass(`run ${p.runs[1].start - p.runs[0].end!} ms after the handed-over run ended, not an hour later`)
   t.equal(p.maxActive(), 1)
+})
+
+/**
+ * A request's notification may reach the owner after the run that serves it has started (the
+ * owner reads its lock connection a moment late): that run still serves it, as the README says
+ * ("served by the first run that starts after it"), and no extra run follows. Played here with
+ * requests stamped before the run's start, written (and so heard) after it.
+ */
+t.test('a request heard only after the run that serves it started adds no run', async (t) => {
+  const { url, db } = await openTestDatabase(t)
+  const second = deferred<boolean>()
+  const p = probe('heard-late', async (n) => n === 2 ? await second.promise : false, { interval: '1h', autoStart: true })
+  const s = scheduler(t, db, url, { reaktors: registry([p.registration]) })
+  await s.start()
+  await waitFor(() => p.runs[0]?.end !== undefined, { what: 'the first run' })
+  const lock = (s as unknown as { lock: { ping: () => Promise<boolean> } }).lock
+  t.equal(await s.runReaktor('heard-late'), true)
+  await waitFor(() => p.runs.length === 2, { what: 'the requested run in flight' })
+  // Stamped before run 2 started, heard while it is in flight (a round trip on the lock connection
+  // delivers the pending notification first).
+  t.equal(await writeRunRequest(db, 'heard-late', new Date(p.runs[1].lastRun - 1)), true)
+  await lock.ping()
+  second.resolve(false)
+  await waitFor(() => p.runs[1].end !== undefined, { what: 'run 2 to end' })
+  // ... and one heard after run 2 ended.
+  t.equal(await writeRunRequest(db, 'heard-late', new Date(p.runs[1].lastRun - 1)), true)
+  await lock.ping()
+  await turns()
+  // A request stamped after run 2 started is a new one: it still runs at once (the control case).
+  const asked = Date.now()
+  t.equal(await writeRunRequest(db, 'heard-late', new Date(asked)), true)
+  await waitFor(() => p.runs.length >= 3 && p.runs[2].end !== undefined, { timeoutMs: 5000, what: 'the run of the new request' })
+  t.ok(p.runs[2].start >= asked, 'the new request ran after it was made')
+  await lock.ping()
+  await turns()
+  t.equal(p.runs.length, 3, 'the requests stamped before run 2 started added no run: run 2 served them')
+  t.equal(p.maxActive(), 1)
+})
+
+t.test('a run request notification: its time and the reaktor id (an id may hold spaces; a bare id has no time)', async (t) => {
+  t.same(parseRunRequest('1795602566400 drain-demo'), ['drain-demo', 1795602566400])
+  t.same(parseRunRequest('1795602566400 an id with spaces'), ['an id with spaces', 1795602566400])
+  t.same(parseRunRequest('drain-demo'), ['drain-demo', undefined])
+  t.same(parseRunRequest('not-a-time drain demo'), ['not-a-time drain demo', undefined])
 })

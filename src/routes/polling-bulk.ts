@@ -2,7 +2,7 @@ import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import { Ajv } from 'ajv'
 import { logAudit } from '../audit.js'
 import { isChange } from '../scheduler/index.js'
-import { ErrorBody } from '../schemas/common.js'
+import { described, ErrorBody } from '../schemas/common.js'
 import { BULK_BODY_LIMIT, BulkAnswer, BulkByApp, BulkByIds, BulkSelection, type BulkSelectionType } from '../schemas/polling-bulk.js'
 
 /*
@@ -52,7 +52,14 @@ const routes: FastifyPluginAsyncTypebox = async (fastify) => {
         summary: `${action === 'start' ? 'Start' : 'Stop'} many polling reaktors at once (idempotent, one transaction)`,
         description: 'Selects reaktors by `ids` or by `app`. The known ones are written in one transaction; ids not registered are named in `notFound` and change nothing.',
         body: BulkSelection,
-        response: { 200: BulkAnswer, 400: ErrorBody, 401: ErrorBody, 404: ErrorBody, 413: ErrorBody, 500: ErrorBody }
+        response: {
+          200: described(BulkAnswer, 'Applied to every registered reaktor selected (one transaction); the result of each, unknown ids named'),
+          400: ErrorBody,
+          401: ErrorBody,
+          404: described(ErrorBody, 'The app is not loaded'),
+          413: described(ErrorBody, `The body is larger than ${BULK_BODY_LIMIT} bytes`),
+          500: described(ErrorBody, 'Nothing was changed: the transaction failed (the node logs why)')
+        }
       }
     }, async (request) => {
       const selection = request.body

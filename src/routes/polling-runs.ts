@@ -2,7 +2,7 @@ import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import type { FastifySchemaValidationError } from 'fastify/types/schema.js'
 import { RunHistory } from '../polling/history.js'
 import { loadHistoryCursors, TIMESTAMP_FORM } from '../polling/history-cursor.js'
-import { ErrorBody } from '../schemas/common.js'
+import { described, ErrorBody, UnknownReaktorAnswer } from '../schemas/common.js'
 import { ReaktorIdParams } from '../schemas/polling.js'
 import { HISTORY_LIMIT, PollingRun, RunHistoryPage, RunHistoryQuery } from '../schemas/polling-runs.js'
 
@@ -37,7 +37,7 @@ const routes: FastifyPluginAsyncTypebox = async (fastify) => {
         'strictly before it. How many runs are kept per reaktor is RUN_HISTORY_PER_REAKTOR.',
       params: ReaktorIdParams,
       querystring: RunHistoryQuery,
-      response: { 200: RunHistoryPage, 400: ErrorBody, 401: ErrorBody, 404: ErrorBody, 500: ErrorBody }
+      response: { 200: described(RunHistoryPage, 'A page of runs, newest first'), 400: ErrorBody, 401: ErrorBody, 404: UnknownReaktorAnswer, 500: ErrorBody }
     }
   }, async (request) => {
     const { limit = HISTORY_LIMIT.default, before } = request.query

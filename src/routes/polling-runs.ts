@@ -28,6 +28,11 @@ const routes: FastifyPluginAsyncTypebox = async (fastify) => {
 
   fastify.get('/polling/:reaktorId/runs', {
     schemaErrorFormatter: historyErrors,
+    // The validator coerces the text to a number, which would take "0x10", "1e2" or " 10" for one.
+    preValidation: async (request) => {
+      const { limit } = request.query as Record<string, unknown>
+      if (typeof limit === 'string' && !/^[0-9]+$/.test(limit)) throw fastify.httpErrors.badRequest(LIMIT_RULE)
+    },
     schema: {
       tags: ['polling'],
       summary: 'Run history of a polling reaktor, newest first',

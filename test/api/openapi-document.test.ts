@@ -45,6 +45,13 @@ t.test('the document is valid OpenAPI 3.1 and documents every answer of every op
   t.same(Object.keys(runSchema.properties).sort(), ['durationMs', 'error', 'node', 'outcome', 'reaktorDefinitionId', 'runId', 'startedAt'])
   t.same([...runSchema.required].sort(), Object.keys(runSchema.properties).sort(), 'every field always present')
 
+  const idRules = (schema: any): unknown => ({ minLength: schema.minLength, maxLength: schema.maxLength, pattern: schema.pattern })
+  const pathId = doc.paths['/api/v1/polling/{reaktorId}/run'].post.parameters.find((p: any) => p.name === 'reaktorId').schema
+  t.same(idRules(pathId), { minLength: 1, maxLength: 1024, pattern: '^[^\\u0000\\uD800-\\uDFFF]*$' }, 'a path id: the router\'s limit documented')
+  for (const path of ['/api/v1/polling/{reaktorId}/runs', '/api/v1/polling/{reaktorId}/status']) {
+    t.same(idRules(doc.paths[path].get.parameters.find((p: any) => p.name === 'reaktorId').schema), idRules(pathId), `${path}: the same id rules`)
+  }
+
   for (const action of ['start', 'stop']) {
     const op = doc.paths[`/api/v1/polling/${action}`].post
     const answer = op.responses['200'].content['application/json'].schema
@@ -53,6 +60,7 @@ t.test('the document is valid OpenAPI 3.1 and documents every answer of every op
     t.same(answer.properties.results.items.properties.result.anyOf.map((s: any) => s.const ?? s.enum?.[0]).sort(),
       ['already_running', 'already_stopped', 'not_found', 'started', 'stopped'])
     t.same(Object.keys(op.responses).sort(), ['200', '400', '401', '404', '413', '500'])
+    t.same(idRules(op.requestBody.content['application/json'].schema.anyOf[0].properties.ids.items), idRules(pathId), `bulk ${action}: an id as in the path`)
     t.ok(op.requestBody.required, 'a body is required')
   }
 })

@@ -108,3 +108,29 @@ t.test('hostile requests get their status and the error body, change nothing, an
   t.equal(p.runs.length, 0, 'nothing ran')
   t.same((await app.inject({ method: 'GET', url: '/api/v1/polling/a/status', headers: tokenHeader(token) })).json().state, 'stopped', 'nothing started')
 })
+
+t.test('a failure inside run now, bulk, status or history answers 500 with no internals in the body', async (t) => {
+  const p = probe('a', () => false, { interval: '1h' })
+  const app = await build(t, { env: ADMIN_ENV, scheduler: FAST_SCHEDULER, apps: [{ name: 'hostile-app', version: '1.0.0', pollingReaktors: [p.registration] }] })
+  const token = await loginToken(app)
+  const secret = 'relation "polling_reaktors" at 10.0.0.7:5432 password=hunter2'
+  const fail = async (): Promise<never> => { throw Object.assign(new Error(secret), { code: 'XX000', detail: secret }) }
+  app.polling.run = fail
+  app.polling.bulk = fail
+  app.polling.reads.statusJson = fail
+  // The history reads through the service's query executor (the session is cached: auth reads nothing).
+  const executor = app.db.getExecutor()
+  const executeQuery = executor.executeQuery.bind(executor)
+  executor.executeQuery = fail
+  for (const [method, url, payload] of [
+    ['POST', '/api/v1/polling/a/run'],
+    ['POST', '/api/v1/polling/stop', { ids: ['a'] }],
+    ['GET', '/api/v1/polling/a/status'],
+    ['GET', '/api/v1/polling/a/runs']
+  ] as const) {
+    const res = await app.inject({ method, url, headers: tokenHeader(token), payload })
+    t.same({ statusCode: res.statusCode, body: res.json() }, { statusCode: 500, body: { statusCode: 500, error: 'Internal Server Error', message: 'Internal Server Error' } }, `${method} ${url}`)
+    t.notOk(res.body.includes('hunter2'), 'nothing of the error in the body')
+  }
+  executor.executeQuery = executeQuery
+})

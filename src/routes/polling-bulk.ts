@@ -14,6 +14,8 @@ const strict = new Ajv({ allErrors: false, coerceTypes: false, removeAdditional:
 const byIds = strict.compile(BulkByIds)
 const byApp = strict.compile(BulkByApp)
 
+const JSON_TYPE = /^application\/json\s*(;|$)/i
+
 type Checked = { value: BulkSelectionType } | { error: Error }
 
 function invalid (message: string): Checked {
@@ -46,6 +48,11 @@ const routes: FastifyPluginAsyncTypebox = async (fastify) => {
   for (const action of ['start', 'stop'] as const) {
     fastify.post(`/polling/${action}`, {
       bodyLimit: BULK_BODY_LIMIT,
+      // Fastify also parses text/plain, as a string: `{"ids": [...]}` sent so would read "body must be an object".
+      preValidation: async (request) => {
+        const type = request.headers['content-type']
+        if (type !== undefined && !JSON_TYPE.test(type)) throw fastify.httpErrors.unsupportedMediaType(`Send the body as application/json, not ${type.split(';')[0]}`)
+      },
       validatorCompiler: () => checkSelection,
       schema: {
         tags: ['polling'],
@@ -58,6 +65,7 @@ const routes: FastifyPluginAsyncTypebox = async (fastify) => {
           401: ErrorBody,
           404: described(ErrorBody, 'The app is not loaded'),
           413: described(ErrorBody, `The body is larger than ${BULK_BODY_LIMIT} bytes`),
+          415: described(ErrorBody, 'The body is not application/json'),
           500: described(ErrorBody, 'Nothing was changed: the transaction failed (the node logs why)')
         }
       }

@@ -59,7 +59,7 @@ t.test('the document is valid OpenAPI 3.1 and documents every answer of every op
     t.same(Object.keys(answer.properties.results.items.properties).sort(), ['reaktorDefinitionId', 'result'])
     t.same(answer.properties.results.items.properties.result.anyOf.map((s: any) => s.const ?? s.enum?.[0]).sort(),
       ['already_running', 'already_stopped', 'not_found', 'started', 'stopped'])
-    t.same(Object.keys(op.responses).sort(), ['200', '400', '401', '404', '413', '500'])
+    t.same(Object.keys(op.responses).sort(), ['200', '400', '401', '404', '413', '415', '500'])
     t.same(idRules(op.requestBody.content['application/json'].schema.anyOf[0].properties.ids.items), idRules(pathId), `bulk ${action}: an id as in the path`)
     t.ok(op.requestBody.required, 'a body is required')
   }

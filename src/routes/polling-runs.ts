@@ -7,7 +7,7 @@ import { ReaktorIdParams } from '../schemas/polling.js'
 import { HISTORY_LIMIT, PollingRun, RunHistoryPage, RunHistoryQuery } from '../schemas/polling-runs.js'
 
 const LIMIT_RULE = `limit must be an integer from ${HISTORY_LIMIT.min} to ${HISTORY_LIMIT.max} (default ${HISTORY_LIMIT.default})`
-const BEFORE_RULE = `before must be given once: the nextBefore of a previous page, or ${TIMESTAMP_FORM}`
+const BEFORE_FORMS = `the nextBefore of a previous page, or ${TIMESTAMP_FORM}`
 
 /**
  * A query error says what is allowed rather than which schema keyword failed (a repeated `limit`
@@ -16,7 +16,8 @@ const BEFORE_RULE = `before must be given once: the nextBefore of a previous pag
 function historyErrors (errors: FastifySchemaValidationError[], dataVar: string): Error {
   const first = errors[0]
   if (dataVar === 'querystring' && first?.instancePath === '/limit') return new Error(LIMIT_RULE)
-  if (dataVar === 'querystring' && first?.instancePath === '/before') return new Error(BEFORE_RULE)
+  // Only a repeated `before` (read as an array) fails its type; an empty, over-long or NUL value its form.
+  if (dataVar === 'querystring' && first?.instancePath === '/before') return new Error(`before must be ${first.keyword === 'type' ? 'given once: ' : ''}${BEFORE_FORMS}`)
   return new Error(errors.map((e) => `${dataVar}${e.instancePath} ${e.message ?? 'is invalid'}`).join(', '))
 }
 

@@ -41,7 +41,9 @@ const cases: Case[] = [
   { method: 'POST', url: '/api/v1/polling/stop', body: '{"ids": ["\\udc00"]}', type: json, status: 400, message: /^body\/ids\/0 / },
   { method: 'POST', url: '/api/v1/polling/stop', body: '{"ids": [""]}', type: json, status: 400, message: /^body\/ids\/0 / },
   { method: 'POST', url: '/api/v1/polling/stop', body: '{"app": "x\\ud800"}', type: json, status: 400, message: /^body\/app / },
-  { method: 'GET', url: '/api/v1/polling/a/runs?before=%00', status: 400 },
+  { method: 'GET', url: '/api/v1/polling/a/runs?before=%00', status: 400, message: /^before must be the nextBefore of a previous page, or an ISO 8601/ },
+  { method: 'GET', url: '/api/v1/polling/a/runs?before=', status: 400, message: /^before must be the nextBefore of a previous page, or an ISO 8601/ },
+  { method: 'GET', url: `/api/v1/polling/a/runs?before=${'A'.repeat(101)}`, status: 400, message: /^before must be the nextBefore of a previous page, or an ISO 8601/ },
   { method: 'GET', url: '/api/v1/polling/a/runs?before=%ED%A0%80', status: 400 },
   // Huge arrays and ids.
   { method: 'POST', url: '/api/v1/polling/stop', body: JSON.stringify({ ids: Array.from({ length: 10_001 }, (_, i) => `r${i}`) }), type: json, status: 400, message: /more than 10000 items/ },

@@ -33,6 +33,13 @@ t.test('the document is valid OpenAPI 3.1 and documents every answer of every op
     }
   }
 
+  t.same(doc.security, [{ serviceToken: [] }], 'the token is required document-wide')
+  const open = operations.filter(({ op }) => op.security !== undefined)
+  t.same(open.map(({ name, op }) => [name, op.security]), [['POST /api/v1/auth/login', []]], 'except by the login, which needs none')
+  const login = await app.inject({ method: 'POST', url: '/api/v1/auth/login', payload: { username: 'x', password: 'y' } })
+  t.equal(login.statusCode, 401, 'as the service answers: a login without a token is heard (and refused for its password)')
+  t.equal(login.json().message, 'Invalid username or password')
+
   // The polling operations this document is read for.
   const run = doc.paths['/api/v1/polling/{reaktorId}/run'].post.responses
   t.same(Object.keys(run).sort(), ['202', '400', '401', '404', '409', '500'])

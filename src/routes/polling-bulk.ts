@@ -1,5 +1,6 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import { Ajv } from 'ajv'
+import { MAX_REAKTOR_ID_LENGTH } from '../apps/registry.js'
 import { logAudit } from '../audit.js'
 import { isChange } from '../scheduler/index.js'
 import { described, ErrorBody } from '../schemas/common.js'
@@ -15,6 +16,18 @@ const byIds = strict.compile(BulkByIds)
 const byApp = strict.compile(BulkByApp)
 
 const JSON_TYPE = /^application\/json\s*(;|$)/i
+
+/**
+ * The unknown ids an audit line names: a few, cut to the longest id that can be registered. All of
+ * them (10,000 of 1,024 characters) would let a request pad the line to megabytes, which log
+ * pipelines split or drop: the action it records with it.
+ */
+const AUDIT_NOT_FOUND = 10
+
+function auditNotFound (notFound: string[]): { notFound: string[], notFoundCount?: number } {
+  const named = notFound.slice(0, AUDIT_NOT_FOUND).map((id) => [...id].slice(0, MAX_REAKTOR_ID_LENGTH).join(''))
+  return notFound.length > AUDIT_NOT_FOUND ? { notFound: named, notFoundCount: notFound.length } : { notFound: named }
+}
 
 type Checked = { value: BulkSelectionType } | { error: Error }
 
@@ -82,7 +95,7 @@ const routes: FastifyPluginAsyncTypebox = async (fastify) => {
         reaktors: outcomes.filter((o) => o.result !== 'not_found').map((o) => o.reaktorId),
         user: request.auth?.username ?? null,
         node: fastify.config.nodeId,
-        details: { ...('app' in selection ? { app: selection.app } : {}), changed, unchanged, notFound }
+        details: { ...('app' in selection ? { app: selection.app } : {}), changed, unchanged, ...auditNotFound(notFound) }
       })
       return {
         action,

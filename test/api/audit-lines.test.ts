@@ -42,6 +42,9 @@ t.test('one audit line per action with the user of the token and the node; refus
   t.equal(await send(bobName, 'POST', '/api/v1/polling/stop', { ids: ['a', 'nope'] }), 200)
   t.equal(await send(ADMIN.username, 'POST', '/api/v1/polling/start', { app: 'audit-app' }), 200)
   t.equal(await send(bobName, 'POST', '/api/v1/polling/b/stop'), 200)
+  // Padded with made-up ids, as long as allowed, as many as the body limit lets through.
+  const madeUp = Array.from({ length: 5000 }, (_, i) => `${i}-`.padEnd(1024, 'x'))
+  t.equal(await send(ADMIN.username, 'POST', '/api/v1/polling/stop', { ids: [...madeUp.slice(0, 2500), 'a', ...madeUp.slice(2500)] }), 200)
 
   // Refused: no line.
   const refused: Array<[string | null, 'GET' | 'POST', string, unknown?, string?]> = [
@@ -75,8 +78,11 @@ t.test('one audit line per action with the user of the token and the node; refus
     { action: 'polling.run', reaktors: ['b'], user: bobName, node, details: { requested: false } },
     { action: 'polling.bulk_stop', reaktors: ['a'], user: bobName, node, details: { changed: ['a'], unchanged: [], notFound: ['nope'] } },
     { action: 'polling.bulk_start', reaktors: ['a', 'b'], user: ADMIN.username, node, details: { app: 'audit-app', changed: ['a', 'b'], unchanged: [], notFound: [] } },
-    { action: 'polling.stop', reaktors: ['b'], user: bobName, node, details: { changed: true } }
+    { action: 'polling.stop', reaktors: ['b'], user: bobName, node, details: { changed: true } },
+    { action: 'polling.bulk_stop', reaktors: ['a'], user: ADMIN.username, node, details: { changed: ['a'], unchanged: [], notFound: madeUp.slice(0, 10).map((id) => id.slice(0, 200)), notFoundCount: 5000 } }
   ], 'each action by the user whose token asked')
+  const longest = Math.max(...lines.filter((l) => l.includes('"audit"')).map((l) => Buffer.byteLength(l)))
+  t.ok(longest <= 16 * 1024, `made-up ids cannot pad an audit line past what log pipelines keep whole (the longest: ${longest} bytes)`)
   const auditLines = lines.map((l) => JSON.parse(l)).filter((l) => l.audit !== undefined)
   t.ok(auditLines.every((l) => l.level === 30 && l.msg === `audit: ${l.audit.action as string}` && typeof l.reqId === 'string'),
     'info lines, "audit: <action>", tied to their request')

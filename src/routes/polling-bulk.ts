@@ -79,7 +79,8 @@ const routes: FastifyPluginAsyncTypebox = async (fastify) => {
           404: described(ErrorBody, 'The app is not loaded'),
           413: described(ErrorBody, `The body is larger than ${BULK_BODY_LIMIT} bytes`),
           415: described(ErrorBody, 'The body is not application/json'),
-          500: described(ErrorBody, 'Nothing was changed: the transaction failed (the node logs why)')
+          500: described(ErrorBody, 'Nothing was changed: the transaction failed (the node logs why)'),
+          503: described(ErrorBody, 'Nothing was changed: the database is unavailable; retry shortly')
         }
       }
     }, async (request) => {

@@ -43,7 +43,7 @@ const routes: FastifyPluginAsyncTypebox = async (fastify) => {
         'strictly before it. How many runs are kept per reaktor is RUN_HISTORY_PER_REAKTOR.',
       params: ReaktorIdParams,
       querystring: RunHistoryQuery,
-      response: { 200: described(RunHistoryPage, 'A page of runs, newest first'), 400: ErrorBody, 401: ErrorBody, 404: UnknownReaktorAnswer, 500: ErrorBody }
+      response: { 200: described(RunHistoryPage, 'A page of runs, newest first'), 400: ErrorBody, 401: ErrorBody, 404: UnknownReaktorAnswer, 500: ErrorBody, 503: ErrorBody }
     }
   }, async (request) => {
     const { limit = HISTORY_LIMIT.default, before } = request.query

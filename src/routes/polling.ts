@@ -24,7 +24,7 @@ const routes: FastifyPluginAsyncTypebox = async (fastify) => {
         tags: ['polling'],
         summary: control.summary,
         params: ReaktorIdParams,
-        response: { 200: described(MessageBody, control.answer), 400: ErrorBody, 401: ErrorBody, 404: UnknownReaktorAnswer, 500: ErrorBody }
+        response: { 200: described(MessageBody, control.answer), 400: ErrorBody, 401: ErrorBody, 404: UnknownReaktorAnswer, 500: ErrorBody, 503: ErrorBody }
       }
     }, async (request) => {
       const { reaktorId } = request.params
@@ -45,7 +45,8 @@ const routes: FastifyPluginAsyncTypebox = async (fastify) => {
         401: ErrorBody,
         404: UnknownReaktorAnswer,
         409: described(ErrorBody, 'The reaktor is stopped: run now never starts one'),
-        500: ErrorBody
+        500: ErrorBody,
+        503: ErrorBody
       }
     }
   }, async (request, reply) => {
@@ -61,7 +62,7 @@ const routes: FastifyPluginAsyncTypebox = async (fastify) => {
       tags: ['polling'],
       summary: 'Status of a polling reaktor',
       params: ReaktorIdParams,
-      response: { 200: described(PollingStatus, 'The status of the reaktor'), 400: ErrorBody, 401: ErrorBody, 404: UnknownReaktorAnswer, 500: ErrorBody }
+      response: { 200: described(PollingStatus, 'The status of the reaktor'), 400: ErrorBody, 401: ErrorBody, 404: UnknownReaktorAnswer, 500: ErrorBody, 503: ErrorBody }
     }
   }, async (request, reply) => {
     return await sendJson(reply, await polling.reads.statusJson(request.params.reaktorId, reply))
@@ -71,7 +72,7 @@ const routes: FastifyPluginAsyncTypebox = async (fastify) => {
     schema: {
       tags: ['polling'],
       summary: 'Every registered polling reaktor with its status, sorted by id',
-      response: { 200: described(PollingList, 'Every registered polling reaktor with its status'), 400: ErrorBody, 401: ErrorBody, 500: ErrorBody }
+      response: { 200: described(PollingList, 'Every registered polling reaktor with its status'), 400: ErrorBody, 401: ErrorBody, 500: ErrorBody, 503: ErrorBody }
     }
   }, async (_request, reply) => {
     return await sendJson(reply, await polling.reads.listJson(reply))

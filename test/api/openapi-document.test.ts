@@ -40,9 +40,14 @@ t.test('the document is valid OpenAPI 3.1 and documents every answer of every op
   t.equal(login.statusCode, 401, 'as the service answers: a login without a token is heard (and refused for its password)')
   t.equal(login.json().message, 'Invalid username or password')
 
+  // Every polling operation reads or writes the database, so each may answer 503 when it is away.
+  for (const { name, op } of operations.filter(({ name }) => name.includes(' /api/v1/polling'))) {
+    t.ok(op.responses['503'] !== undefined, `${name}: documents 503`)
+  }
+
   // The polling operations this document is read for.
   const run = doc.paths['/api/v1/polling/{reaktorId}/run'].post.responses
-  t.same(Object.keys(run).sort(), ['202', '400', '401', '404', '409', '500'])
+  t.same(Object.keys(run).sort(), ['202', '400', '401', '404', '409', '500', '503'])
   t.same(Object.keys(run['202'].content['application/json'].schema.properties), ['message'])
   t.match(run['409'].description, /stopped/, 'the 409 says when it comes')
 
@@ -66,7 +71,7 @@ t.test('the document is valid OpenAPI 3.1 and documents every answer of every op
     t.same(Object.keys(answer.properties.results.items.properties).sort(), ['reaktorDefinitionId', 'result'])
     t.same(answer.properties.results.items.properties.result.anyOf.map((s: any) => s.const ?? s.enum?.[0]).sort(),
       ['already_running', 'already_stopped', 'not_found', 'started', 'stopped'])
-    t.same(Object.keys(op.responses).sort(), ['200', '400', '401', '404', '413', '415', '500'])
+    t.same(Object.keys(op.responses).sort(), ['200', '400', '401', '404', '413', '415', '500', '503'])
     t.same(idRules(op.requestBody.content['application/json'].schema.anyOf[0].properties.ids.items), idRules(pathId), `bulk ${action}: an id as in the path`)
     t.ok(op.requestBody.required, 'a body is required')
   }

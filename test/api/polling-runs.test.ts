@@ -276,7 +276,7 @@ t.test('the OpenAPI document has the operation and the run as a component', asyn
   t.match(op, { tags: ['polling'], summary: 'Run history of a polling reaktor, newest first' })
   t.match(op.description, /nextBefore/)
   t.same(op.parameters.filter((p: any) => p.in === 'query').map((p: any) => p.name).sort(), ['before', 'limit'])
-  t.same(Object.keys(op.responses).sort(), ['200', '400', '401', '404', '500'])
+  t.same(Object.keys(op.responses).sort(), ['200', '400', '401', '404', '500', '503'])
   const page = op.responses['200'].content['application/json'].schema
   t.equal(page.properties.runs.items.$ref, '#/components/schemas/PollingRun')
   t.same(Object.keys(doc.components.schemas.PollingRun.properties).sort(), RUN_KEYS)

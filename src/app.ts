@@ -27,6 +27,7 @@ import pollingRunsRoutes from './routes/polling-runs.js'
 import pollingBulkRoutes from './routes/polling-bulk.js'
 import aktorRoutes from './routes/aktor.js'
 import openapiRoutes from './routes/openapi.js'
+import { MAX_ID_PARAM_LENGTH } from './schemas/polling.js'
 
 export type { Config } from './config.js'
 export { loadConfig } from './config.js'
@@ -98,7 +99,7 @@ export function serverOptions (config: Config, logger: LoggerOption = true): Fas
     return503OnClosing: true,
     forceCloseConnections: 'idle',
     // Reaktor ids may be 200 characters, more once percent-encoded (the default is 100).
-    routerOptions: { ignoreTrailingSlash: false, maxParamLength: 1024 },
+    routerOptions: { ignoreTrailingSlash: false, maxParamLength: MAX_ID_PARAM_LENGTH },
     // Errors the router raises before any route (bad percent-encoding, over-long parameters) get
     // the same body as every other error.
     frameworkErrors: (error: FastifyError, _request: FastifyRequest, reply: FastifyReply) => {

@@ -2,12 +2,44 @@ import fp from 'fastify-plugin'
 import swagger from '@fastify/swagger'
 
 /**
+ * What the answers every route may give mean, for the responses a route does not describe itself
+ * (Fastify's generator would call each of them "Default Response").
+ */
+const ANSWERS: Record<string, string> = {
+  400: 'Invalid request: the message says which rule the input broke',
+  401: 'Missing, invalid or expired session token (X-Service-Token)',
+  404: 'Not found: the message names what',
+  413: 'The body is larger than this route accepts',
+  415: 'Unsupported content type: send application/json',
+  429: 'Too many attempts: the message says when to retry',
+  500: 'Internal error: the body carries no detail (the node logs it)',
+  503: 'The database is unavailable: retry shortly',
+  504: 'The aktor did not answer within its timeout'
+}
+
+type Operations = Record<string, Record<string, { responses?: Record<string, { description?: string }> }>>
+
+function describeAnswers (paths: Operations | undefined): void {
+  for (const methods of Object.values(paths ?? {})) {
+    for (const operation of Object.values(methods)) {
+      for (const [code, response] of Object.entries(operation.responses ?? {})) {
+        if (response.description === 'Default Response' && ANSWERS[code] !== undefined) response.description = ANSWERS[code]
+      }
+    }
+  }
+}
+
+/**
  * The OpenAPI document of `/api/v1`, built from the routes' TypeBox schemas (only tagged routes,
  * i.e. the API, are listed). Served at `GET /api/v1/openapi.json` (see routes/openapi.ts).
  */
 export default fp(async (fastify) => {
   await fastify.register(swagger, {
     hideUntagged: true,
+    transformObject: (documents) => {
+      if ('openapiObject' in documents) describeAnswers(documents.openapiObject.paths as Operations | undefined)
+      return 'openapiObject' in documents ? documents.openapiObject : documents.swaggerObject
+    },
     // Shared schemas (fastify.addSchema) keep their $id as their name under components.schemas.
     refResolver: { buildLocalReference: (json, _baseUri, _fragment, i) => typeof json.$id === 'string' ? json.$id : `def-${i}` },
     openapi: {

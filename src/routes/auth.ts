@@ -14,6 +14,8 @@ const routes: FastifyPluginAsyncTypebox = async (fastify) => {
     schema: {
       tags: ['auth'],
       summary: 'Exchange a username and password for a session token',
+      // The one operation without the document-wide X-Service-Token requirement.
+      security: [],
       body: LoginBody,
       response: { 200: LoginResult, 400: ErrorBody, 401: ErrorBody, 429: ErrorBody }
     }

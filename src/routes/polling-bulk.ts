@@ -1,8 +1,9 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import { Ajv } from 'ajv'
+import { MAX_REAKTOR_ID_LENGTH } from '../apps/registry.js'
 import { logAudit } from '../audit.js'
 import { isChange } from '../scheduler/index.js'
-import { ErrorBody } from '../schemas/common.js'
+import { described, ErrorBody } from '../schemas/common.js'
 import { BULK_BODY_LIMIT, BulkAnswer, BulkByApp, BulkByIds, BulkSelection, type BulkSelectionType } from '../schemas/polling-bulk.js'
 
 /*
@@ -13,6 +14,20 @@ import { BULK_BODY_LIMIT, BulkAnswer, BulkByApp, BulkByIds, BulkSelection, type 
 const strict = new Ajv({ allErrors: false, coerceTypes: false, removeAdditional: false, useDefaults: false, strict: false })
 const byIds = strict.compile(BulkByIds)
 const byApp = strict.compile(BulkByApp)
+
+const JSON_TYPE = /^application\/json\s*(;|$)/i
+
+/**
+ * The unknown ids an audit line names: a few, cut to the longest id that can be registered. All of
+ * them (10,000 of 1,024 characters) would let a request pad the line to megabytes, which log
+ * pipelines split or drop: the action it records with it.
+ */
+const AUDIT_NOT_FOUND = 10
+
+function auditNotFound (notFound: string[]): { notFound: string[], notFoundCount?: number } {
+  const named = notFound.slice(0, AUDIT_NOT_FOUND).map((id) => [...id].slice(0, MAX_REAKTOR_ID_LENGTH).join(''))
+  return notFound.length > AUDIT_NOT_FOUND ? { notFound: named, notFoundCount: notFound.length } : { notFound: named }
+}
 
 type Checked = { value: BulkSelectionType } | { error: Error }
 
@@ -46,13 +61,27 @@ const routes: FastifyPluginAsyncTypebox = async (fastify) => {
   for (const action of ['start', 'stop'] as const) {
     fastify.post(`/polling/${action}`, {
       bodyLimit: BULK_BODY_LIMIT,
+      // Fastify also parses text/plain, as a string: `{"ids": [...]}` sent so would read "body must be an object".
+      preValidation: async (request) => {
+        const type = request.headers['content-type']
+        if (type !== undefined && !JSON_TYPE.test(type)) throw fastify.httpErrors.unsupportedMediaType(`Send the body as application/json, not ${type.split(';')[0]}`)
+      },
       validatorCompiler: () => checkSelection,
       schema: {
         tags: ['polling'],
         summary: `${action === 'start' ? 'Start' : 'Stop'} many polling reaktors at once (idempotent, one transaction)`,
         description: 'Selects reaktors by `ids` or by `app`. The known ones are written in one transaction; ids not registered are named in `notFound` and change nothing.',
         body: BulkSelection,
-        response: { 200: BulkAnswer, 400: ErrorBody, 401: ErrorBody, 404: ErrorBody, 413: ErrorBody, 500: ErrorBody }
+        response: {
+          200: described(BulkAnswer, 'Applied to every registered reaktor selected (one transaction); the result of each, unknown ids named'),
+          400: ErrorBody,
+          401: ErrorBody,
+          404: described(ErrorBody, 'The app is not loaded'),
+          413: described(ErrorBody, `The body is larger than ${BULK_BODY_LIMIT} bytes`),
+          415: described(ErrorBody, 'The body is not application/json'),
+          500: described(ErrorBody, 'Nothing was changed: the transaction failed (the node logs why)'),
+          503: described(ErrorBody, 'Nothing was changed: the database is unavailable; retry shortly')
+        }
       }
     }, async (request) => {
       const selection = request.body
@@ -67,7 +96,7 @@ const routes: FastifyPluginAsyncTypebox = async (fastify) => {
         reaktors: outcomes.filter((o) => o.result !== 'not_found').map((o) => o.reaktorId),
         user: request.auth?.username ?? null,
         node: fastify.config.nodeId,
-        details: { ...('app' in selection ? { app: selection.app } : {}), changed, unchanged, notFound }
+        details: { ...('app' in selection ? { app: selection.app } : {}), changed, unchanged, ...auditNotFound(notFound) }
       })
       return {
         action,

@@ -2,12 +2,12 @@ import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import type { FastifySchemaValidationError } from 'fastify/types/schema.js'
 import { RunHistory } from '../polling/history.js'
 import { loadHistoryCursors, TIMESTAMP_FORM } from '../polling/history-cursor.js'
-import { ErrorBody } from '../schemas/common.js'
+import { described, ErrorBody, UnknownReaktorAnswer } from '../schemas/common.js'
 import { ReaktorIdParams } from '../schemas/polling.js'
 import { HISTORY_LIMIT, PollingRun, RunHistoryPage, RunHistoryQuery } from '../schemas/polling-runs.js'
 
 const LIMIT_RULE = `limit must be an integer from ${HISTORY_LIMIT.min} to ${HISTORY_LIMIT.max} (default ${HISTORY_LIMIT.default})`
-const BEFORE_RULE = `before must be given once: the nextBefore of a previous page, or ${TIMESTAMP_FORM}`
+const BEFORE_FORMS = `the nextBefore of a previous page, or ${TIMESTAMP_FORM}`
 
 /**
  * A query error says what is allowed rather than which schema keyword failed (a repeated `limit`
@@ -16,7 +16,8 @@ const BEFORE_RULE = `before must be given once: the nextBefore of a previous pag
 function historyErrors (errors: FastifySchemaValidationError[], dataVar: string): Error {
   const first = errors[0]
   if (dataVar === 'querystring' && first?.instancePath === '/limit') return new Error(LIMIT_RULE)
-  if (dataVar === 'querystring' && first?.instancePath === '/before') return new Error(BEFORE_RULE)
+  // Only a repeated `before` (read as an array) fails its type; an empty, over-long or NUL value its form.
+  if (dataVar === 'querystring' && first?.instancePath === '/before') return new Error(`before must be ${first.keyword === 'type' ? 'given once: ' : ''}${BEFORE_FORMS}`)
   return new Error(errors.map((e) => `${dataVar}${e.instancePath} ${e.message ?? 'is invalid'}`).join(', '))
 }
 
@@ -28,6 +29,11 @@ const routes: FastifyPluginAsyncTypebox = async (fastify) => {
 
   fastify.get('/polling/:reaktorId/runs', {
     schemaErrorFormatter: historyErrors,
+    // The validator coerces the text to a number, which would take "0x10", "1e2" or " 10" for one.
+    preValidation: async (request) => {
+      const { limit } = request.query as Record<string, unknown>
+      if (typeof limit === 'string' && !/^[0-9]+$/.test(limit)) throw fastify.httpErrors.badRequest(LIMIT_RULE)
+    },
     schema: {
       tags: ['polling'],
       summary: 'Run history of a polling reaktor, newest first',
@@ -37,7 +43,7 @@ const routes: FastifyPluginAsyncTypebox = async (fastify) => {
         'strictly before it. How many runs are kept per reaktor is RUN_HISTORY_PER_REAKTOR.',
       params: ReaktorIdParams,
       querystring: RunHistoryQuery,
-      response: { 200: RunHistoryPage, 400: ErrorBody, 401: ErrorBody, 404: ErrorBody, 500: ErrorBody }
+      response: { 200: described(RunHistoryPage, 'A page of runs, newest first'), 400: ErrorBody, 401: ErrorBody, 404: UnknownReaktorAnswer, 500: ErrorBody, 503: ErrorBody }
     }
   }, async (request) => {
     const { limit = HISTORY_LIMIT.default, before } = request.query

@@ -2,7 +2,7 @@ import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import type { FastifyReply } from 'fastify'
 import { logAudit } from '../audit.js'
 import { Errors } from '../errors.js'
-import { ErrorBody } from '../schemas/common.js'
+import { described, ErrorBody, UnknownReaktorAnswer } from '../schemas/common.js'
 import { MessageBody, PollingList, PollingStatus, ReaktorIdParams } from '../schemas/polling.js'
 
 async function sendJson (reply: FastifyReply, json: string): Promise<FastifyReply> {
@@ -15,8 +15,8 @@ const routes: FastifyPluginAsyncTypebox = async (fastify) => {
 
   // Start and stop differ only in the call and the words of the answer.
   const controls = [
-    { action: 'start', summary: 'Start a polling reaktor (idempotent)', done: 'started successfully', already: 'is already running', apply: polling.start },
-    { action: 'stop', summary: 'Stop a polling reaktor (idempotent)', done: 'stopped successfully', already: 'is already stopped', apply: polling.stop }
+    { action: 'start', summary: 'Start a polling reaktor (idempotent)', answer: 'Started, or it was already running: the message says which', done: 'started successfully', already: 'is already running', apply: polling.start },
+    { action: 'stop', summary: 'Stop a polling reaktor (idempotent)', answer: 'Stopped, or it was already stopped: the message says which', done: 'stopped successfully', already: 'is already stopped', apply: polling.stop }
   ] as const
   for (const control of controls) {
     fastify.post(`/polling/:reaktorId/${control.action}`, {
@@ -24,7 +24,7 @@ const routes: FastifyPluginAsyncTypebox = async (fastify) => {
         tags: ['polling'],
         summary: control.summary,
         params: ReaktorIdParams,
-        response: { 200: MessageBody, 400: ErrorBody, 401: ErrorBody, 404: ErrorBody, 500: ErrorBody }
+        response: { 200: described(MessageBody, control.answer), 400: ErrorBody, 401: ErrorBody, 404: UnknownReaktorAnswer, 500: ErrorBody, 503: ErrorBody }
       }
     }, async (request) => {
       const { reaktorId } = request.params
@@ -39,7 +39,15 @@ const routes: FastifyPluginAsyncTypebox = async (fastify) => {
       tags: ['polling'],
       summary: 'Run a polling reaktor now, on the node that owns it (at once, or right after its run in flight)',
       params: ReaktorIdParams,
-      response: { 202: MessageBody, 400: ErrorBody, 401: ErrorBody, 404: ErrorBody, 409: ErrorBody, 500: ErrorBody }
+      response: {
+        202: described(MessageBody, 'The run is requested: the owner runs it at once, or right after its run in flight'),
+        400: ErrorBody,
+        401: ErrorBody,
+        404: UnknownReaktorAnswer,
+        409: described(ErrorBody, 'The reaktor is stopped: run now never starts one'),
+        500: ErrorBody,
+        503: ErrorBody
+      }
     }
   }, async (request, reply) => {
     const { reaktorId } = request.params
@@ -54,7 +62,7 @@ const routes: FastifyPluginAsyncTypebox = async (fastify) => {
       tags: ['polling'],
       summary: 'Status of a polling reaktor',
       params: ReaktorIdParams,
-      response: { 200: PollingStatus, 400: ErrorBody, 401: ErrorBody, 404: ErrorBody, 500: ErrorBody }
+      response: { 200: described(PollingStatus, 'The status of the reaktor'), 400: ErrorBody, 401: ErrorBody, 404: UnknownReaktorAnswer, 500: ErrorBody, 503: ErrorBody }
     }
   }, async (request, reply) => {
     return await sendJson(reply, await polling.reads.statusJson(request.params.reaktorId, reply))
@@ -64,7 +72,7 @@ const routes: FastifyPluginAsyncTypebox = async (fastify) => {
     schema: {
       tags: ['polling'],
       summary: 'Every registered polling reaktor with its status, sorted by id',
-      response: { 200: PollingList, 400: ErrorBody, 401: ErrorBody, 500: ErrorBody }
+      response: { 200: described(PollingList, 'Every registered polling reaktor with its status'), 400: ErrorBody, 401: ErrorBody, 500: ErrorBody, 503: ErrorBody }
     }
   }, async (_request, reply) => {
     return await sendJson(reply, await polling.reads.listJson(reply))

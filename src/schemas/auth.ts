@@ -11,10 +11,10 @@ export const LoginBody = Type.Object({ username: Username, password: Password })
 export const LoginResult = Type.Object({
   token: Type.String({ description: 'Session token: send it as X-Service-Token' }),
   expiresAt: Type.String({ format: 'date-time' })
-})
+}, { description: 'Logged in: a new session token' })
 
 /** `POST /api/v1/auth/logout` */
-export const LogoutResult = Type.Object({ message: Type.String() })
+export const LogoutResult = Type.Object({ message: Type.String() }, { description: 'The token is revoked' })
 
 /** `POST /login` (application/x-www-form-urlencoded, from the login page). */
 export const LoginFormBody = Type.Object({

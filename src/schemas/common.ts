@@ -1,4 +1,4 @@
-import { Type, type TString, type TStringOptions } from 'typebox'
+import { Type, type TSchema, type TString, type TStringOptions } from 'typebox'
 
 /**
  * A request string that may reach a query: no NUL (PostgreSQL text refuses it, which surfaced as a
@@ -16,3 +16,11 @@ export const ErrorBody = Type.Object({
   error: Type.String(),
   message: Type.String()
 })
+
+/** A response schema with what that answer means: its description in the OpenAPI document. */
+export function described<T extends TSchema> (schema: T, description: string): T {
+  return { ...schema, description }
+}
+
+/** The 404 of the routes that take a reaktor id, in one wording. */
+export const UnknownReaktorAnswer = described(ErrorBody, 'No polling reaktor of this id is registered on this node')

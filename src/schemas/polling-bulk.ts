@@ -13,11 +13,8 @@ export const MAX_BULK_IDS = 10_000
  */
 export const BULK_BODY_LIMIT = MAX_BULK_IDS * (MAX_REAKTOR_ID_LENGTH * 3 + 3) + 64 * 1024
 
-/**
- * An id as the single routes take it in their path (no NUL, no lone surrogate, not empty), and no
- * longer than their path can carry it (the router's limit on a path parameter, 1024).
- */
-const ReaktorId = Type.String({ ...ReaktorIdParams.properties.reaktorId, maxLength: 1024 })
+/** An id as the single routes take it in their path: no NUL, no lone surrogate, 1 to 1024 characters. */
+const ReaktorId = ReaktorIdParams.properties.reaktorId
 
 export const BulkByIds = Type.Object({
   ids: Type.Array(ReaktorId, { minItems: 1, maxItems: MAX_BULK_IDS, uniqueItems: true, description: `The reaktorDefinitionIds to act on, each once (1 to ${MAX_BULK_IDS})` })

@@ -1,8 +1,11 @@
 import { Type, type Static } from 'typebox'
 import { StoredText } from './common.js'
 
+/** The router's limit on a path parameter (longer answers 414): the bulk routes take ids up to it too. */
+export const MAX_ID_PARAM_LENGTH = 1024
+
 export const ReaktorIdParams = Type.Object({
-  reaktorId: StoredText({ minLength: 1, description: 'The reaktorDefinitionId of a registered polling reaktor' })
+  reaktorId: StoredText({ minLength: 1, maxLength: MAX_ID_PARAM_LENGTH, description: 'The reaktorDefinitionId of a registered polling reaktor' })
 })
 
 export const MessageBody = Type.Object({

@@ -42,6 +42,8 @@ export class PartitionOwnership {
   private readonly registeredByFingerprint = new Map<string, Set<string>>()
   private partialRunning: { key: string, byPartition: Map<number, string[]> } | undefined
   private legacy: number[] = []
+  /** Membership holders without the protocol mark in the last pass (confirmed by the next one). */
+  private legacySeen = new Set<number>()
   private refusal: { since: number, retryAt: number, delayMs: number, message: string } | undefined
   /** The even-spreading arithmetic of the last full pass. */
   lastShare: OwnershipShare = { members: 0, running: 0, share: 0, partitionShare: 0, load: 0, held: 0 }
@@ -159,7 +161,11 @@ export class PartitionOwnership {
     // The free partitions of this read were free by now: a session that held one ended before.
     const seenFreeAt = performance.now()
     if (epoch !== this.ctx.epoch || !this.ctx.running()) return
-    if (this.noteLegacy(view.legacy)) return
+    // Only a session seen without the protocol mark in two passes: one that is releasing its locks
+    // (a node shutting down or exiting) can show its membership without the mark for an instant.
+    const legacy = view.legacy.filter((pid) => this.legacySeen.has(pid))
+    this.legacySeen = new Set(view.legacy)
+    if (this.noteLegacy(legacy)) return
     // Locks this session holds that the bookkeeping does not know (a statement that failed after
     // taking some): give them back, or nobody would run those partitions.
     const strays = [...view.holders].filter(([p, pid]) => pid === me && !this.runners.held.has(p) && !this.handovers.releasing.has(p)).map(([p]) => p)

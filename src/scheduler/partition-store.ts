@@ -98,6 +98,20 @@ export async function readLockView (db: Kysely<Database>): Promise<LockView> {
   }
 }
 
+/**
+ * Sessions holding the membership lock without the protocol mark, seen so in two reads `apartMs`
+ * apart: nodes of the previous version. One read is not enough: PostgreSQL releases a session's
+ * locks one at a time when it ends or calls pg_advisory_unlock_all (a node shutting down or
+ * exiting), so for an instant its membership can show without its mark.
+ */
+export async function readLegacyNodes (db: Kysely<Database>, apartMs: number): Promise<number[]> {
+  const first = (await readLockView(db)).legacy
+  if (first.length === 0) return []
+  await new Promise((resolve) => setTimeout(resolve, apartMs))
+  const again = new Set((await readLockView(db)).legacy)
+  return first.filter((pid) => again.has(pid))
+}
+
 /** Running reaktors per partition (the weights of even spreading). */
 export async function readCensus (db: Kysely<Database>): Promise<Map<number, number>> {
   const { rows } = await sql<{ partition: number, running: number }>`

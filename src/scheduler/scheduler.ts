@@ -184,7 +184,7 @@ export class Scheduler {
       if (applied.stoppedIds.length > 0) logAudit(this.log, { action: 'polling.restart_reset', reaktors: applied.stoppedIds, user: null, node: this.nodeId, details: { reason: 'cluster cold start: autoStart is false' } })
       await this.lock.holdSharedMembership()
       if (cold) await this.lock.releaseExclusiveMembership()
-      const { legacy } = await partitionStore.readLockView(this.settings.db)
+      const legacy = await partitionStore.readLegacyNodes(this.settings.db, 250)
       if (legacy.length > 0) throw new LegacyNodeRunning(legacy)
       // Rows inserted as running: their partition's holder (maybe another node) starts them now.
       if (!cold) await store.announce(this.settings.db, applied.startedIds)

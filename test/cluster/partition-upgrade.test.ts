@@ -9,6 +9,7 @@ import pg from 'pg'
 import { loadConfig } from '../../src/config.js'
 import { migrateToLatest } from '../../src/db/migrate.js'
 import { migrations } from '../../src/db/migrations/index.js'
+import { MEMBERSHIP_KEY, PARTITIONED_PROTOCOL_KEY } from '../../src/scheduler/keys.js'
 import { CLUSTER_LOCK_NAMESPACE, DEFAULT_PARTITIONS, LegacyNodeRunning, partitionOf, PartitionCountMismatch, REAKTOR_LOCK_NAMESPACE } from '../../src/scheduler/index.js'
 import { waitFor } from '../helpers/context.js'
 import { openTestDatabase, probe, registry, row, scheduler } from '../helpers/scheduler.js'
@@ -62,6 +63,36 @@ t.test('a node of the previous version alive on the database: this version refus
   await late.end()
   await waitFor(() => s.problem === undefined && s.heldPartitions().length === DEFAULT_PARTITIONS, { what: 'the partitions taken again' })
   await waitFor(() => p.runs.length > runs, { what: 'runs again' })
+  t.equal(p.maxActive(), 1)
+})
+
+t.test('a session that shows its membership without the protocol mark in one pass only (a node releasing its locks one by one) is no earlier version', async (t) => {
+  const { url, db, queries } = await openTestDatabase(t)
+  const p = probe('steady', () => false, { interval: '1h', autoStart: true })
+  // No periodic pass: the test asks for each one.
+  const s = scheduler(t, db, url, { reaktors: registry([p.registration]), reconcileIntervalMs: 60_000 })
+  await s.start()
+  await waitFor(() => s.heldPartitions().length === DEFAULT_PARTITIONS, { what: 'every partition held' })
+  const passes = (): number => queries.filter((q) => /from pg_locks/.test(q.query.sql) && /reaktor_nodes/.test(q.query.sql)).length
+  const pass = async (): Promise<void> => {
+    const before = passes()
+    s.requestReconcile()
+    await waitFor(() => passes() > before, { what: 'a full pass to read the locks' })
+    // What the pass does with that read happens in the turns right after it.
+    for (let i = 0; i < 3; i++) await new Promise((resolve) => setImmediate(resolve))
+  }
+  // A node of this version in the middle of releasing its locks: the mark already gone, the membership not yet.
+  const ending = new pg.Client({ connectionString: url })
+  await ending.connect()
+  t.teardown(async () => await ending.end().catch(() => {}))
+  await ending.query('select pg_advisory_lock_shared($1, $2), pg_advisory_lock_shared($1, $3)', [CLUSTER_LOCK_NAMESPACE, PARTITIONED_PROTOCOL_KEY, MEMBERSHIP_KEY])
+  await ending.query('select pg_advisory_unlock_shared($1, $2)', [CLUSTER_LOCK_NAMESPACE, PARTITIONED_PROTOCOL_KEY])
+  await pass()
+  t.equal(s.problem, undefined, 'one sighting is no earlier-version node')
+  t.equal(s.heldPartitions().length, DEFAULT_PARTITIONS, 'nothing given back')
+  await ending.end()
+  await pass()
+  t.equal(s.problem, undefined, 'gone by the next pass: never one')
   t.equal(p.maxActive(), 1)
 })
 

@@ -259,7 +259,7 @@ async function walBytesBetween (url: string, from: string, to: string): Promise<
   }
 }
 
-/** Migrates the database and gives every reaktor `perReaktor` history rows from a day ago (the steady state of the pruning). */
+/** Migrates the database and gives every reaktor `perReaktor` history rows from a day ago (the steady state of the pruning; run ids time-ordered like the service's). */
 async function prefillHistory (url: string, reaktors: number, perReaktor: number): Promise<void> {
   const db = new Kysely<any>({ dialect: new PostgresDialect({ pool: new pg.Pool({ connectionString: url, max: 1 }) }) })
   try {
@@ -267,7 +267,7 @@ async function prefillHistory (url: string, reaktors: number, perReaktor: number
     const ids = Array.from({ length: reaktors }, (_, i) => reaktorId(i))
     await sql`
       insert into polling_runs (run_id, reaktor_id, node, started_at, duration_ms, outcome)
-      select gen_random_uuid(), id, 'prefill', now() - interval '1 day' + make_interval(secs => k), 0, 'no_work'
+      select uuidv7(make_interval(secs => k) - interval '1 day'), id, 'prefill', now() - interval '1 day' + make_interval(secs => k), 0, 'no_work'
       from unnest(${ids}::text[]) as id, generate_series(1, ${perReaktor}::int) as k
     `.execute(db)
     await sql`vacuum analyze polling_runs`.execute(db)

@@ -1,4 +1,3 @@
-import { randomUUID } from 'node:crypto'
 import { performance } from 'node:perf_hooks'
 import { MAX_TIMER_MS } from '../duration.js'
 import { LazyAbort } from '../apps/lazy-abort.js'
@@ -6,6 +5,7 @@ import type { RegisteredPollingReaktor } from '../apps/types.js'
 import type { RunOutcomeName } from '../db/schema.js'
 import type { PollingAktor } from '../sdk/types.js'
 import type { SchedulerLogger } from './logger.js'
+import { newRunId } from './run-id.js'
 import type { RunRecord } from './store.js'
 
 /**
@@ -320,7 +320,7 @@ export class ReaktorRunner {
     this.runRequested = false
     const { reaktorId, reaktor, now } = this.opts
     const parentLog = this.opts.log
-    const runId = randomUUID()
+    const runId = newRunId(now())
     const run = new RunAbort(runId)
     run.startedAt = this.lastStartedAt = now()
     this.current = run

@@ -8,7 +8,8 @@ import { waitFor } from '../helpers/context.js'
 import { memoryLogger } from '../helpers/log.js'
 import { openTestDatabase, probe, reaktorLocks, registry, row, scheduler, untilAborted, work } from '../helpers/scheduler.js'
 
-const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/
+/** A run id: a UUID of version 7 (time-ordered). */
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-7[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/
 
 t.test('true → the next run at once; false → one effective interval after the run ENDED', async (t) => {
   const { url, db } = await openTestDatabase(t)

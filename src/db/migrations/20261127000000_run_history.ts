@@ -7,7 +7,7 @@ import { sql, type Kysely } from 'kysely'
  *
  * `polling_runs`: one row per run, appended by the node that ran it in its batched flush and pruned
  * per reaktor in the background (RUN_HISTORY_PER_REAKTOR). `seq` orders runs that started in the
- * same millisecond (a `true` result starts the next run at once) and is the cursor's tie-breaker.
+ * same microsecond (a `true` result starts the next run at once) and is the cursor's tie-breaker.
  * No foreign key to polling_reaktors: a flush must never fail (nor wait on a row lock) because of
  * history, and a reaktor's rows go with it only when it is no longer registered anyway.
  *
@@ -16,19 +16,22 @@ import { sql, type Kysely } from 'kysely'
  * (a run in flight started then; written only for runs still in flight at a flush).
  */
 export async function up (db: Kysely<any>): Promise<void> {
+  // Two indexes per row, no more: the primary key serves the pages, the pruning and the ids with
+  // history (reaktor_id first, then the order runs are shown in); run_id is unique for the upsert
+  // of a timed-out run's row, and time-ordered (UUID version 7), so its index grows at one end.
   await sql`
     create table polling_runs (
-      seq bigint generated always as identity primary key,
-      run_id uuid not null unique,
       reaktor_id text not null,
-      node text not null,
       started_at timestamptz not null,
+      seq bigint generated always as identity,
+      run_id uuid not null unique,
+      node text not null,
       duration_ms integer,
       outcome text not null check (outcome in ('more_work', 'no_work', 'failed', 'timed_out', 'aborted')),
-      error text
+      error text,
+      primary key (reaktor_id, started_at, seq)
     )
   `.execute(db)
-  await sql`create index polling_runs_reaktor_started_idx on polling_runs (reaktor_id, started_at desc, seq desc)`.execute(db)
   await db.schema.alterTable('polling_reaktors')
     .addColumn('last_success_at', 'timestamptz')
     .addColumn('last_failure_at', 'timestamptz')

@@ -280,13 +280,19 @@ t.test('the request: one statement on a running row; a result flushed after it k
     'one notification per accepted request, with its time, none for the refused ones')
 })
 
-t.test('a request made while no node owns the reaktor is run by the next owner at once', async (t) => {
+/** An hourly reaktor that node-a ran once (its result flushed) and then left: nobody owns it now. */
+async function ranOnceThenLeft (t: TestContext, id: string): Promise<{ url: string, db: Awaited<ReturnType<typeof openTestDatabase>>['db'], p: ReturnType<typeof probe> }> {
   const { url, db } = await openTestDatabase(t)
-  const p = probe('hourly', () => false, { interval: '1h', autoStart: true })
+  const p = probe(id, () => false, { interval: '1h', autoStart: true })
   const a = scheduler(t, db, url, { nodeId: 'node-a', reaktors: registry([p.registration]) })
   await a.start()
-  await waitFor(async () => p.runs[0]?.end !== undefined && (await row(db, 'hourly'))?.last_run !== null, { what: 'the first run, flushed' })
+  await waitFor(async () => p.runs[0]?.end !== undefined && (await row(db, id))?.last_run !== null, { what: 'the first run, flushed' })
   await a.stop()
+  return { url, db, p }
+}
+
+t.test('a request made while no node owns the reaktor is run by the next owner at once', async (t) => {
+  const { url, db, p } = await ranOnceThenLeft(t, 'hourly')
   const stored = (await row(db, 'hourly'))!
   t.ok(stored.next_run.getTime() > Date.now() + 3_500_000, 'next run an hour away')
 
@@ -302,12 +308,7 @@ t.test('a request made while no node owns the reaktor is run by the next owner a
 })
 
 t.test('a request heard while the owner starts the runner from an older read is not lost', async (t) => {
-  const { url, db } = await openTestDatabase(t)
-  const p = probe('late', () => false, { interval: '1h', autoStart: true })
-  const a = scheduler(t, db, url, { nodeId: 'node-a', reaktors: registry([p.registration]) })
-  await a.start()
-  await waitFor(async () => p.runs[0]?.end !== undefined && (await row(db, 'late'))?.last_run !== null, { what: 'the first run, flushed' })
-  await a.stop()
+  const { url, db, p } = await ranOnceThenLeft(t, 'late')
 
   // node-b has read the row (next run an hour away) and is about to start the runner from that
   // read when the request comes; its lock connection hears the request before the runner exists.

@@ -116,7 +116,7 @@ export class RunResultBatcher {
     this.pending.set(record.reaktorId, record)
     if (this.rejections.size > 0) this.rejections.delete(record.reaktorId)
     if (record.durationMs !== null) this.marks.ended(record.reaktorId, record.runId)
-    this.append({ runId: record.runId, reaktorId: record.reaktorId, startedAt: record.lastRun, durationMs: record.durationMs, outcome: record.outcome, error: record.outcome === 'more_work' || record.outcome === 'no_work' ? null : record.lastError })
+    if (this.keepHistory) this.append({ runId: record.runId, reaktorId: record.reaktorId, startedAt: record.lastRun, durationMs: record.durationMs, outcome: record.outcome, error: record.outcome === 'more_work' || record.outcome === 'no_work' ? null : record.lastError })
     this.arm(this.opts.intervalMs)
   }
 
@@ -131,12 +131,12 @@ export class RunResultBatcher {
   runAborted (reaktorId: string, runId: string, startedAt: number, durationMs: number, error: string): void {
     if (this.closed) return
     this.marks.aborted(reaktorId, runId, startedAt)
-    this.append({ runId, reaktorId, startedAt, durationMs, outcome: 'aborted', error })
+    if (this.keepHistory) this.append({ runId, reaktorId, startedAt, durationMs, outcome: 'aborted', error })
     this.arm(this.opts.intervalMs)
   }
 
+  /** Called only when history is kept: with it off, a run allocates no row at all. */
   private append (row: HistoryRow): void {
-    if (!this.keepHistory) return
     if (this.history.length >= MAX_PENDING_HISTORY) this.dropOldest(MAX_PENDING_HISTORY / 10)
     this.history.push(row)
   }

@@ -80,6 +80,11 @@ export class RunResultBatcher {
   private closed = false
   /** The current outage already logged its first dropped history rows. */
   private dropLogged = false
+  /**
+   * The pending history may name a run twice: it holds a timed-out run's row written at its
+   * timeout (no duration yet), or rows put back by a failed flush. Without one, a flush skips the fold.
+   */
+  private historyMayRepeat = false
   /** Statements written and rows sent (for tests and metrics). */
   flushes = 0
   rowsFlushed = 0
@@ -138,6 +143,7 @@ export class RunResultBatcher {
   /** Called only when history is kept: with it off, a run allocates no row at all. */
   private append (row: HistoryRow): void {
     if (this.history.length >= MAX_PENDING_HISTORY) this.dropOldest(MAX_PENDING_HISTORY / 10)
+    if (row.durationMs === null) this.historyMayRepeat = true
     this.history.push(row)
   }
 
@@ -181,6 +187,7 @@ export class RunResultBatcher {
         // An outage: keep what failed unless a newer result of the same reaktor arrived meanwhile.
         this.keep(results.slice(from))
         this.history = history.slice(from).concat(this.history)
+        this.historyMayRepeat = true
         if (this.history.length > MAX_PENDING_HISTORY) this.dropOldest(this.history.length - MAX_PENDING_HISTORY)
         undo(from)
         this.opts.log.warn({ err, rows: results.length - from, historyRows: history.length - from }, 'could not persist polling run results; retrying')
@@ -195,6 +202,8 @@ export class RunResultBatcher {
   private takeHistory (): HistoryRow[] {
     const rows = this.history
     this.history = []
+    if (!this.historyMayRepeat) return rows
+    this.historyMayRepeat = false
     const byRun = new Map<string, HistoryRow>()
     for (const row of rows) byRun.set(row.runId, row)
     return byRun.size === rows.length ? rows : [...byRun.values()]
@@ -263,6 +272,7 @@ export class RunResultBatcher {
     this.shut()
     this.pending.clear()
     this.history = []
+    this.historyMayRepeat = false
     void this.pruner.stop()
   }
 

@@ -91,7 +91,8 @@ export class RunningMarks {
       marks.push(clear)
       marked.set(id, clear)
     }
-    for (const flight of [...this.unmarked]) {
+    // send() deletes the flight being visited, which a Set's iteration allows: no copy of the set.
+    for (const flight of this.unmarked) {
       const at = send(flight)
       const clear = marked.get(flight.reaktorId)
       // A clear and a new run of the same reaktor: one row, the new run wins when its partition is current.

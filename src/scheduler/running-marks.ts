@@ -77,14 +77,14 @@ export class RunningMarks {
       sent.push([flight, flight.runId!])
       return flight.startedAt
     }
-    const withResult = new Set<string>()
     const since = results.map((r) => {
-      withResult.add(r.reaktorId)
       const flight = this.flights.get(r.reaktorId)
       return flight?.runId == null ? null : send(flight)
     })
     const marks: RunningMark[] = []
     const marked = new Map<string, RunningMark>()
+    // Clears are rare (aborted runs that were marked): the set of ids with a result only for them.
+    const withResult = new Set(this.clears.size > 0 ? results.map((r) => r.reaktorId) : [])
     for (const [id, clear] of this.clears) {
       if (withResult.has(id)) continue
       this.clears.delete(id)

@@ -1,4 +1,4 @@
-import { sql, type Kysely } from 'kysely'
+import { sql, type Kysely, type RawBuilder } from 'kysely'
 import type { Database, PollingReaktorRow, RunOutcomeName } from '../db/schema.js'
 import { partitionLocks } from './partition-store.js'
 
@@ -155,8 +155,7 @@ export async function applyBootRules (
     if (coldStart) {
       const { rows: stopped } = await sql<{ reaktor_id: string }>`
         update polling_reaktors as p
-        set state = 'stopped', next_run = null, owner = null, updated_at = ${at}::timestamptz,
-            state_version = p.state_version + 1
+        set ${stopColumns(at)}
         from unnest(${ids}::text[], ${autos}::boolean[]) as v(id, auto)
         where p.reaktor_id = v.id and p.state = 'running' and not v.auto
         returning p.reaktor_id
@@ -174,6 +173,12 @@ export interface StateWrite {
   changed: boolean
   /** The version the row has now (bigint as a string); null only when the row could not be read. */
   version: string | null
+}
+
+/** What a stop writes on a `running` row (`polling_reaktors as p`): an operator's stop and a cold start's alike. */
+function stopColumns (at: Date): RawBuilder<unknown> {
+  return sql`state = 'stopped', next_run = null, owner = null, updated_at = ${at}::timestamptz,
+    state_version = p.state_version + 1`
 }
 
 /** Per reaktor id: whether its state changed, and its row's version after the write. */
@@ -230,8 +235,7 @@ export async function stopRows (db: Kysely<Database>, ids: readonly string[], in
   const { rows: stopped } = await sql<VersionRow>`
     with changed as (
       update polling_reaktors as p
-      set state = 'stopped', next_run = null, owner = null, updated_at = ${at}::timestamptz,
-          state_version = p.state_version + 1
+      set ${stopColumns(at)}
       where p.reaktor_id = any(${ids}::text[]) and p.state = 'running'
       returning p.reaktor_id, p.state_version
     )

@@ -80,6 +80,11 @@ export class RunResultBatcher {
   private closed = false
   /** The current outage already logged its first dropped history rows. */
   private dropLogged = false
+  /**
+   * The pending history may name a run twice: it holds a timed-out run's row written at its
+   * timeout (no duration yet), or rows put back by a failed flush. Without one, a flush skips the fold.
+   */
+  private historyMayRepeat = false
   /** Statements written and rows sent (for tests and metrics). */
   flushes = 0
   rowsFlushed = 0
@@ -116,7 +121,7 @@ export class RunResultBatcher {
     this.pending.set(record.reaktorId, record)
     if (this.rejections.size > 0) this.rejections.delete(record.reaktorId)
     if (record.durationMs !== null) this.marks.ended(record.reaktorId, record.runId)
-    this.append({ runId: record.runId, reaktorId: record.reaktorId, startedAt: record.lastRun, durationMs: record.durationMs, outcome: record.outcome, error: record.outcome === 'more_work' || record.outcome === 'no_work' ? null : record.lastError })
+    if (this.keepHistory) this.append({ runId: record.runId, reaktorId: record.reaktorId, startedAt: record.lastRun, durationMs: record.durationMs, outcome: record.outcome, error: record.outcome === 'more_work' || record.outcome === 'no_work' ? null : record.lastError })
     this.arm(this.opts.intervalMs)
   }
 
@@ -131,13 +136,14 @@ export class RunResultBatcher {
   runAborted (reaktorId: string, runId: string, startedAt: number, durationMs: number, error: string): void {
     if (this.closed) return
     this.marks.aborted(reaktorId, runId, startedAt)
-    this.append({ runId, reaktorId, startedAt, durationMs, outcome: 'aborted', error })
+    if (this.keepHistory) this.append({ runId, reaktorId, startedAt, durationMs, outcome: 'aborted', error })
     this.arm(this.opts.intervalMs)
   }
 
+  /** Called only when history is kept: with it off, a run allocates no row at all. */
   private append (row: HistoryRow): void {
-    if (!this.keepHistory) return
     if (this.history.length >= MAX_PENDING_HISTORY) this.dropOldest(MAX_PENDING_HISTORY / 10)
+    if (row.durationMs === null) this.historyMayRepeat = true
     this.history.push(row)
   }
 
@@ -181,6 +187,7 @@ export class RunResultBatcher {
         // An outage: keep what failed unless a newer result of the same reaktor arrived meanwhile.
         this.keep(results.slice(from))
         this.history = history.slice(from).concat(this.history)
+        this.historyMayRepeat = true
         if (this.history.length > MAX_PENDING_HISTORY) this.dropOldest(this.history.length - MAX_PENDING_HISTORY)
         undo(from)
         this.opts.log.warn({ err, rows: results.length - from, historyRows: history.length - from }, 'could not persist polling run results; retrying')
@@ -195,6 +202,8 @@ export class RunResultBatcher {
   private takeHistory (): HistoryRow[] {
     const rows = this.history
     this.history = []
+    if (!this.historyMayRepeat) return rows
+    this.historyMayRepeat = false
     const byRun = new Map<string, HistoryRow>()
     for (const row of rows) byRun.set(row.runId, row)
     return byRun.size === rows.length ? rows : [...byRun.values()]
@@ -263,6 +272,7 @@ export class RunResultBatcher {
     this.shut()
     this.pending.clear()
     this.history = []
+    this.historyMayRepeat = false
     void this.pruner.stop()
   }
 

@@ -1,6 +1,6 @@
-import { sql, type Kysely, type Transaction } from 'kysely'
+import { sql, type Kysely } from 'kysely'
 import type { Database } from '../db/schema.js'
-import { NOTIFY_CHANNEL, startOnConflict, type StateWrite } from './store.js'
+import { startRows, stopRows, type StateWrite, type Versions } from './store.js'
 
 /**
  * The SQL of bulk start and stop: many reaktors in ONE transaction, so that either every state
@@ -40,8 +40,8 @@ export async function writeBulk (db: Kysely<Database>, action: 'start' | 'stop',
       versions = await db.transaction().execute(async (trx) => {
         await sql`select 1 from polling_reaktors where reaktor_id = any(${ids}::text[]) order by reaktor_id for update`.execute(trx)
         return action === 'start'
-          ? await startAll(trx, ids, intervals, partitions, at)
-          : await stopAll(trx, ids, intervals, partitions, at)
+          ? await startRows(trx, ids, intervals, partitions, at)
+          : await stopRows(trx, ids, intervals, partitions, at)
       })
     } catch (err) {
       if ((err as { code?: unknown }).code !== DEADLOCK_DETECTED || attempt >= DEADLOCK_ATTEMPTS) throw err
@@ -51,59 +51,4 @@ export async function writeBulk (db: Kysely<Database>, action: 'start' | 'stop',
     const written = versions.get(t.reaktorId)
     return { reaktorId: t.reaktorId, changed: written?.changed ?? false, version: written?.version ?? null }
   })
-}
-
-type Versions = Map<string, StateWrite>
-
-interface VersionRow { reaktor_id: string, state_version: string }
-
-/** As writeStart, for many: a `stopped` (or missing) row becomes `running`, its first run due at once. */
-async function startAll (trx: Transaction<Database>, ids: string[], intervals: string[], partitions: Array<number | null>, at: Date): Promise<Versions> {
-  const { rows } = await sql<VersionRow>`
-    with changed as (
-      insert into polling_reaktors as p (reaktor_id, state, interval, next_run, updated_at, state_version, partition)
-      select v.id, 'running', v.interval, ${at}::timestamptz, ${at}::timestamptz, 1, v.partition
-      from unnest(${ids}::text[], ${intervals}::text[], ${partitions}::int[]) as v(id, interval, partition)
-      ${startOnConflict}
-    )
-    select reaktor_id, state_version, pg_notify(${NOTIFY_CHANNEL}, reaktor_id) from changed
-  `.execute(trx)
-  return new Map(rows.map((r) => [r.reaktor_id, { changed: true, version: String(r.state_version) }]))
-}
-
-/**
- * As writeStop, for many: a `running` row becomes `stopped`; every other target keeps its state
- * (a missing row is created stopped) and reports its version, which the caller's runners must not
- * fall behind (any older read of the row predates this stop).
- */
-async function stopAll (trx: Transaction<Database>, ids: string[], intervals: string[], partitions: Array<number | null>, at: Date): Promise<Versions> {
-  const { rows: stopped } = await sql<VersionRow>`
-    with changed as (
-      update polling_reaktors as p
-      set state = 'stopped', next_run = null, owner = null, updated_at = ${at}::timestamptz,
-          state_version = p.state_version + 1
-      where p.reaktor_id = any(${ids}::text[]) and p.state = 'running'
-      returning p.reaktor_id, p.state_version
-    )
-    select reaktor_id, state_version, pg_notify(${NOTIFY_CHANNEL}, reaktor_id) from changed
-  `.execute(trx)
-  const versions: Versions = new Map(stopped.map((r) => [r.reaktor_id, { changed: true, version: String(r.state_version) }]))
-  const rest = ids.flatMap((id, i) => versions.has(id) ? [] : [i])
-  if (rest.length === 0) return versions
-  const restIds = rest.map((i) => ids[i])
-  // The rows inserted here are not visible to the second select of the same statement: no id twice.
-  const { rows: current } = await sql<VersionRow>`
-    with inserted as (
-      insert into polling_reaktors (reaktor_id, state, interval, updated_at, partition)
-      select v.id, 'stopped', v.interval, ${at}::timestamptz, v.partition
-      from unnest(${restIds}::text[], ${rest.map((i) => intervals[i])}::text[], ${rest.map((i) => partitions[i])}::int[]) as v(id, interval, partition)
-      on conflict (reaktor_id) do nothing
-      returning reaktor_id, state_version
-    )
-    select reaktor_id, state_version from inserted
-    union all
-    select reaktor_id, state_version from polling_reaktors where reaktor_id = any(${restIds}::text[])
-  `.execute(trx)
-  for (const r of current) versions.set(r.reaktor_id, { changed: false, version: String(r.state_version) })
-  return versions
 }

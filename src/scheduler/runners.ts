@@ -195,11 +195,15 @@ export class PartitionRunners {
     hp.runners.set(id, runner)
     // Continue from the stored next run: due or overdue means exactly one run now (after the
     // fencing grace of a partition taken from an ended session).
-    const now = this.ctx.settings.now()
-    const from = now + Math.max(0, hp.runsFrom - performance.now())
+    const from = this.earliestRun(hp)
     const requested = this.runRequested.get(id) === hp
     this.runRequested.delete(id)
-    runner.start(requested ? from : Math.max(row.nextRun?.getTime() ?? now, from))
+    runner.start(requested ? from : Math.max(row.nextRun?.getTime() ?? from, from))
+  }
+
+  /** Now, or (epoch ms) the end of the fencing grace of a partition taken from an ended session. */
+  private earliestRun (hp: HeldPartition): number {
+    return this.ctx.settings.now() + Math.max(0, hp.runsFrom - performance.now())
   }
 
   /**
@@ -212,7 +216,7 @@ export class PartitionRunners {
     if (hp === undefined || !this.ctx.running()) return
     const runner = hp.runners.get(reaktorId)
     if (runner === undefined) this.runRequested.set(reaktorId, hp)
-    else runner.runNow(this.ctx.settings.now() + Math.max(0, hp.runsFrom - performance.now()), requestedAt)
+    else runner.runNow(this.earliestRun(hp), requestedAt)
   }
 
   /** Stops the runner of a reaktor (stop, restart): its partition stays held, the id is looked at again once the run settled. */

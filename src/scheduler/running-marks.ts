@@ -77,21 +77,22 @@ export class RunningMarks {
       sent.push([flight, flight.runId!])
       return flight.startedAt
     }
-    const withResult = new Set<string>()
     const since = results.map((r) => {
-      withResult.add(r.reaktorId)
       const flight = this.flights.get(r.reaktorId)
       return flight?.runId == null ? null : send(flight)
     })
     const marks: RunningMark[] = []
     const marked = new Map<string, RunningMark>()
+    // Clears are rare (aborted runs that were marked): the set of ids with a result only for them.
+    const withResult = new Set(this.clears.size > 0 ? results.map((r) => r.reaktorId) : [])
     for (const [id, clear] of this.clears) {
       if (withResult.has(id)) continue
       this.clears.delete(id)
       marks.push(clear)
       marked.set(id, clear)
     }
-    for (const flight of [...this.unmarked]) {
+    // send() deletes the flight being visited, which a Set's iteration allows: no copy of the set.
+    for (const flight of this.unmarked) {
       const at = send(flight)
       const clear = marked.get(flight.reaktorId)
       // A clear and a new run of the same reaktor: one row, the new run wins when its partition is current.

@@ -1,4 +1,4 @@
-import { sql, type Kysely } from 'kysely'
+import { sql, type Kysely, type RawBuilder } from 'kysely'
 import type { Database, PollingReaktorRow, RunOutcomeName } from '../db/schema.js'
 import { partitionLocks } from './partition-store.js'
 
@@ -155,8 +155,7 @@ export async function applyBootRules (
     if (coldStart) {
       const { rows: stopped } = await sql<{ reaktor_id: string }>`
         update polling_reaktors as p
-        set state = 'stopped', next_run = null, owner = null, updated_at = ${at}::timestamptz,
-            state_version = p.state_version + 1
+        set ${stopColumns(at)}
         from unnest(${ids}::text[], ${autos}::boolean[]) as v(id, auto)
         where p.reaktor_id = v.id and p.state = 'running' and not v.auto
         returning p.reaktor_id
@@ -176,33 +175,23 @@ export interface StateWrite {
   version: string | null
 }
 
-/**
- * How a start lands on an existing row (`insert into polling_reaktors as p`): only a `stopped` one
- * changes, its first run due at once; the changed rows are returned with their new version.
- */
-export const startOnConflict = sql`
-  on conflict (reaktor_id) do update
-    set state = 'running', interval = excluded.interval, next_run = excluded.next_run,
-        updated_at = excluded.updated_at, owner = null, state_version = p.state_version + 1,
-        partition = coalesce(excluded.partition, p.partition)
-    where p.state = 'stopped'
-  returning p.reaktor_id, p.state_version`
+/** What a stop writes on a `running` row (`polling_reaktors as p`): an operator's stop and a cold start's alike. */
+function stopColumns (at: Date): RawBuilder<unknown> {
+  return sql`state = 'stopped', next_run = null, owner = null, updated_at = ${at}::timestamptz,
+    state_version = p.state_version + 1`
+}
+
+/** Per reaktor id: whether its state changed, and its row's version after the write. */
+export type Versions = Map<string, StateWrite>
+
+interface VersionRow { reaktor_id: string, state_version: string }
 
 /**
  * Writes a start (awaited before the caller is answered) and announces it. Only a `stopped` (or
  * missing) row changes: the first run is due at once. `changed` is false when it was already running.
  */
 export async function writeStart (db: Kysely<Database>, id: string, interval: string, at: Date, partition: number | null = null): Promise<StateWrite> {
-  // The NOTIFY is sent on commit of this very statement: no listener can see it before the row.
-  const { rows } = await sql<{ state_version: string }>`
-    with changed as (
-      insert into polling_reaktors as p (reaktor_id, state, interval, next_run, updated_at, state_version, partition)
-      values (${id}, 'running', ${interval}, ${at}::timestamptz, ${at}::timestamptz, 1, ${partition}::int)
-      ${startOnConflict}
-    )
-    select pg_notify(${NOTIFY_CHANNEL}, reaktor_id), state_version from changed
-  `.execute(db)
-  return { changed: rows.length > 0, version: rows.length > 0 ? String(rows[0].state_version) : null }
+  return (await startRows(db, [id], [interval], [partition], at)).get(id) ?? { changed: false, version: null }
 }
 
 /**
@@ -211,30 +200,66 @@ export async function writeStart (db: Kysely<Database>, id: string, interval: st
  * runner from any older read of the row: that read predates this stop).
  */
 export async function writeStop (db: Kysely<Database>, id: string, interval: string, at: Date, partition: number | null = null): Promise<StateWrite> {
-  const { rows } = await sql<{ state_version: string }>`
+  return (await stopRows(db, [id], [interval], [partition], at)).get(id) ?? { changed: false, version: null }
+}
+
+/**
+ * The start of writeStart and of a bulk start: a `stopped` (or missing) row becomes `running`, its
+ * first run due at once. Only the rows that changed are in the result.
+ */
+export async function startRows (db: Kysely<Database>, ids: readonly string[], intervals: readonly string[], partitions: ReadonlyArray<number | null>, at: Date): Promise<Versions> {
+  // The NOTIFY is sent on commit of this very statement: no listener can see it before the row.
+  const { rows } = await sql<VersionRow>`
     with changed as (
-      update polling_reaktors as p
-      set state = 'stopped', next_run = null, owner = null, updated_at = ${at}::timestamptz,
-          state_version = p.state_version + 1
-      where p.reaktor_id = ${id} and p.state = 'running'
+      insert into polling_reaktors as p (reaktor_id, state, interval, next_run, updated_at, state_version, partition)
+      select v.id, 'running', v.interval, ${at}::timestamptz, ${at}::timestamptz, 1, v.partition
+      from unnest(${ids}::text[], ${intervals}::text[], ${partitions}::int[]) as v(id, interval, partition)
+      on conflict (reaktor_id) do update
+        set state = 'running', interval = excluded.interval, next_run = excluded.next_run,
+            updated_at = excluded.updated_at, owner = null, state_version = p.state_version + 1,
+            partition = coalesce(excluded.partition, p.partition)
+        where p.state = 'stopped'
       returning p.reaktor_id, p.state_version
     )
-    select pg_notify(${NOTIFY_CHANNEL}, reaktor_id), state_version from changed
+    select reaktor_id, state_version, pg_notify(${NOTIFY_CHANNEL}, reaktor_id) from changed
   `.execute(db)
-  if (rows.length > 0) return { changed: true, version: String(rows[0].state_version) }
-  // Already stopped (or never seen): make sure the row exists, and report its version.
-  const { rows: current } = await sql<{ state_version: string }>`
+  return new Map(rows.map((r) => [r.reaktor_id, { changed: true, version: String(r.state_version) }]))
+}
+
+/**
+ * The stop of writeStop and of a bulk stop: a `running` row becomes `stopped`; every other one
+ * keeps its state (a missing row is created stopped) and reports its version, which the caller's
+ * runners must not fall behind (any older read of the row predates this stop).
+ */
+export async function stopRows (db: Kysely<Database>, ids: readonly string[], intervals: readonly string[], partitions: ReadonlyArray<number | null>, at: Date): Promise<Versions> {
+  const { rows: stopped } = await sql<VersionRow>`
+    with changed as (
+      update polling_reaktors as p
+      set ${stopColumns(at)}
+      where p.reaktor_id = any(${ids}::text[]) and p.state = 'running'
+      returning p.reaktor_id, p.state_version
+    )
+    select reaktor_id, state_version, pg_notify(${NOTIFY_CHANNEL}, reaktor_id) from changed
+  `.execute(db)
+  const versions: Versions = new Map(stopped.map((r) => [r.reaktor_id, { changed: true, version: String(r.state_version) }]))
+  const rest = ids.flatMap((id, i) => versions.has(id) ? [] : [i])
+  if (rest.length === 0) return versions
+  const restIds = rest.map((i) => ids[i])
+  // The rows inserted here are not visible to the second select of the same statement: no id twice.
+  const { rows: current } = await sql<VersionRow>`
     with inserted as (
       insert into polling_reaktors (reaktor_id, state, interval, updated_at, partition)
-      values (${id}, 'stopped', ${interval}, ${at}::timestamptz, ${partition}::int)
+      select v.id, 'stopped', v.interval, ${at}::timestamptz, v.partition
+      from unnest(${restIds}::text[], ${rest.map((i) => intervals[i])}::text[], ${rest.map((i) => partitions[i])}::int[]) as v(id, interval, partition)
       on conflict (reaktor_id) do nothing
-      returning state_version
+      returning reaktor_id, state_version
     )
-    select state_version from inserted
+    select reaktor_id, state_version from inserted
     union all
-    select state_version from polling_reaktors where reaktor_id = ${id}
+    select reaktor_id, state_version from polling_reaktors where reaktor_id = any(${restIds}::text[])
   `.execute(db)
-  return { changed: false, version: current.length > 0 ? String(current[0].state_version) : null }
+  for (const r of current) versions.set(r.reaktor_id, { changed: false, version: String(r.state_version) })
+  return versions
 }
 
 /**

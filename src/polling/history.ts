@@ -2,21 +2,11 @@ import { sql, type Kysely } from 'kysely'
 import type { Database, RunOutcomeName } from '../db/schema.js'
 import type { RegisteredPollingReaktor } from '../apps/types.js'
 import { UnknownReaktorError } from '../scheduler/index.js'
+import type { PollingRunType } from '../schemas/polling-runs.js'
 import { CURSOR_LENGTH, parseTimestamp, TIMESTAMP_FORM, type HistoryCursors, type HistoryPosition } from './history-cursor.js'
 
-/** One run as the API shows it. */
-export interface RunView {
-  runId: string
-  reaktorDefinitionId: string
-  node: string
-  startedAt: string
-  durationMs: number | null
-  outcome: RunOutcomeName
-  error: string | null
-}
-
 export interface RunPage {
-  runs: RunView[]
+  runs: PollingRunType[]
   /** The cursor of the next (older) page; null when no older run was there at the time of the read. */
   nextBefore: string | null
 }

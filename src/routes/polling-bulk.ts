@@ -31,8 +31,9 @@ function auditNotFound (notFound: string[]): { notFound: string[], notFoundCount
 
 type Checked = { value: BulkSelectionType } | { error: Error }
 
+/** Fastify marks what a validator returns as `error` a 400 validation error. */
 function invalid (message: string): Checked {
-  return { error: Object.assign(new Error(message), { statusCode: 400 }) }
+  return { error: new Error(message) }
 }
 
 function checkSelection (body: unknown): Checked {

@@ -43,8 +43,8 @@ export class ReaktorStateMetrics {
   private rows = new Map<number, StateRow[]>()
   private reading: Promise<void> | undefined
   private scrape: Promise<StateRow[]> | undefined
-  /** Scrapes that showed the values of an earlier read (metrics, tests). */
-  readFailures = 0
+  /** Scrapes that showed the values of an earlier read. */
+  private readFailures = 0
 
   constructor (private readonly source: ReaktorStateSource) {}
 
@@ -85,7 +85,7 @@ export class ReaktorStateMetrics {
   }
 
   /** The rows of the reaktors this node exports now (one read per scrape, shared by its metrics). */
-  async current (): Promise<StateRow[]> {
+  private async current (): Promise<StateRow[]> {
     this.scrape ??= this.collect().finally(() => { this.scrape = undefined })
     return await this.scrape
   }

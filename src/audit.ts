@@ -29,3 +29,11 @@ export function logAudit (log: InfoLogger, entry: AuditEntry): void {
     // Nothing left to report it with.
   }
 }
+
+/** What an API request's audit line is read from: its logger and who it authenticated as. */
+interface AuditedRequest { log: InfoLogger, auth: { username: string } | null }
+
+/** Writes the audit line of an API request: its user, and `node`, the node that took it. */
+export function logRequestAudit (request: AuditedRequest, node: string, { action, reaktors, details }: Omit<AuditEntry, 'user' | 'node'>): void {
+  logAudit(request.log, { action, reaktors, user: request.auth?.username ?? null, node, details })
+}

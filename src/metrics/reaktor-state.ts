@@ -1,5 +1,5 @@
 import { sql, type Kysely } from 'kysely'
-import type { Registry } from 'prom-client'
+import { Counter, Gauge, type Registry } from 'prom-client'
 import type { Database } from '../db/schema.js'
 
 /**
@@ -26,8 +26,6 @@ export interface ReaktorStateSource {
   timeoutMs?: number
 }
 
-interface Sample { value: number, labels: Record<string, string> }
-
 /**
  * The per-reaktor gauges `reaktor_polling_last_success_timestamp_seconds`,
  * `reaktor_polling_consecutive_failures` and `reaktor_polling_running`, read from the persisted
@@ -45,19 +43,27 @@ export class ReaktorStateMetrics {
   private rows = new Map<number, StateRow[]>()
   private reading: Promise<void> | undefined
   private scrape: Promise<StateRow[]> | undefined
-  /** Scrapes that showed the values of an earlier read (metrics, tests). */
-  readFailures = 0
+  /** Scrapes that showed the values of an earlier read. */
+  private readFailures = 0
 
   constructor (private readonly source: ReaktorStateSource) {}
 
   register (registry: Registry): void {
+    const current = async (): Promise<StateRow[]> => await this.current()
+    const readFailures = (): number => this.readFailures
     const gauge = (name: string, help: string, value: (row: StateRow) => number): void => {
-      const get = async (): Promise<object> => {
-        const rows = await this.current()
-        const values: Sample[] = rows.map((row) => ({ value: value(row), labels: { reaktor: row.reaktorId } }))
-        return { name, help, type: 'gauge', values, aggregator: 'max' }
-      }
-      registry.registerMetric({ name, help, get, reset: () => {} } as unknown as Parameters<Registry['registerMetric']>[0])
+      void new Gauge({
+        name,
+        help,
+        labelNames: ['reaktor'],
+        registers: [registry],
+        aggregator: 'max',
+        async collect () {
+          const rows = await current()
+          this.reset()
+          for (const row of rows) this.set({ reaktor: row.reaktorId }, value(row))
+        }
+      })
     }
     gauge('reaktor_polling_last_success_timestamp_seconds', 'Start of the last successful run of the polling reaktor (epoch seconds; 0: never), exported by the node holding its partition',
       (r) => r.lastSuccessSeconds)
@@ -65,21 +71,21 @@ export class ReaktorStateMetrics {
       (r) => r.consecutiveFailures)
     gauge('reaktor_polling_running', '1 while the polling reaktor is started (state running), 0 while stopped, exported by the node holding its partition',
       (r) => r.running ? 1 : 0)
-    const name = 'reaktor_polling_state_read_failures_total'
-    const help = `Scrapes whose read of the per-reaktor state failed or took longer than ${STATE_READ_TIMEOUT_MS} ms (they showed the values read before)`
-    registry.registerMetric({
-      name,
-      help,
-      get: async () => {
-        await this.current()
-        return { name, help, type: 'counter', values: [{ value: this.readFailures, labels: {} }], aggregator: 'sum' }
-      },
-      reset: () => {}
-    } as unknown as Parameters<Registry['registerMetric']>[0])
+    void new Counter({
+      name: 'reaktor_polling_state_read_failures_total',
+      help: `Scrapes whose read of the per-reaktor state failed or took longer than ${STATE_READ_TIMEOUT_MS} ms (they showed the values read before)`,
+      registers: [registry],
+      // After this scrape's read: its own failure is counted in the same scrape.
+      async collect () {
+        await current()
+        this.reset()
+        this.inc(readFailures())
+      }
+    })
   }
 
   /** The rows of the reaktors this node exports now (one read per scrape, shared by its metrics). */
-  async current (): Promise<StateRow[]> {
+  private async current (): Promise<StateRow[]> {
     this.scrape ??= this.collect().finally(() => { this.scrape = undefined })
     return await this.scrape
   }

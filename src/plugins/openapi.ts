@@ -37,8 +37,9 @@ export default fp(async (fastify) => {
   await fastify.register(swagger, {
     hideUntagged: true,
     transformObject: (documents) => {
-      if ('openapiObject' in documents) describeAnswers(documents.openapiObject.paths as Operations | undefined)
-      return 'openapiObject' in documents ? documents.openapiObject : documents.swaggerObject
+      if (!('openapiObject' in documents)) return documents.swaggerObject
+      describeAnswers(documents.openapiObject.paths as Operations | undefined)
+      return documents.openapiObject
     },
     // Shared schemas (fastify.addSchema) keep their $id as their name under components.schemas.
     refResolver: { buildLocalReference: (json, _baseUri, _fragment, i) => typeof json.$id === 'string' ? json.$id : `def-${i}` },

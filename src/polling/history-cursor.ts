@@ -82,16 +82,15 @@ export function parseTimestamp (text: string): HistoryPosition | { invalid: stri
   const [year, month, day, hour, minute, second] = m.slice(1, 7).map(Number)
   const invalid = (why: string): { invalid: string } => ({ invalid: `${text} is no real time: ${why}` })
   if (month < 1 || month > 12) return invalid(`month ${m[2]} does not exist`)
-  const monthDays = new Date(Date.UTC(2000, month, 0)).getUTCDate() // day 0 of the next month: the last of this one
-  const leap = month === 2 && monthDays === 29 && !(year % 4 === 0 && (year % 100 !== 0 || year % 400 === 0))
-  if (day < 1 || day > (leap ? 28 : monthDays)) return invalid(`day ${m[3]} does not exist in ${m[1]}-${m[2]}`)
+  const at = new Date(0)
+  at.setUTCFullYear(year, month - 1, day) // not Date.UTC: it reads years 0-99 as 1900-1999
+  // Date rolls a day outside the month (0, February 30th) over into a neighbour: it reads back different.
+  if (at.getUTCDate() !== day) return invalid(`day ${m[3]} does not exist in ${m[1]}-${m[2]}`)
   if (hour > 23 || minute > 59 || second > 59) return invalid(`${m[4]}:${m[5]}:${m[6]} is not a time of day`)
   const offsetHours = m[8] === undefined ? 0 : Number(m[9])
   const offsetMinutes = m[8] === undefined ? 0 : Number(m[10])
   if (offsetHours > 23 || offsetMinutes > 59) return invalid(`${m[8]}${m[9]}:${m[10]} is not a time zone offset`)
 
-  const at = new Date(0)
-  at.setUTCFullYear(year, month - 1, day) // not Date.UTC: it reads years 0-99 as 1900-1999
   at.setUTCHours(hour, minute, second, 0)
   const fraction = (m[7] ?? '').padEnd(9, '0')
   const micros = BigInt(fraction.slice(0, 6)) + (/[1-9]/.test(fraction.slice(6)) ? 1n : 0n)

@@ -1,7 +1,7 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import { Ajv } from 'ajv'
 import { MAX_REAKTOR_ID_LENGTH } from '../apps/registry.js'
-import { logAudit } from '../audit.js'
+import { logRequestAudit } from '../audit.js'
 import { isChange } from '../scheduler/index.js'
 import { described, ErrorBody } from '../schemas/common.js'
 import { BULK_BODY_LIMIT, BulkAnswer, BulkByApp, BulkByIds, BulkSelection, type BulkSelectionType } from '../schemas/polling-bulk.js'
@@ -31,8 +31,9 @@ function auditNotFound (notFound: string[]): { notFound: string[], notFoundCount
 
 type Checked = { value: BulkSelectionType } | { error: Error }
 
+/** Fastify marks what a validator returns as `error` a 400 validation error. */
 function invalid (message: string): Checked {
-  return { error: Object.assign(new Error(message), { statusCode: 400 }) }
+  return { error: new Error(message) }
 }
 
 function checkSelection (body: unknown): Checked {
@@ -91,11 +92,9 @@ const routes: FastifyPluginAsyncTypebox = async (fastify) => {
       const unchanged: string[] = []
       const notFound: string[] = []
       for (const o of outcomes) (o.result === 'not_found' ? notFound : isChange(o.result) ? changed : unchanged).push(o.reaktorId)
-      logAudit(request.log, {
+      logRequestAudit(request, fastify.config.nodeId, {
         action: action === 'start' ? 'polling.bulk_start' : 'polling.bulk_stop',
         reaktors: outcomes.filter((o) => o.result !== 'not_found').map((o) => o.reaktorId),
-        user: request.auth?.username ?? null,
-        node: fastify.config.nodeId,
         details: { ...('app' in selection ? { app: selection.app } : {}), changed, unchanged, ...auditNotFound(notFound) }
       })
       return {

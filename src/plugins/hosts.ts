@@ -13,7 +13,7 @@ function splitHost (host: string): { name: string, port: string } {
 }
 
 /** Whether a Host header value is in the ALLOWED_HOSTS list (an entry without a port allows every port). */
-export function hostAllowed (host: string, allowed: readonly string[]): boolean {
+function hostAllowed (host: string, allowed: readonly string[]): boolean {
   const { name, port } = splitHost(host)
   return allowed.some((entry) => {
     const e = splitHost(entry)

@@ -145,7 +145,7 @@ export class LoginThrottle {
  * one cloud machine is given, and it picks any of its 2^64 addresses at will, so counted per
  * address each guess could come from a fresh budget. An IPv4-mapped IPv6 address is its IPv4 one.
  */
-export function clientOf (ip: string | undefined): string {
+function clientOf (ip: string | undefined): string {
   // Undefined once the client has gone (a closed socket has no remote address).
   if (typeof ip !== 'string') return ''
   const address = ip.split('%', 1)[0].toLowerCase()

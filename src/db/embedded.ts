@@ -152,7 +152,9 @@ async function startClaimed (options: EmbeddedOptions, locks: FolderLock[], rele
   // Written by earlier versions, which decided ownership by it; the lock decides now.
   await fs.rm(path.join(dataDir, 'postgres.owner'), { force: true })
 
-  await recoverFromPreviousRun(clusterDir, log, async (args) => await run(bin.pg_ctl, args))
+  const pgCtl = async (args: string[]): Promise<void> => { await run(bin.pg_ctl, args) }
+  const stopServer = async (): Promise<void> => { await pgCtl(['stop', '-D', clusterDir, '-m', 'fast', '-w', '-t', '60']) }
+  await recoverFromPreviousRun(clusterDir, log, pgCtl)
 
   const port = options.port ?? await freePort()
   const logFile = path.join(clusterDir, 'server.log')
@@ -164,7 +166,7 @@ async function startClaimed (options: EmbeddedOptions, locks: FolderLock[], rele
   const bad = extra.find((address) => net.isIP(address) === 0)
   if (bad !== undefined) throw new Error(`embedded PostgreSQL: not an IP address: ${bad}`)
   const listen = ['127.0.0.1', ...extra].join(',')
-  await run(bin.pg_ctl, ['start', '-D', clusterDir, '-w', '-t', '60', '-l', logFile, '-o',
+  await pgCtl(['start', '-D', clusterDir, '-w', '-t', '60', '-l', logFile, '-o',
     `-p ${port} -c listen_addresses=${listen} -c unix_socket_directories=''${settings}`]).catch(async (err) => {
     const tail = await fs.readFile(logFile, 'utf8').then((s) => s.trim().split('\n').slice(-5).join(' | '), () => '')
     throw new Error(`embedded PostgreSQL in ${clusterDir} did not start: ${tail || (err as Error).message}`)
@@ -178,7 +180,7 @@ async function startClaimed (options: EmbeddedOptions, locks: FolderLock[], rele
     const exists = await client.query('select 1 from pg_database where datname = $1', [database])
     if (exists.rowCount === 0) await client.query(`create database ${client.escapeIdentifier(database)}`)
   } catch (err) {
-    await run(bin.pg_ctl, ['stop', '-D', clusterDir, '-m', 'fast', '-w', '-t', '60']).catch(() => {})
+    await stopServer().catch(() => {})
     throw err
   } finally {
     await client.end().catch(() => {})
@@ -193,7 +195,7 @@ async function startClaimed (options: EmbeddedOptions, locks: FolderLock[], rele
         try {
           // Only the server this call started: one that has replaced it is someone else's.
           const running = await postmasterPid(clusterDir)
-          if (running === started) await run(bin.pg_ctl, ['stop', '-D', clusterDir, '-m', 'fast', '-w', '-t', '60'])
+          if (running === started) await stopServer()
           else if (running !== undefined) log.warn({ clusterDir, started, running }, 'not stopping the PostgreSQL in the cluster folder: it is not the server this process started')
         } finally {
           await releaseLocks()

@@ -72,20 +72,18 @@ export default fp(async (fastify) => {
   })
 
   fastify.decorate('login', async (request: FastifyRequest, username: string, password: string) => {
-    let user: Awaited<ReturnType<typeof verifyCredentials>>
-    try {
-      user = await verifyCredentials(db, username, password)
-    } catch (err) {
+    const attempt = request.loginAttempt
+    const user = await verifyCredentials(db, username, password).catch((err: unknown) => {
       // No answer about the password (the database is unavailable: 503, retry): not a failed login.
       // A client retrying through an outage, as the 503 invites, must not find itself locked out after it.
-      if (request.loginAttempt !== null) throttle.unanswered(request.loginAttempt.username, request.loginAttempt.address)
+      if (attempt !== null) throttle.unanswered(attempt.username, attempt.address)
       throw err
-    }
+    })
     if (user === null) {
       request.log.info({ username }, 'login failed')
       return null
     }
-    if (request.loginAttempt !== null) throttle.succeeded(request.loginAttempt.username, request.loginAttempt.address)
+    if (attempt !== null) throttle.succeeded(attempt.username, attempt.address)
     const session = await sessions.create(user.id)
     request.log.info({ userId: user.id, username: user.username }, 'logged in')
     return session

@@ -12,13 +12,10 @@ function splitHost (host: string): { name: string, port: string } {
   return colon < 0 ? { name: lower, port: '' } : { name: lower.slice(0, colon), port: lower.slice(colon + 1) }
 }
 
-/** Whether a Host header value is in the ALLOWED_HOSTS list (an entry without a port allows every port). */
-export function hostAllowed (host: string, allowed: readonly string[]): boolean {
+/** Whether a Host header value is in the ALLOWED_HOSTS list, split once at start (an entry without a port allows every port). */
+function hostAllowed (host: string, allowed: ReadonlyArray<{ name: string, port: string }>): boolean {
   const { name, port } = splitHost(host)
-  return allowed.some((entry) => {
-    const e = splitHost(entry)
-    return e.name === name && (e.port === '' || e.port === port)
-  })
+  return allowed.some((e) => e.name === name && (e.port === '' || e.port === port))
 }
 
 /**
@@ -30,7 +27,7 @@ export function hostAllowed (host: string, allowed: readonly string[]): boolean 
  *   browsers ignore it, and it would tell them nothing true.
  */
 export default fp(async (fastify) => {
-  const allowed = fastify.config.allowedHosts
+  const allowed = fastify.config.allowedHosts?.map(splitHost)
   fastify.addHook('onRequest', async (request, reply) => {
     if (request.protocol === 'https') void reply.header('strict-transport-security', HSTS)
     // request.host is the Host header, or X-Forwarded-Host from a trusted proxy (TRUST_PROXY).

@@ -3,13 +3,14 @@
  * one database, with the ledger app of test/fixtures/cluster-app (every run of its reaktors is a
  * row of `cluster_ledger`). Local addresses only; every process is killed at teardown.
  */
-import { spawn, type ChildProcess } from 'node:child_process'
+import type { ChildProcess } from 'node:child_process'
 import pg from 'pg'
 import { PARTITION_LOCK_NAMESPACE } from '../../src/scheduler/index.js'
 import { survivesLostConnections } from '../../src/db/index.js'
 import { ADMIN, ADMIN_ENV, tokenHeader } from './auth.js'
 import { tempDir, waitFor, type TestContext } from './context.js'
 import { CLUSTER_APPS_DIR, ROOT } from './paths.js'
+import { listeningUrl, startServer } from './server.js'
 
 export const BUSY = ['busy-1', 'busy-2', 'busy-3', 'busy-4', 'busy-5', 'busy-6']
 /** Every polling reaktor of the ledger app; `manual` is the only one without autoStart. */
@@ -89,41 +90,25 @@ export class Cluster {
    */
   async start (nodeId: string, extraEnv: Record<string, string> = {}, { netns }: { netns?: string } = {}): Promise<NodeProcess> {
     const dataDir = await tempDir(this.t, 'reaktor-cluster-node-')
-    let output = ''
-    const command = [process.execPath, '--import', 'tsx', 'src/server.ts']
-    if (netns !== undefined) command.unshift('ip', 'netns', 'exec', netns)
-    const child = spawn(command[0], command.slice(1), {
-      cwd: ROOT,
-      env: {
-        ...process.env,
-        ...ADMIN_ENV,
-        DATABASE_URL: this.databaseUrl,
-        HOST: '127.0.0.1',
-        PORT: '0',
-        NODE_ID: nodeId,
-        LOG_LEVEL: 'info',
-        DATA_DIR: dataDir,
-        REAKTOR_APPS_DIR: CLUSTER_APPS_DIR,
-        REAKTOR_SETTING_CLUSTER_LEDGER_LEDGERURL: this.databaseUrl,
-        SHUTDOWN_GRACE: '5s',
-        ...this.env,
-        ...extraEnv
-      },
-      stdio: ['ignore', 'pipe', 'pipe']
-    })
-    child.stdout?.on('data', (d: Buffer) => { output += d.toString() })
-    child.stderr?.on('data', (d: Buffer) => { output += d.toString() })
-    const exited = new Promise<number | null>((resolve) => child.on('exit', (code) => {
-      node.exitedAt = Date.now()
-      resolve(code)
-    }))
-    const node: NodeProcess = { nodeId, child, url: '', output: () => output, exited, startedAt: Date.now() }
+    const server = startServer({
+      ...ADMIN_ENV,
+      DATABASE_URL: this.databaseUrl,
+      HOST: '127.0.0.1',
+      PORT: '0',
+      NODE_ID: nodeId,
+      LOG_LEVEL: 'info',
+      DATA_DIR: dataDir,
+      REAKTOR_APPS_DIR: CLUSTER_APPS_DIR,
+      REAKTOR_SETTING_CLUSTER_LEDGER_LEDGERURL: this.databaseUrl,
+      SHUTDOWN_GRACE: '5s',
+      ...this.env,
+      ...extraEnv
+    }, ROOT, netns === undefined ? [] : ['ip', 'netns', 'exec', netns])
+    // Set within the exit event, before anything awaiting `exited` resumes.
+    server.child.on('exit', () => { node.exitedAt = Date.now() })
+    const node: NodeProcess = { nodeId, ...server, url: '', startedAt: Date.now() }
     this.history.push(node)
-    const match = await waitFor(() => {
-      if (child.exitCode !== null) throw new Error(`node ${nodeId} exited: ${output}`)
-      return /Server listening at (http:\/\/127\.0\.0\.1:\d+)/.exec(output)
-    }, { timeoutMs: 60_000, what: `node ${nodeId} to listen` })
-    node.url = match[1]
+    node.url = await listeningUrl(server, `node ${nodeId}`)
     this.nodes.set(nodeId, node)
     return node
   }

@@ -11,13 +11,19 @@ import type { TestContext } from './context.js'
 
 const execFileAsync = promisify(execFile)
 
+/** The first of these commands (each with an argument it answers without doing anything) that cannot be run here. */
+export async function missingCommand (...commands: Array<readonly [string, string]>): Promise<string | undefined> {
+  for (const [command, arg] of commands) {
+    if (await execFileAsync(command, [arg]).then(() => false, () => true)) return command
+  }
+  return undefined
+}
+
 /** Why packet-drop tests cannot run here, or false when they can. */
 export async function netfilterSkip (): Promise<string | false> {
   let reason: string | undefined
   if (process.getuid?.() !== 0) reason = 'packet-drop tests need root (nft)'
-  else {
-    await execFileAsync('nft', ['--version']).catch(() => { reason = 'no nft: install the Debian package nftables to run the packet-drop tests' })
-  }
+  else if (await missingCommand(['nft', '--version']) !== undefined) reason = 'no nft: install the Debian package nftables to run the packet-drop tests'
   if (reason === undefined) return false
   if (process.env.CI === 'true' || process.env.CI === '1') throw new Error(reason)
   return reason

@@ -8,7 +8,7 @@ import { execFile } from 'node:child_process'
 import { randomBytes, randomInt } from 'node:crypto'
 import { promisify } from 'node:util'
 import type { TestContext } from './context.js'
-import { nft, tableName } from './netfilter.js'
+import { missingCommand, nft, tableName } from './netfilter.js'
 
 const execFileAsync = promisify(execFile)
 
@@ -30,11 +30,8 @@ async function ip (...args: string[]): Promise<void> {
 /** Why a namespace cannot be made here (not root, no `ip`/`nft`, no permission), or false. */
 export async function netnsUnavailable (): Promise<string | false> {
   if (process.getuid?.() !== 0) return 'not root'
-  for (const [cmd, args] of [['ip', ['-V']], ['nft', ['--version']]] as const) {
-    const missing = await execFileAsync(cmd, [...args]).then(() => false, () => true)
-    if (missing) return `no ${cmd} command`
-  }
-  return false
+  const missing = await missingCommand(['ip', '-V'], ['nft', '--version'])
+  return missing === undefined ? false : `no ${missing} command`
 }
 
 export async function createNetns (t: TestContext): Promise<Netns> {

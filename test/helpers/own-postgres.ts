@@ -5,7 +5,7 @@
 import fs from 'node:fs/promises'
 import os from 'node:os'
 import path from 'node:path'
-import { startEmbeddedPostgres, type EmbeddedOptions, type EmbeddedPostgres } from '../../src/db/embedded.js'
+import { postmasterPid as postmasterPidIn, startEmbeddedPostgres, type EmbeddedOptions, type EmbeddedPostgres } from '../../src/db/embedded.js'
 import type { TestContext } from './context.js'
 import { silentLogger } from './log.js'
 
@@ -22,8 +22,11 @@ export async function ownPostgres (t: TestContext, options: Partial<EmbeddedOpti
   t.teardown(async () => await fs.rm(dataDir, { recursive: true, force: true }))
   const server = await startEmbeddedPostgres({ dataDir, log: silentLogger, ...options })
   t.teardown(async () => await server.stop().catch(() => {}))
-  const postmasterPid = async (): Promise<number> =>
-    Number((await fs.readFile(path.join(dataDir, 'postgres', 'postmaster.pid'), 'utf8')).split('\n')[0])
+  const postmasterPid = async (): Promise<number> => {
+    const pid = await postmasterPidIn(path.join(dataDir, 'postgres'))
+    if (pid === undefined) throw new Error(`no postmaster.pid in ${dataDir}/postgres`)
+    return pid
+  }
   return { ...server, dataDir, postmasterPid }
 }
 

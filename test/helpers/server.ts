@@ -6,10 +6,14 @@ import { ROOT } from './paths.js'
 /** One real `src/server.ts` process, its output (stdout and stderr) and its exit code. */
 export interface ServerProcess { child: ChildProcess, output: () => string, exited: Promise<number | null> }
 
-/** Spawns the service from `cwd` (default: this checkout) on the embedded database, with no apps unless given. */
-export function startServer (env: Record<string, string>, cwd = ROOT): ServerProcess {
+/**
+ * Spawns the service from `cwd` (default: this checkout), on the embedded database and with no apps
+ * unless `env` says otherwise. `prefix` runs it through another command (`ip netns exec NAME`).
+ */
+export function startServer (env: Record<string, string>, cwd = ROOT, prefix: readonly string[] = []): ServerProcess {
   let output = ''
-  const child = spawn(process.execPath, ['--import', 'tsx', 'src/server.ts'], {
+  const [file, ...args] = [...prefix, process.execPath, '--import', 'tsx', 'src/server.ts']
+  const child = spawn(file, args, {
     cwd,
     env: { ...process.env, DATABASE_URL: '', PORT: '0', LOG_LEVEL: 'info', REAKTOR_APPS_DIR: path.join(ROOT, 'test', 'no-such-apps'), ...env },
     stdio: ['ignore', 'pipe', 'pipe']
@@ -22,12 +26,12 @@ export function startServer (env: Record<string, string>, cwd = ROOT): ServerPro
 
 const LISTENING = /Server listening at (http:\/\/127\.0\.0\.1:\d+)/
 
-/** The server's URL once it listens; throws when it exits first. */
-export async function listeningUrl (server: ServerProcess): Promise<string> {
+/** The server's URL once it listens; throws when it exits first. `name` is its name in messages. */
+export async function listeningUrl (server: ServerProcess, name = 'the server'): Promise<string> {
   const match = await waitFor(() => {
-    if (server.child.exitCode !== null) throw new Error(`the server exited: ${server.output()}`)
+    if (server.child.exitCode !== null) throw new Error(`${name} exited: ${server.output()}`)
     return LISTENING.exec(server.output())
-  }, { timeoutMs: 60_000, what: 'the server to listen' })
+  }, { timeoutMs: 60_000, what: `${name} to listen` })
   return match[1]
 }
 

@@ -13,6 +13,7 @@ import errorHandler from './plugins/error-handler.js'
 import hostsPlugin from './plugins/hosts.js'
 import dbPlugin from './plugins/db.js'
 import appsPlugin from './plugins/apps.js'
+import auditPlugin from './plugins/audit.js'
 import authPlugin from './plugins/auth.js'
 import schedulerPlugin, { type SchedulerPluginOptions } from './plugins/scheduler.js'
 import appUiPlugin from './plugins/app-ui.js'
@@ -119,6 +120,7 @@ export const app: FastifyPluginAsync<AppOptions> = async (fastify, opts) => {
   await fastify.register(openapiPlugin)
   await fastify.register(dbPlugin, { databaseUrl: opts.databaseUrl })
   await fastify.register(appsPlugin, { apps: opts.apps ?? [], loadFromDir: opts.loadAppsFromDir ?? true })
+  await fastify.register(auditPlugin)
   await fastify.register(authPlugin)
   await fastify.register(schedulerPlugin, { overrides: opts.scheduler })
   await fastify.register(pollingPlugin)

@@ -5,7 +5,29 @@
  * Fastify-free on purpose: the scheduler writes the restart-time reset's line itself.
  */
 
-export type AuditAction = 'polling.start' | 'polling.stop' | 'polling.run' | 'polling.bulk_start' | 'polling.bulk_stop' | 'polling.restart_reset'
+import type { Kysely } from 'kysely'
+import type { Database } from './db/schema.js'
+
+export type AuditAction =
+  | 'polling.start' | 'polling.stop' | 'polling.run' | 'polling.bulk_start' | 'polling.bulk_stop' | 'polling.restart_reset'
+  | 'auth.login' | 'auth.login_failed' | 'auth.logout' | 'auth.password_change'
+  | 'user.create' | 'user.role_change' | 'user.password_reset' | 'user.disable' | 'user.enable' | 'user.delete'
+  | 'token.create' | 'token.revoke'
+
+/** One row of the `audit` table, as written. */
+export interface AuditRow {
+  action: AuditAction
+  actor: string | null
+  address: string | null
+  node: string
+  targets: string[]
+  details: Record<string, unknown>
+}
+
+/** Inserts one audit row (in the caller's transaction when `db` is one). */
+export async function insertAudit (db: Kysely<Database>, row: AuditRow): Promise<void> {
+  await db.insertInto('audit').values({ ...row, details: JSON.stringify(row.details) }).execute()
+}
 
 export interface AuditEntry {
   action: AuditAction

@@ -17,6 +17,8 @@ export const Errors = {
   Unauthorized: createError('REAKTOR_UNAUTHORIZED', 'Missing, invalid or expired session token', 401),
   InvalidCredentials: createError('REAKTOR_INVALID_CREDENTIALS', 'Invalid username or password', 401),
   LoginRateLimited: createError('REAKTOR_LOGIN_RATE_LIMITED', 'Too many login attempts; retry in %s seconds', 429),
+  // A role check failed (src/plugins/auth.ts requireAdmin); the message names the role needed.
+  Forbidden: createError('REAKTOR_FORBIDDEN', '%s', 403),
   CrossSiteLogin: createError('REAKTOR_CROSS_SITE_LOGIN', 'Cross-site login request rejected', 403),
   AktorNotFound: createError('REAKTOR_AKTOR_NOT_FOUND', 'Aktor "%s" is not registered', 404),
   AktorTimeout: createError('REAKTOR_AKTOR_TIMEOUT', 'Aktor "%s" did not answer within %s', 504),

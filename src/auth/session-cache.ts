@@ -3,8 +3,12 @@ import type pg from 'pg'
 import { ListenConnection } from '../db/listen-connection.js'
 import type { AuthSession } from './types.js'
 
-/** NOTIFY channel of revoked sessions; the payload is the hex SHA-256 digest of the token ('*': all). */
+/**
+ * NOTIFY channel of revoked sessions and API tokens; the payload is the hex SHA-256 digest of the
+ * token, `user:<id>` for every credential of a user, or '*' for all.
+ */
 export const SESSION_REVOKED_CHANNEL = 'reaktor_session_revoked'
+export const USER_PAYLOAD_PREFIX = 'user:'
 
 export interface SessionCacheOptions {
   url: string
@@ -108,7 +112,8 @@ export class SessionCache {
       this.misses++
       return undefined
     }
-    if (!this.trusted || entry.session.expiresAt.getTime() <= Date.now()) {
+    const expiresAt = entry.session.expiresAt
+    if (!this.trusted || (expiresAt !== null && expiresAt.getTime() <= Date.now())) {
       this.misses++
       return undefined
     }
@@ -128,12 +133,21 @@ export class SessionCache {
     this.byDigest.set(digest, token)
   }
 
-  /** Forgets a revoked session (the local logout; other nodes learn it through the NOTIFY). */
+  /**
+   * Forgets a revoked session or token, or (`user:<id>`) every one of a user; the local change at
+   * once, other nodes through the NOTIFY.
+   */
   revoke (digest: string): void {
     this.generation++
     if (digest === '*') {
       this.entries.clear()
       this.byDigest.clear()
+      return
+    }
+    if (digest.startsWith(USER_PAYLOAD_PREFIX)) {
+      // Rare (an admin's change to a user): a scan of at most maxEntries is fine.
+      const userId = digest.slice(USER_PAYLOAD_PREFIX.length)
+      for (const [token, entry] of this.entries) if (entry.session.userId === userId) this.delete(token)
       return
     }
     const token = this.byDigest.get(digest)

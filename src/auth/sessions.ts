@@ -1,7 +1,7 @@
 import { createHash } from 'node:crypto'
 import { sql, type Kysely } from 'kysely'
 import type { Database } from '../db/schema.js'
-import { SESSION_REVOKED_CHANNEL, type SessionCache } from './session-cache.js'
+import { SESSION_REVOKED_CHANNEL, USER_PAYLOAD_PREFIX, type SessionCache } from './session-cache.js'
 import type { TokenTagger } from './token-tag.js'
 import type { AuthSession, SessionService } from './types.js'
 
@@ -35,16 +35,40 @@ export async function insertSession (db: Db, userId: string, digest: Buffer, ttl
   return row.expires_at
 }
 
-/** The live session of a digest: one query on the unique token_hash index. */
+/** The live session of a digest (of an enabled user): one query on the unique token_hash index. */
 export async function findLiveSession (db: Db, digest: Buffer): Promise<AuthSession | null> {
   const row = await db.selectFrom('sessions')
     .innerJoin('users', 'users.id', 'sessions.user_id')
-    .select(['sessions.user_id', 'users.username', 'sessions.expires_at'])
+    .select(['sessions.user_id', 'users.username', 'users.role', 'sessions.expires_at'])
     .where('sessions.token_hash', '=', digest)
     .where('sessions.revoked_at', 'is', null)
     .where('sessions.expires_at', '>', sql<Date>`now()`)
+    .where('users.disabled_at', 'is', null)
     .executeTakeFirst()
-  return row === undefined ? null : { userId: row.user_id, username: row.username, expiresAt: row.expires_at }
+  return row === undefined ? null : { userId: row.user_id, username: row.username, role: row.role, kind: 'session', expiresAt: row.expires_at }
+}
+
+/**
+ * Ends every session and API token of a user (disable, delete, password change, role change
+ * included: a cached role must not outlive the change) and announces it to every node's session
+ * cache. Run it inside the transaction of the change: the NOTIFY is delivered when that commits.
+ * `keepCredentials`: only the cached entries are dropped (a role change: sessions and tokens stay,
+ * and are read again with the new role).
+ */
+export async function revokeUserCredentials (db: Db, userId: string, { keepCredentials = false }: { keepCredentials?: boolean } = {}): Promise<void> {
+  if (keepCredentials) {
+    await sql`select pg_notify(${SESSION_REVOKED_CHANNEL}, ${USER_PAYLOAD_PREFIX + userId})`.execute(db)
+    return
+  }
+  // Data-modifying CTEs run to completion whether or not the outer select reads them.
+  await sql`
+    with ended_sessions as (
+      update sessions set revoked_at = now() where user_id = ${userId} and revoked_at is null
+    ), ended_tokens as (
+      delete from api_tokens where user_id = ${userId}
+    )
+    select pg_notify(${SESSION_REVOKED_CHANNEL}, ${USER_PAYLOAD_PREFIX + userId})
+  `.execute(db)
 }
 
 /**

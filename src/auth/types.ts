@@ -1,3 +1,5 @@
+import type { Role } from '../db/schema.js'
+
 /** The session cookie set by `POST /login` over plain http; the app-UI token helper reads it. */
 export const SESSION_COOKIE = 'reaktor_session'
 
@@ -11,10 +13,15 @@ export const SECURE_SESSION_COOKIE = `__Host-${SESSION_COOKIE}`
 /** The header every `/api/v1/*` call (except auth/login) carries. */
 export const TOKEN_HEADER = 'x-service-token'
 
+/** Who a request authenticated as: a login session or an API token, with its user's role. */
 export interface AuthSession {
   userId: string
   username: string
-  expiresAt: Date
+  role: Role
+  /** `session`: a login (API or browser); `token`: an API token for scripts. */
+  kind: 'session' | 'token'
+  /** Null only for an API token created without expiry. */
+  expiresAt: Date | null
 }
 
 export interface SessionService {

@@ -10,6 +10,8 @@ export interface Database {
   reaktor_nodes: ReaktorNodesTable
   session_token_key: SessionTokenKeyTable
   polling_runs: PollingRunsTable
+  api_tokens: ApiTokensTable
+  audit: AuditTable
 }
 
 export interface UsersTable {
@@ -18,6 +20,44 @@ export interface UsersTable {
   /** `scrypt$N$r$p$salt$hash` (base64 parts); never the password. */
   password_hash: string
   created_at: ColumnType<Date, Date | undefined, never>
+  role: ColumnType<Role, Role | undefined, Role>
+  /** Set while the user is disabled: no login, no session, no token works. */
+  disabled_at: Date | null
+  updated_at: ColumnType<Date, Date | undefined, Date>
+}
+
+/** `admin`: everything; `operator`: everything except managing other users and their tokens. */
+export type Role = 'admin' | 'operator'
+
+/** An API token for scripts (src/auth/api-tokens.ts); revoking one deletes its row. */
+export interface ApiTokensTable {
+  id: Generated<string>
+  user_id: string
+  name: string
+  /** SHA-256 of the token, like sessions.token_hash. */
+  token_hash: Buffer
+  created_at: ColumnType<Date, Date | undefined, never>
+  /** Updated at most once a minute per token. */
+  last_used_at: Date | null
+  /** Null: never expires. */
+  expires_at: Date | null
+}
+
+/** One privileged action (src/audit.ts); pruned after AUDIT_RETENTION. */
+export interface AuditTable {
+  /** Insertion order: the API reads newest first by id. */
+  id: ColumnType<string, never, never>
+  at: ColumnType<Date, Date | undefined, never>
+  action: string
+  /** Username of who acted; null for the service itself. */
+  actor: string | null
+  /** Client address of the request, when it came over HTTP. */
+  address: string | null
+  /** NODE_ID of the node that took the request. */
+  node: string
+  /** What was acted on: reaktor ids, a username, a token id. */
+  targets: ColumnType<string[], string[] | undefined, never>
+  details: ColumnType<Record<string, unknown>, string | undefined, never>
 }
 
 export interface SessionsTable {

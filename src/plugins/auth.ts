@@ -16,8 +16,10 @@ import { scrapeCounter, scrapeGauge } from '../metrics/read-at-scrape.js'
 declare module 'fastify' {
   interface FastifyInstance {
     sessions: SessionService
-    /** onRequest hook: 401 unless X-Service-Token names a live session; sets request.auth. */
+    /** onRequest hook: 401 unless X-Service-Token names a live session or API token; sets request.auth. */
     authenticate: (request: FastifyRequest, reply: FastifyReply) => Promise<void>
+    /** preHandler hook (after authenticate): 403 unless the caller has the admin role. */
+    requireAdmin: (request: FastifyRequest, reply: FastifyReply) => Promise<void>
     /**
      * Both login routes: a NEW session for valid credentials (never a promoted old one: no
      * fixation), or null (same time whether or not the user exists). Logs the outcome.
@@ -69,6 +71,10 @@ export default fp(async (fastify) => {
     const session = await sessions.verify(typeof header === 'string' ? header : undefined)
     if (session === null) throw new Errors.Unauthorized()
     request.auth = session
+  })
+
+  fastify.decorate('requireAdmin', async (request: FastifyRequest) => {
+    if (request.auth?.role !== 'admin') throw new Errors.Forbidden('This needs the admin role')
   })
 
   fastify.decorate('login', async (request: FastifyRequest, username: string, password: string) => {
@@ -145,4 +151,4 @@ export default fp(async (fastify) => {
   // Ready before the first login, so that an unknown user's first failed login is not slower.
   await dummyPasswordHash()
   await bootstrapAdmin(db, config, fastify.log)
-}, { name: 'auth', dependencies: ['config', 'db', 'metrics'] })
+}, { name: 'auth', dependencies: ['config', 'db', 'metrics', 'audit'] })

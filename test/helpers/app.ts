@@ -37,7 +37,7 @@ export async function build (t: TestContext, opts: BuildOptions = {}): Promise<F
   await fastify.register(fp(servicePlugin), { ...opts, config, databaseUrl })
   await fastify.register(async (secured) => {
     secured.addHook('onRequest', secured.authenticate)
-    secured.get('/api/v1/test/whoami', async (request) => ({ username: request.auth?.username, expiresAt: request.auth?.expiresAt.toISOString() }))
+    secured.get('/api/v1/test/whoami', async (request) => ({ username: request.auth?.username, expiresAt: request.auth?.expiresAt?.toISOString() ?? null, role: request.auth?.role, kind: request.auth?.kind }))
   })
   await fastify.ready()
   return fastify

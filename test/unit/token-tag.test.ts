@@ -56,7 +56,7 @@ t.test('untagged tokens: past the known untagged_until it is read again, at most
 
 t.test('a token the session cache vouches for costs no tag check: the HMAC is paid on a miss only', async (t) => {
   const tagger = new CountingTagger(randomBytes(32), null)
-  const session: AuthSession = { userId: '1', username: 'u', expiresAt: new Date(Date.now() + 60_000) }
+  const session: AuthSession = { userId: '1', username: 'u', role: 'admin', kind: 'session', expiresAt: new Date(Date.now() + 60_000) }
   const token = tagger.issue()
   const cache = { generation: 0, get: (tok: string) => tok === token ? session : undefined, set: () => {}, revoke: () => {} } as unknown as SessionCache
   const db = {} as Kysely<Database>

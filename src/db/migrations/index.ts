@@ -7,6 +7,7 @@ import * as blockedRuns from './20261126000100_blocked_runs.js'
 import * as untaggedSessions from './20261126000200_untagged_sessions.js'
 import * as runHistory from './20261127000000_run_history.js'
 import * as runRequests from './20261127000300_run_requests.js'
+import * as accounts from './20261128000000_accounts.js'
 
 /**
  * Every migration, by its timestamped name. An explicit list (not a folder scan) works the same
@@ -20,5 +21,6 @@ export const migrations: Record<string, Migration> = {
   '20261126000100_blocked_runs': blockedRuns,
   '20261126000200_untagged_sessions': untaggedSessions,
   '20261127000000_run_history': runHistory,
-  '20261127000300_run_requests': runRequests
+  '20261127000300_run_requests': runRequests,
+  '20261128000000_accounts': accounts
 }

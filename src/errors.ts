@@ -26,6 +26,11 @@ export const Errors = {
   // Whatever a request needed from the database failed for want of a database (src/db/unavailable.ts).
   DatabaseUnavailable: createError('REAKTOR_DATABASE_UNAVAILABLE', 'The database is unavailable; retry shortly', 503),
   HostNotAllowed: createError('REAKTOR_HOST_NOT_ALLOWED', 'This service does not answer to Host %s', 421),
+  // An operator asking for another user's token gets this too: whether it exists is not revealed.
+  ApiTokenNotFound: createError('REAKTOR_API_TOKEN_NOT_FOUND', 'No API token of this id', 404),
+  ApiTokenExpiry: createError('REAKTOR_API_TOKEN_EXPIRY', 'expiresIn must be a duration from %s to %s (for example 30d or 12h); leave it out for a token that never expires', 400),
+  // POST /api/v1/auth/logout ends login sessions; a script's token is revoked by its id.
+  ApiTokenLogout: createError('REAKTOR_API_TOKEN_LOGOUT', 'An API token is not a login session: revoke it with DELETE /api/v1/tokens/%s', 400),
   ReaktorStopped: createError('REAKTOR_STOPPED', 'Polling reaktor "%s" is stopped: start it first (POST /api/v1/polling/%s/start)', 409)
 } as const
 

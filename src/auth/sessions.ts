@@ -2,6 +2,7 @@ import { createHash } from 'node:crypto'
 import { sql, type Kysely } from 'kysely'
 import type { Database } from '../db/schema.js'
 import { SESSION_REVOKED_CHANNEL, USER_PAYLOAD_PREFIX, type SessionCache } from './session-cache.js'
+import { API_TOKEN_PATTERN, isApiToken, type ApiTokenStore } from './api-tokens.js'
 import type { TokenTagger } from './token-tag.js'
 import type { AuthSession, SessionService } from './types.js'
 
@@ -92,16 +93,23 @@ export async function deleteExpiredSessions (db: Db): Promise<void> {
 }
 
 /**
- * The SessionService of src/auth/types.ts on top of the sessions table. With a cache, a token
- * verified once is not looked up again while the cache can vouch for it (see session-cache.ts).
+ * The SessionService of src/auth/types.ts on top of the sessions table, and of the api_tokens
+ * table for tokens with the API-token prefix (see api-tokens.ts). With a cache, a token verified
+ * once is not looked up again while the cache can vouch for it (see session-cache.ts); both kinds
+ * share it, so a revocation NOTIFY drops either within the same second.
  *
  * A token whose lookup found no live session is remembered as dead (a bounded set): a token is
  * handed out only after its session has committed, and a revoked or expired session never comes
- * back, so that answer holds forever and a client replaying an old token costs one query.
+ * back, so that answer holds forever and a client replaying an old token costs one query. (An API
+ * token is never brought back either: revoking one deletes its row.)
  */
-export function createSessionService (db: Db, ttlMs: number, tagger: TokenTagger, cache?: SessionCache): SessionService {
+export function createSessionService (db: Db, ttlMs: number, tagger: TokenTagger, cache?: SessionCache, apiTokens?: ApiTokenStore): SessionService {
   const dead = new Set<string>()
   const wellFormed = (token: string | undefined): token is string => typeof token === 'string' && TOKEN_FORMAT.test(token)
+  const used = (session: AuthSession): AuthSession => {
+    if (session.tokenId !== undefined) apiTokens?.lastUsed.record(session.tokenId)
+    return session
+  }
   return {
     async create (userId) {
       // Housekeeping rides on logins: rare enough to be cheap, frequent enough to keep the table small.
@@ -111,23 +119,25 @@ export function createSessionService (db: Db, ttlMs: number, tagger: TokenTagger
       return { token, expiresAt }
     },
     async verify (token) {
-      if (!wellFormed(token)) return null
+      if (typeof token !== 'string') return null
+      const api = apiTokens !== undefined && isApiToken(token)
+      if (!(api ? API_TOKEN_PATTERN.test(token) : TOKEN_FORMAT.test(token))) return null
       // Only a token read from the database is cached: one found there needs no tag check (an HMAC,
       // a few microseconds on every request otherwise).
       const cached = cache?.get(token)
-      if (cached !== undefined) return cached
+      if (cached !== undefined) return used(cached)
       // Anything that is not one of our tokens is rejected without a query.
-      if (dead.has(token) || !(await tagger.mayBeLive(token))) return null
+      if (dead.has(token) || !(api ? apiTokens.tagged(token) : await tagger.mayBeLive(token))) return null
       const generation = cache?.generation ?? 0
       const digest = tokenDigest(token)
-      const session = await findLiveSession(db, digest)
+      const session = api ? await apiTokens.find(digest) : await findLiveSession(db, digest)
       if (session !== null) {
         cache?.set(token, digest.toString('hex'), session, generation)
-      } else {
-        if (dead.size >= MAX_DEAD_TOKENS) dead.delete(dead.values().next().value as string)
-        dead.add(token)
+        return used(session)
       }
-      return session
+      if (dead.size >= MAX_DEAD_TOKENS) dead.delete(dead.values().next().value as string)
+      dead.add(token)
+      return null
     },
     async revoke (token) {
       // Only ever called with a token authenticate() has just accepted.

@@ -22,6 +22,8 @@ export interface AuthSession {
   kind: 'session' | 'token'
   /** Null only for an API token created without expiry. */
   expiresAt: Date | null
+  /** The API token's id (kind `token` only): what DELETE /api/v1/tokens/{id} names. */
+  tokenId?: string
 }
 
 export interface SessionService {

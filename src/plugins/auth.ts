@@ -1,6 +1,7 @@
 import fp from 'fastify-plugin'
 import cookie from '@fastify/cookie'
 import type { FastifyReply, FastifyRequest } from 'fastify'
+import { ApiTokenStore } from '../auth/api-tokens.js'
 import { bootstrapAdmin } from '../auth/bootstrap.js'
 import { LoginThrottle } from '../auth/login-throttle.js'
 import { dummyPasswordHash } from '../auth/password.js'
@@ -16,6 +17,8 @@ import { scrapeCounter, scrapeGauge } from '../metrics/read-at-scrape.js'
 declare module 'fastify' {
   interface FastifyInstance {
     sessions: SessionService
+    /** API tokens for scripts: issue, list, revoke (src/auth/api-tokens.ts); `sessions` checks them. */
+    apiTokens: ApiTokenStore
     /** onRequest hook: 401 unless X-Service-Token names a live session or API token; sets request.auth. */
     authenticate: (request: FastifyRequest, reply: FastifyReply) => Promise<void>
     /** preHandler hook (after authenticate): 403 unless the caller has the admin role. */
@@ -59,8 +62,13 @@ export default fp(async (fastify) => {
   const cache = new SessionCache({ url: fastify.databaseUrl, applicationName: `reaktor-sessions ${config.nodeId}`.slice(0, 63), log: fastify.log })
   await cache.start()
   fastify.addHook('onClose', async () => { await cache.stop() })
-  const sessions = createSessionService(db, config.sessionTtlMs, await loadTokenTagger(db), cache)
+  const tagger = await loadTokenTagger(db)
+  const apiTokens = new ApiTokenStore(db, tagger, cache, fastify.log)
+  const sessions = createSessionService(db, config.sessionTtlMs, tagger, cache, apiTokens)
   fastify.decorate('sessions', sessions)
+  fastify.decorate('apiTokens', apiTokens)
+  // Last-used writes still in flight finish before the pool closes.
+  fastify.addHook('onClose', async () => { await apiTokens.lastUsed.settled() })
   scrapeCounter(fastify.metrics.registry, 'reaktor_session_cache_hits_total', 'Token checks answered from memory', () => cache.hits)
   scrapeGauge(fastify.metrics.registry, 'reaktor_session_cache_trusted', '1 while the revocation listener vouches for cached token checks, else 0', () => cache.trusted ? 1 : 0)
   fastify.decorateRequest('auth', null)
@@ -119,10 +127,16 @@ export default fp(async (fastify) => {
   const https = (request: FastifyRequest): boolean => request.protocol === 'https'
   // Setting and clearing must name the same path and flags, or the browser keeps the cookie.
   const cookieScope = (request: FastifyRequest) => ({ path: '/', sameSite: 'lax' as const, secure: https(request) })
+  // The cookie carries login sessions only: an API token is for scripts, sent as X-Service-Token,
+  // and one planted in a browser's cookie must not sign that browser in.
+  const loginSession = async (token: string): Promise<AuthSession | null> => {
+    const session = await sessions.verify(token)
+    return session?.kind === 'session' ? session : null
+  }
   fastify.decorate('cookieSession', async (request: FastifyRequest, reply: FastifyReply) => {
     const name = sessionCookieName(https(request))
     const values = cookieValues(request.headers.cookie, name)
-    const { session, conflicting } = await cookieSession(values, sessions.verify)
+    const { session, conflicting } = await cookieSession(values, loginSession)
     if (conflicting) request.log.warn({ values: values.length }, 'conflicting session cookies: none is used')
     if (values.length > 1) {
       // The token helper answers null while one name holds several values; the page's next load

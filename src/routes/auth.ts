@@ -2,7 +2,7 @@ import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import { TOKEN_HEADER } from '../auth/types.js'
 import { Errors } from '../errors.js'
 import { LoginBody, LoginResult, LogoutResult } from '../schemas/auth.js'
-import { ErrorBody } from '../schemas/common.js'
+import { described, ErrorBody } from '../schemas/common.js'
 
 /**
  * `/api/v1/auth/*`: token login for API clients, and logout. Registered outside the authenticated
@@ -30,8 +30,10 @@ const routes: FastifyPluginAsyncTypebox = async (fastify) => {
 
   fastify.post('/auth/logout', {
     onRequest: fastify.authenticate,
-    schema: { tags: ['auth'], summary: 'Revoke the presented token and clear the session cookie', response: { 200: LogoutResult, 401: ErrorBody } }
+    schema: { tags: ['auth'], summary: 'Revoke the presented token and clear the session cookie', response: { 200: LogoutResult, 400: described(ErrorBody, 'Presented with an API token: revoke it with DELETE /api/v1/tokens/{id}'), 401: ErrorBody } }
   }, async (request, reply) => {
+    // A script ending with a logout, as it would a login session, must not destroy its long-lived token by accident.
+    if (request.auth?.kind === 'token') throw new Errors.ApiTokenLogout(request.auth.tokenId)
     // authenticate() accepted the header, so it is a single string.
     await fastify.sessions.revoke(request.headers[TOKEN_HEADER] as string)
     fastify.clearSessionCookie(request, reply)

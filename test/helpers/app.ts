@@ -17,7 +17,8 @@ export interface BuildOptions extends Partial<AppOptions> {
   env?: Record<string, string>
   /**
    * Adds one route behind `fastify.authenticate`, `GET /api/v1/test/whoami` (the session's
-   * username and expiry), for the auth tests: no other authenticated route may exist yet.
+   * username and expiry), for the auth tests: no other authenticated route may exist yet; and
+   * `GET /api/v1/test/admin` behind `requireAdmin`.
    */
   whoami?: boolean
 }
@@ -38,6 +39,8 @@ export async function build (t: TestContext, opts: BuildOptions = {}): Promise<F
   await fastify.register(async (secured) => {
     secured.addHook('onRequest', secured.authenticate)
     secured.get('/api/v1/test/whoami', async (request) => ({ username: request.auth?.username, expiresAt: request.auth?.expiresAt?.toISOString() ?? null, role: request.auth?.role, kind: request.auth?.kind }))
+    // An admin-only route, for what a role allows: `GET /api/v1/test/admin`.
+    secured.get('/api/v1/test/admin', { preHandler: secured.requireAdmin }, async (request) => ({ username: request.auth?.username }))
   })
   await fastify.ready()
   return fastify

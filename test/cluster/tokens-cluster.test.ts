@@ -1,0 +1,80 @@
+/**
+ * API tokens on two instances sharing one database: revoking a token on one, or disabling its
+ * owner, makes the other refuse it within 1 s, although it answers the token from its cache.
+ */
+import t, { type Test } from 'tap'
+import { revokeUserCredentials } from '../../src/auth/sessions.js'
+import { build, metric } from '../helpers/app.js'
+import { ADMIN_ENV, loginToken, sessionToken, tokenHeader, whoami } from '../helpers/auth.js'
+import { waitFor } from '../helpers/context.js'
+import { createTestDatabase } from '../helpers/database.js'
+
+/** The promise is 1 s; 500 ms more for two cores busy with other test files. */
+const DEADLINE_MS = 1000
+const MARGIN_MS = 500
+
+type App = Awaited<ReturnType<typeof build>>
+
+async function createToken (app: App, session: string, name: string): Promise<{ id: string, token: string }> {
+  const res = await app.inject({ method: 'POST', url: '/api/v1/tokens', headers: tokenHeader(session), payload: { name } })
+  if (res.statusCode !== 201) throw new Error(`token not created: ${res.statusCode} ${res.body}`)
+  return res.json()
+}
+
+/** Checks the token on the app until it is cached there: the next check counts as a cache hit. */
+async function cachedOn (t: Test, app: App, token: string): Promise<void> {
+  t.equal((await whoami(app, token)).statusCode, 200)
+  const hits = await metric(app, 'reaktor_session_cache_hits_total')
+  t.equal((await whoami(app, token)).statusCode, 200)
+  t.equal(await metric(app, 'reaktor_session_cache_hits_total'), hits + 1, 'answered from that instance\'s cache')
+}
+
+t.test('a token revoked on one instance is refused on the other within 1 s', async (t) => {
+  const databaseUrl = await createTestDatabase(t)
+  const a = await build(t, { whoami: true, env: ADMIN_ENV, databaseUrl })
+  const b = await build(t, { whoami: true, env: ADMIN_ENV, databaseUrl })
+  const session = await loginToken(a)
+  const { id, token } = await createToken(a, session, 'revoked')
+  const other = await createToken(a, session, 'kept')
+  t.equal((await whoami(b, token)).json().kind, 'token', 'B takes a token A issued')
+  await cachedOn(t, b, token)
+  await cachedOn(t, b, other.token)
+
+  const res = await a.inject({ method: 'DELETE', url: `/api/v1/tokens/${id}`, headers: tokenHeader(session) })
+  t.equal(res.statusCode, 200)
+  const revokedAt = Date.now()
+  t.equal((await whoami(a, token)).statusCode, 401, 'at once on the instance that revoked it')
+  await waitFor(async () => (await whoami(b, token)).statusCode === 401, { timeoutMs: DEADLINE_MS + MARGIN_MS, intervalMs: 10, what: 'the token to fail on the other instance' })
+  const elapsed = Date.now() - revokedAt
+  t.comment(`refused on B ${elapsed} ms after the DELETE on A`)
+  t.ok(elapsed <= DEADLINE_MS + MARGIN_MS, `refused on B ${elapsed} ms after the DELETE (promise ${DEADLINE_MS} ms + ${MARGIN_MS} ms margin)`)
+  t.equal((await whoami(b, other.token)).statusCode, 200, 'the other token stays valid on B')
+})
+
+t.test('disabling the owner ends its tokens on both instances', async (t) => {
+  const databaseUrl = await createTestDatabase(t)
+  const a = await build(t, { whoami: true, env: ADMIN_ENV, databaseUrl })
+  const b = await build(t, { whoami: true, env: ADMIN_ENV, databaseUrl })
+  const bob = await sessionToken(a, 'bob')
+  const { token } = await createToken(a, bob, 'bob script')
+  const alice = await createToken(a, await loginToken(a), 'alice script')
+  for (const app of [a, b]) {
+    await cachedOn(t, app, token)
+    await cachedOn(t, app, alice.token)
+  }
+
+  const user = await a.db.selectFrom('users').select('id').where('username', '=', 'bob').executeTakeFirstOrThrow()
+  await a.db.transaction().execute(async (trx) => {
+    await trx.updateTable('users').set({ disabled_at: new Date() }).where('id', '=', user.id).execute()
+    await revokeUserCredentials(trx, user.id)
+  })
+  const disabledAt = Date.now()
+  await Promise.all([a, b].map(async (app) => {
+    await waitFor(async () => (await whoami(app, token)).statusCode === 401, { timeoutMs: DEADLINE_MS + MARGIN_MS, intervalMs: 10, what: 'the disabled user\'s token to fail' })
+  }))
+  const elapsed = Date.now() - disabledAt
+  t.comment(`refused on both instances ${elapsed} ms after the owner was disabled`)
+  t.ok(elapsed <= DEADLINE_MS + MARGIN_MS, `refused on both within ${elapsed} ms`)
+  t.same(await a.db.selectFrom('api_tokens').select('name').execute(), [{ name: 'alice script' }], 'the owner\'s token rows are gone')
+  for (const app of [a, b]) t.equal((await whoami(app, alice.token)).statusCode, 200, 'another user\'s token stays valid')
+})

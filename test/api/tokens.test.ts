@@ -4,6 +4,7 @@
  * list and revoke routes per role.
  */
 import { createHash } from 'node:crypto'
+import { readFileSync } from 'node:fs'
 import { Kysely, PostgresDialect, sql } from 'kysely'
 import pg from 'pg'
 import t from 'tap'
@@ -18,8 +19,8 @@ import { ADMIN, ADMIN_ENV, loginToken, logout, sessionToken, tokenHeader, whoami
 import { waitFor } from '../helpers/context.js'
 import { createTestDatabase } from '../helpers/database.js'
 
-/** The secret-scanner pattern the README documents. */
-const README_PATTERN = /reaktor_pat_[A-Za-z0-9_-]{43}/
+/** The secret-scanner pattern the README documents, read from it so that the two cannot drift apart. */
+const README_PATTERN = new RegExp(/Secret scanners find leaked ones\s+with `([^`]+)`/.exec(readFileSync(new URL('../../README.md', import.meta.url), 'utf8'))?.[1] ?? 'missing from the README')
 
 type App = Awaited<ReturnType<typeof build>>
 
@@ -50,7 +51,7 @@ t.test('a token is the prefix and a tagged value, stored as its SHA-256 only, an
   t.same(Object.keys(res.body).sort(), ['createdAt', 'expiresAt', 'id', 'name', 'token'])
   const { id, token } = res.body
   t.match(token, /^reaktor_pat_[A-Za-z0-9_-]{43}$/, 'the prefix and 43 base64url characters')
-  t.match(`export TOKEN=${token}\n`, README_PATTERN, 'found by the documented scanner pattern')
+  t.equal(README_PATTERN.exec(`export TOKEN=${token}\n`)?.[0], token, 'found whole by the pattern the README gives scanners')
   t.equal(res.body.expiresAt, null, 'without expiresIn it never expires')
   t.equal(res.body.name, 'nightly export')
 

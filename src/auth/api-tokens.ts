@@ -115,8 +115,8 @@ export class ApiTokenStore {
     return { userId: row.user_id, username: row.username, role: row.role, kind: 'token', expiresAt: row.expires_at, tokenId: row.id }
   }
 
-  /** Stores a token's digest (in the caller's transaction); the expiry is computed by PostgreSQL, whose clock `find` compares against. */
-  async insert (db: Db, { userId, name, digest, expiresInMs }: { userId: string, name: string, digest: Buffer, expiresInMs: number | null }): Promise<ApiTokenView> {
+  /** Stores a token's digest for user `userId` (named `owner`), in the caller's transaction; the expiry is computed by PostgreSQL, whose clock `find` compares against. */
+  async insert (db: Db, { userId, owner, name, digest, expiresInMs }: { userId: string, owner: string, name: string, digest: Buffer, expiresInMs: number | null }): Promise<ApiTokenView> {
     const row = await db.insertInto('api_tokens')
       .values({
         user_id: userId,
@@ -126,8 +126,7 @@ export class ApiTokenStore {
       })
       .returning(['id', 'name', 'created_at', 'last_used_at', 'expires_at'])
       .executeTakeFirstOrThrow()
-    const owner = await db.selectFrom('users').select('username').where('id', '=', userId).executeTakeFirstOrThrow()
-    return { id: row.id, name: row.name, owner: owner.username, createdAt: row.created_at, lastUsedAt: row.last_used_at, expiresAt: row.expires_at }
+    return { id: row.id, name: row.name, owner, createdAt: row.created_at, lastUsedAt: row.last_used_at, expiresAt: row.expires_at }
   }
 
   /** The tokens of one user, or (`ownerId` null) of everyone, oldest first. */

@@ -54,7 +54,7 @@ const routes: FastifyPluginAsyncTypebox = async (fastify) => {
     if (expiresInMs !== null && (expiresInMs < MIN_EXPIRY_MS || expiresInMs > MAX_EXPIRY_MS)) throw new Errors.ApiTokenExpiry(TOKEN_EXPIRY.min, TOKEN_EXPIRY.max)
     const token = apiTokens.issue()
     const created = await db.transaction().execute(async (trx) => {
-      const row = await apiTokens.insert(trx, { userId: auth.userId, name, digest: tokenDigest(token), expiresInMs })
+      const row = await apiTokens.insert(trx, { userId: auth.userId, owner: auth.username, name, digest: tokenDigest(token), expiresInMs })
       await fastify.audit(request, { action: 'token.create', targets: [row.id], details: { name, owner: row.owner, expiresAt: row.expiresAt?.toISOString() ?? null } }, trx)
       return row
     })

@@ -32,6 +32,12 @@ declare module 'fastify' {
      * duplicates of that cookie, the answer also expires them wherever they may have been planted.
      */
     cookieSession: (request: FastifyRequest, reply: FastifyReply) => Promise<AuthSession | null>
+    /**
+     * Signs the browser out: revokes every live session its session cookie names (through
+     * `sessions.revoke`, so every node drops them within a second) and clears the cookie. Returns
+     * the sessions it ended (none without a cookie). Throws, leaving the cookie, when a revocation fails.
+     */
+    endCookieSession: (request: FastifyRequest, reply: FastifyReply) => Promise<AuthSession[]>
     /** Sets or clears the browser session cookie read by the app-UI token helper. */
     setSessionCookie: (request: FastifyRequest, reply: FastifyReply, token: string) => void
     clearSessionCookie: (request: FastifyRequest, reply: FastifyReply) => void
@@ -119,11 +125,11 @@ export default fp(async (fastify) => {
   const https = (request: FastifyRequest): boolean => request.protocol === 'https'
   // Setting and clearing must name the same path and flags, or the browser keeps the cookie.
   const cookieScope = (request: FastifyRequest) => ({ path: '/', sameSite: 'lax' as const, secure: https(request) })
-  fastify.decorate('cookieSession', async (request: FastifyRequest, reply: FastifyReply) => {
+  const readCookie = async (request: FastifyRequest, reply: FastifyReply): Promise<Awaited<ReturnType<typeof cookieSession>>> => {
     const name = sessionCookieName(https(request))
     const values = cookieValues(request.headers.cookie, name)
-    const { session, conflicting } = await cookieSession(values, sessions.verify)
-    if (conflicting) request.log.warn({ values: values.length }, 'conflicting session cookies: none is used')
+    const found = await cookieSession(values, sessions.verify)
+    if (found.conflicting) request.log.warn({ values: values.length }, 'conflicting session cookies: none is used')
     if (values.length > 1) {
       // The token helper answers null while one name holds several values; the page's next load
       // must not find the planted ones again.
@@ -131,7 +137,14 @@ export default fp(async (fastify) => {
         void reply.clearCookie(name, { ...cookieScope(request), ...scope })
       }
     }
-    return session
+    return found
+  }
+  fastify.decorate('cookieSession', async (request: FastifyRequest, reply: FastifyReply) => (await readCookie(request, reply)).session)
+  fastify.decorate('endCookieSession', async (request: FastifyRequest, reply: FastifyReply) => {
+    const { live } = await readCookie(request, reply)
+    for (const { token } of live) await sessions.revoke(token)
+    fastify.clearSessionCookie(request, reply)
+    return live.map(({ session }) => session)
   })
   fastify.decorate('setSessionCookie', (request: FastifyRequest, reply: FastifyReply, token: string) => {
     void reply.setCookie(sessionCookieName(https(request)), token, {

@@ -50,8 +50,9 @@ export async function resetPasswordCommand (args: readonly string[], io: Command
     io.stdout.write(`${usage}\nSets a new password (random and printed, or read from stdin with --password-stdin), enables the user, and ends every session and API token of the user.\n`)
     return RESET_EXIT.ok
   }
-  if (parsed.positionals.length !== 1 || parsed.positionals[0] === '') return fail(RESET_EXIT.usage, `name exactly one user\n${usage}`)
-  const username = parsed.positionals[0]
+  if (parsed.positionals.length !== 1 || parsed.positionals[0].trim() === '') return fail(RESET_EXIT.usage, `name exactly one user\n${usage}`)
+  // Stored usernames carry no surrounding spaces; a pasted name may.
+  const username = parsed.positionals[0].trim()
 
   const generated = parsed.values['password-stdin'] !== true
   // One line break at the end is the `echo` or the terminal's, not part of the password.

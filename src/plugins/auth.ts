@@ -125,11 +125,11 @@ export default fp(async (fastify) => {
   const https = (request: FastifyRequest): boolean => request.protocol === 'https'
   // Setting and clearing must name the same path and flags, or the browser keeps the cookie.
   const cookieScope = (request: FastifyRequest) => ({ path: '/', sameSite: 'lax' as const, secure: https(request) })
-  const readCookie = async (request: FastifyRequest, reply: FastifyReply): Promise<Awaited<ReturnType<typeof cookieSession>>> => {
+  fastify.decorate('cookieSession', async (request: FastifyRequest, reply: FastifyReply) => {
     const name = sessionCookieName(https(request))
     const values = cookieValues(request.headers.cookie, name)
-    const found = await cookieSession(values, sessions.verify)
-    if (found.conflicting) request.log.warn({ values: values.length }, 'conflicting session cookies: none is used')
+    const { session, conflicting } = await cookieSession(values, sessions.verify)
+    if (conflicting) request.log.warn({ values: values.length }, 'conflicting session cookies: none is used')
     if (values.length > 1) {
       // The token helper answers null while one name holds several values; the page's next load
       // must not find the planted ones again.
@@ -137,14 +137,7 @@ export default fp(async (fastify) => {
         void reply.clearCookie(name, { ...cookieScope(request), ...scope })
       }
     }
-    return found
-  }
-  fastify.decorate('cookieSession', async (request: FastifyRequest, reply: FastifyReply) => (await readCookie(request, reply)).session)
-  fastify.decorate('endCookieSession', async (request: FastifyRequest, reply: FastifyReply) => {
-    const { live } = await readCookie(request, reply)
-    for (const { token } of live) await sessions.revoke(token)
-    fastify.clearSessionCookie(request, reply)
-    return live.map(({ session }) => session)
+    return session
   })
   fastify.decorate('setSessionCookie', (request: FastifyRequest, reply: FastifyReply, token: string) => {
     void reply.setCookie(sessionCookieName(https(request)), token, {
@@ -159,6 +152,14 @@ export default fp(async (fastify) => {
   })
   fastify.decorate('clearSessionCookie', (request: FastifyRequest, reply: FastifyReply) => {
     void reply.clearCookie(sessionCookieName(https(request)), cookieScope(request))
+  })
+  fastify.decorate('endCookieSession', async (request: FastifyRequest, reply: FastifyReply) => {
+    // Every login session the cookie's values name, a planted one too: none stays usable here.
+    const values = cookieValues(request.headers.cookie, sessionCookieName(https(request)))
+    const live = (await cookieSession(values, sessions.verify)).live.filter(({ session }) => session.kind === 'session')
+    for (const { token } of live) await sessions.revoke(token)
+    fastify.clearSessionCookie(request, reply)
+    return live.map(({ session }) => session)
   })
 
   // Ready before the first login, so that an unknown user's first failed login is not slower.

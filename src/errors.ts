@@ -20,6 +20,7 @@ export const Errors = {
   // A role check failed (src/plugins/auth.ts requireAdmin); the message names the role needed.
   Forbidden: createError('REAKTOR_FORBIDDEN', '%s', 403),
   CrossSiteLogin: createError('REAKTOR_CROSS_SITE_LOGIN', 'Cross-site login request rejected', 403),
+  CrossSiteLogout: createError('REAKTOR_CROSS_SITE_LOGOUT', 'Cross-site logout request rejected', 403),
   AktorNotFound: createError('REAKTOR_AKTOR_NOT_FOUND', 'Aktor "%s" is not registered', 404),
   AktorTimeout: createError('REAKTOR_AKTOR_TIMEOUT', 'Aktor "%s" did not answer within %s', 504),
   NotFound: createError('REAKTOR_NOT_FOUND_ROUTE', 'Route %s %s not found', 404),

@@ -17,6 +17,8 @@ button{margin-top:1.25rem;width:100%;padding:.625rem;font:inherit;font-weight:60
 button:hover{background:#1b4597}
 .error{margin:0 0 1rem;padding:.5rem .75rem;color:#8a1020;background:#fdecee;border:1px solid #e3a0a8;border-radius:4px}
 ul{padding-left:1.25rem}li{margin:.25rem 0}a{color:#2456b8}
+.sign-out button{width:auto;padding:.375rem .875rem;color:#2456b8;background:#fff;border:1px solid #2456b8}
+.sign-out button:hover{background:#eef3fc}
 `
 
 const STYLE_HASH = `'sha256-${createHash('sha256').update(STYLE).digest('base64')}'`
@@ -86,7 +88,10 @@ export function renderLoginPage ({ redirect, username = '', error }: LoginPageOp
 
 export interface HomePageApp { name: string, version: string, url: string, reaktors: number }
 
-/** `GET /`: who is signed in and the app UIs to open. Same stylesheet and policy as the login page. */
+/**
+ * `GET /`: who is signed in, the app UIs to open, and a sign-out button. Same stylesheet and policy
+ * as the login page, whose `form-action 'self'` lets the button post to `/logout`.
+ */
 export function renderHomePage (username: string, apps: HomePageApp[]): string {
   const list = apps.length === 0
     ? '<p>No app has a UI yet. Apps live in <code>REAKTOR_APPS_DIR</code>.</p>'
@@ -104,6 +109,7 @@ export function renderHomePage (username: string, apps: HomePageApp[]): string {
     <h1>Reaktor apps</h1>
     <p>Signed in as <strong>${escapeHtml(username)}</strong>.</p>
     ${list}
+    <form class="sign-out" method="post" action="/logout"><button type="submit">Sign out</button></form>
   </main>
 </body>
 </html>

@@ -31,17 +31,21 @@ export function cookieValues (header: string | undefined, name: string): string[
   return values
 }
 
+/** A value of the session cookie that names a live session, and that session. */
+export interface LiveCookie { token: string, session: AuthSession }
+
 /**
  * The session of a browser's cookie header: the one live session among the values of the session
  * cookie. A planted value that is no live session is skipped, so it cannot hide the real one; two
  * different live sessions mean one was planted (the service sets one cookie, on Path=/), and
- * since nothing tells which, neither is used.
+ * since nothing tells which, neither is used. `live` lists every value that is a live session
+ * (a sign-out ends them all, whichever was planted).
  */
-export async function cookieSession (values: string[], verify: (token: string) => Promise<AuthSession | null>): Promise<{ session: AuthSession | null, conflicting: boolean }> {
-  if (values.length === 0) return { session: null, conflicting: false }
-  if (values.length === 1) return { session: await verify(values[0]), conflicting: false }
-  const live = (await Promise.all(values.slice(0, MAX_VALUES).map(verify))).filter((s) => s !== null)
-  return live.length === 1 ? { session: live[0], conflicting: false } : { session: null, conflicting: live.length > 1 }
+export async function cookieSession (values: string[], verify: (token: string) => Promise<AuthSession | null>): Promise<{ session: AuthSession | null, conflicting: boolean, live: LiveCookie[] }> {
+  const checked = values.slice(0, MAX_VALUES)
+  const sessions = await Promise.all(checked.map(verify))
+  const live = checked.flatMap((token, i) => sessions[i] === null ? [] : [{ token, session: sessions[i] }])
+  return live.length === 1 ? { session: live[0].session, conflicting: false, live } : { session: null, conflicting: live.length > 1, live }
 }
 
 const MAX_SCOPES = 32

@@ -35,6 +35,12 @@ declare module 'fastify' {
      * duplicates of that cookie, the answer also expires them wherever they may have been planted.
      */
     cookieSession: (request: FastifyRequest, reply: FastifyReply) => Promise<AuthSession | null>
+    /**
+     * Signs the browser out: revokes every live session its session cookie names (through
+     * `sessions.revoke`, so every node drops them within a second) and clears the cookie. Returns
+     * the sessions it ended (none without a cookie). Throws, leaving the cookie, when a revocation fails.
+     */
+    endCookieSession: (request: FastifyRequest, reply: FastifyReply) => Promise<AuthSession[]>
     /** Sets or clears the browser session cookie read by the app-UI token helper. */
     setSessionCookie: (request: FastifyRequest, reply: FastifyReply, token: string) => void
     clearSessionCookie: (request: FastifyRequest, reply: FastifyReply) => void
@@ -160,6 +166,14 @@ export default fp(async (fastify) => {
   })
   fastify.decorate('clearSessionCookie', (request: FastifyRequest, reply: FastifyReply) => {
     void reply.clearCookie(sessionCookieName(https(request)), cookieScope(request))
+  })
+  fastify.decorate('endCookieSession', async (request: FastifyRequest, reply: FastifyReply) => {
+    // Every login session the cookie's values name, a planted one too: none stays usable here.
+    const values = cookieValues(request.headers.cookie, sessionCookieName(https(request)))
+    const live = (await cookieSession(values, sessions.verify)).live.filter(({ session }) => session.kind === 'session')
+    for (const { token } of live) await sessions.revoke(token)
+    fastify.clearSessionCookie(request, reply)
+    return live.map(({ session }) => session)
   })
 
   // Ready before the first login, so that an unknown user's first failed login is not slower.

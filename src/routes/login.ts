@@ -26,30 +26,35 @@ function originOf (url: string): string | undefined {
 }
 
 /**
- * Login CSRF: a cross-site page must not log the browser into an account of the attacker's.
- * Browsers send Sec-Fetch-Site and Origin on a form POST (page scripts cannot forge either); a
- * request without them (curl, scripts) is no browser being abused and is allowed.
- * `Sec-Fetch-Site: same-origin` is taken as proof on its own, because browsers send `Origin: null`
- * for same-origin posts from pages with a strict referrer policy or privacy settings.
+ * Login and logout CSRF: a cross-site page must not log the browser into an account of the
+ * attacker's, nor sign it out. Browsers send Sec-Fetch-Site and Origin on a form POST (page scripts
+ * cannot forge either); a request without them (curl, scripts) is no browser being abused and is
+ * allowed. `Sec-Fetch-Site: same-origin` is taken as proof on its own, because browsers send
+ * `Origin: null` for same-origin posts from pages with a strict referrer policy or privacy settings.
  */
-async function rejectCrossSite (request: FastifyRequest): Promise<void> {
-  const fetchSite = request.headers['sec-fetch-site']
-  if (fetchSite === 'cross-site') throw new Errors.CrossSiteLogin()
-  if (fetchSite === 'same-origin') return
-  const origin = request.headers.origin
-  if (origin === undefined) return
-  // Both through URL so that default ports compare equal (Host `example.com:443`, Origin
-  // `https://example.com`); an opaque Origin (`null`) never matches.
-  const own = originOf(`${request.protocol}://${request.host}`)
-  if (own === undefined || originOf(origin) !== own) {
-    // Behind a TLS-terminating proxy without TRUST_PROXY the service sees http and every browser
-    // login is refused here; the log line says which origins were compared.
-    request.log.warn({ origin, expected: own }, 'cross-site login rejected')
-    throw new Errors.CrossSiteLogin()
+function rejectCrossSite (what: 'login' | 'logout', Refusal: new () => Error) {
+  return async (request: FastifyRequest): Promise<void> => {
+    const fetchSite = request.headers['sec-fetch-site']
+    if (fetchSite === 'cross-site') throw new Refusal()
+    if (fetchSite === 'same-origin') return
+    const origin = request.headers.origin
+    if (origin === undefined) return
+    // Both through URL so that default ports compare equal (Host `example.com:443`, Origin
+    // `https://example.com`); an opaque Origin (`null`) never matches.
+    const own = originOf(`${request.protocol}://${request.host}`)
+    if (own === undefined || originOf(origin) !== own) {
+      // Behind a TLS-terminating proxy without TRUST_PROXY the service sees http and every browser
+      // login is refused here; the log line says which origins were compared.
+      request.log.warn({ origin, expected: own }, `cross-site ${what} rejected`)
+      throw new Refusal()
+    }
   }
 }
 
-/** The browser login: `GET /login` (the form) and `POST /login` (sets the session cookie). */
+/**
+ * The browser login: `GET /login` (the form), `POST /login` (sets the session cookie), `GET /` (the
+ * home page) and `POST /logout` (signs out).
+ */
 const routes: FastifyPluginAsyncTypebox = async (fastify) => {
   // Only here: the API never parses urlencoded bodies.
   await fastify.register(formbody)
@@ -80,7 +85,7 @@ const routes: FastifyPluginAsyncTypebox = async (fastify) => {
       }
       throw err
     },
-    onRequest: rejectCrossSite,
+    onRequest: rejectCrossSite('login', Errors.CrossSiteLogin),
     preHandler: fastify.limitLoginAttempts,
     schema: {
       body: LoginFormBody,
@@ -99,6 +104,24 @@ const routes: FastifyPluginAsyncTypebox = async (fastify) => {
     if (session === null) return sendPage(reply, 401, { redirect, username, error: LOGIN_FAILED })
     fastify.setSessionCookie(request, reply, session.token)
     return reply.header('cache-control', 'no-store').redirect(redirect, 303)
+  })
+
+  // A form post without fields. Only POST signs out: a GET (a link, a prefetch, an <img>) must not.
+  fastify.post('/logout', {
+    onRequest: rejectCrossSite('logout', Errors.CrossSiteLogout),
+    schema: {
+      response: {
+        303: Type.Null({ description: 'Signed out (or was not signed in): to the login page, the session cookie cleared' }),
+        403: ErrorBody,
+        503: ErrorBody
+      }
+    }
+  }, async (request, reply) => {
+    for (const session of await fastify.endCookieSession(request, reply)) {
+      request.log.info({ userId: session.userId }, 'logged out')
+      await fastify.audit(request, { action: 'auth.logout', targets: [session.username], actor: session.username, details: { via: 'browser' } })
+    }
+    return reply.header('cache-control', 'no-store').redirect('/login', 303)
   })
 }
 export default routes

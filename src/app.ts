@@ -129,6 +129,8 @@ export const app: FastifyPluginAsync<AppOptions> = async (fastify, opts) => {
   await fastify.register(loginRoutes)
   await fastify.register(async (api) => {
     await api.register(authRoutes)
+    // Public: it describes the API, holds no data, and the docs page reads it before anyone has a token.
+    await api.register(openapiRoutes)
     // Everything below needs X-Service-Token; the API never authenticates by cookie.
     await api.register(async (secured) => {
       secured.addHook('onRequest', secured.authenticate)
@@ -136,7 +138,6 @@ export const app: FastifyPluginAsync<AppOptions> = async (fastify, opts) => {
       await secured.register(pollingRunsRoutes)
       await secured.register(pollingBulkRoutes)
       await secured.register(aktorRoutes)
-      await secured.register(openapiRoutes)
     })
   }, { prefix: '/api/v1' })
   // Encapsulated on purpose: its CSP hook must never touch the API routes.

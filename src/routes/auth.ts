@@ -2,7 +2,7 @@ import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import { TOKEN_HEADER } from '../auth/types.js'
 import { Errors } from '../errors.js'
 import { LoginBody, LoginResult, LogoutResult } from '../schemas/auth.js'
-import { ErrorBody } from '../schemas/common.js'
+import { described, ErrorBody } from '../schemas/common.js'
 
 /**
  * `/api/v1/auth/*`: token login for API clients, and logout. Registered outside the authenticated
@@ -13,11 +13,19 @@ const routes: FastifyPluginAsyncTypebox = async (fastify) => {
     preHandler: fastify.limitLoginAttempts,
     schema: {
       tags: ['auth'],
+      operationId: 'login',
       summary: 'Exchange a username and password for a session token',
       // The one operation without the document-wide X-Service-Token requirement.
       security: [],
       body: LoginBody,
-      response: { 200: LoginResult, 400: ErrorBody, 401: ErrorBody, 429: ErrorBody }
+      response: {
+        200: LoginResult,
+        400: ErrorBody,
+        401: described(ErrorBody, 'Wrong username or password (the same answer for both)'),
+        429: ErrorBody,
+        500: ErrorBody,
+        503: ErrorBody
+      }
     }
   }, async (request, reply) => {
     const { username, password } = request.body
@@ -30,7 +38,12 @@ const routes: FastifyPluginAsyncTypebox = async (fastify) => {
 
   fastify.post('/auth/logout', {
     onRequest: fastify.authenticate,
-    schema: { tags: ['auth'], summary: 'Revoke the presented token and clear the session cookie', response: { 200: LogoutResult, 401: ErrorBody } }
+    schema: {
+      tags: ['auth'],
+      operationId: 'logout',
+      summary: 'Revoke the presented token and clear the session cookie',
+      response: { 200: LogoutResult, 401: ErrorBody, 500: ErrorBody, 503: ErrorBody }
+    }
   }, async (request, reply) => {
     // authenticate() accepted the header, so it is a single string.
     await fastify.sessions.revoke(request.headers[TOKEN_HEADER] as string)

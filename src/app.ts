@@ -28,6 +28,7 @@ import pollingRunsRoutes from './routes/polling-runs.js'
 import pollingBulkRoutes from './routes/polling-bulk.js'
 import aktorRoutes from './routes/aktor.js'
 import openapiRoutes from './routes/openapi.js'
+import docsRoutes from './routes/docs.js'
 import { MAX_ID_PARAM_LENGTH } from './schemas/polling.js'
 
 export type { Config } from './config.js'
@@ -127,6 +128,7 @@ export const app: FastifyPluginAsync<AppOptions> = async (fastify, opts) => {
 
   await fastify.register(healthRoutes)
   await fastify.register(loginRoutes)
+  await fastify.register(docsRoutes)
   await fastify.register(async (api) => {
     await api.register(authRoutes)
     // Public: it describes the API, holds no data, and the docs page reads it before anyone has a token.

@@ -29,6 +29,7 @@ import pollingBulkRoutes from './routes/polling-bulk.js'
 import aktorRoutes from './routes/aktor.js'
 import openapiRoutes from './routes/openapi.js'
 import tokenRoutes from './routes/tokens.js'
+import docsRoutes from './routes/docs.js'
 import { MAX_ID_PARAM_LENGTH } from './schemas/polling.js'
 
 export type { Config } from './config.js'
@@ -128,8 +129,11 @@ export const app: FastifyPluginAsync<AppOptions> = async (fastify, opts) => {
 
   await fastify.register(healthRoutes)
   await fastify.register(loginRoutes)
+  await fastify.register(docsRoutes)
   await fastify.register(async (api) => {
     await api.register(authRoutes)
+    // Public: it describes the API, holds no data, and the docs page reads it before anyone has a token.
+    await api.register(openapiRoutes)
     // Everything below needs X-Service-Token; the API never authenticates by cookie.
     await api.register(async (secured) => {
       secured.addHook('onRequest', secured.authenticate)
@@ -137,7 +141,6 @@ export const app: FastifyPluginAsync<AppOptions> = async (fastify, opts) => {
       await secured.register(pollingRunsRoutes)
       await secured.register(pollingBulkRoutes)
       await secured.register(aktorRoutes)
-      await secured.register(openapiRoutes)
       await secured.register(tokenRoutes)
     })
   }, { prefix: '/api/v1' })

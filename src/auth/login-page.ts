@@ -109,6 +109,7 @@ export function renderHomePage (username: string, apps: HomePageApp[]): string {
     <h1>Reaktor apps</h1>
     <p>Signed in as <strong>${escapeHtml(username)}</strong>.</p>
     ${list}
+    <p><a href="/docs">API documentation</a>: every operation, and a place to try them with a token.</p>
     <form class="sign-out" method="post" action="/logout"><button type="submit">Sign out</button></form>
   </main>
 </body>

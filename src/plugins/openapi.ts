@@ -1,5 +1,6 @@
 import fp from 'fastify-plugin'
 import swagger from '@fastify/swagger'
+import { SHARED_SCHEMAS } from '../schemas/shared.js'
 
 /**
  * What the answers every route may give mean, for the responses a route does not describe itself
@@ -8,7 +9,9 @@ import swagger from '@fastify/swagger'
 const ANSWERS: Record<string, string> = {
   400: 'Invalid request: the message says which rule the input broke',
   401: 'Missing, invalid or expired session token (X-Service-Token)',
+  403: 'The caller\'s role may not do this',
   404: 'Not found: the message names what',
+  409: 'Conflicts with the current state: the message says how',
   413: 'The body is larger than this route accepts',
   415: 'Unsupported content type: send application/json',
   429: 'Too many attempts: the message says when to retry',
@@ -31,9 +34,11 @@ function describeAnswers (paths: Operations | undefined): void {
 
 /**
  * The OpenAPI document of `/api/v1`, built from the routes' TypeBox schemas (only tagged routes,
- * i.e. the API, are listed). Served at `GET /api/v1/openapi.json` (see routes/openapi.ts).
+ * i.e. the API, are listed). Served at `GET /api/v1/openapi.json` (see routes/openapi.ts) and
+ * rendered at `/docs` (routes/docs.ts).
  */
 export default fp(async (fastify) => {
+  for (const schema of SHARED_SCHEMAS) fastify.addSchema(schema)
   await fastify.register(swagger, {
     hideUntagged: true,
     transformObject: (documents) => {
@@ -48,7 +53,8 @@ export default fp(async (fastify) => {
       info: {
         title: 'reaktor-service API',
         version: 'v1',
-        description: 'Polling reaktor control, aktor calls and session login. Every route except auth/login needs the X-Service-Token header.'
+        description: 'Polling reaktor control, aktor calls and session login. Every operation except auth/login needs the X-Service-Token header: ' +
+          'a token from auth/login. This document is public, at /api/v1/openapi.json; /docs renders it and can try the operations out.'
       },
       components: {
         securitySchemes: { serviceToken: { type: 'apiKey', in: 'header', name: 'X-Service-Token' } }

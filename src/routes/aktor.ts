@@ -6,7 +6,7 @@ import type { RegisteredReaktor } from '../apps/types.js'
 import { formatDuration } from '../duration.js'
 import { Errors } from '../errors.js'
 import { AktorOutput, AktorParams } from '../schemas/aktor.js'
-import { ErrorBody } from '../schemas/common.js'
+import { described, ErrorBody } from '../schemas/common.js'
 
 // ajv-formats is CommonJS: its default export arrives as the module object under NodeNext.
 const addFormats = ((addFormatsModule as unknown as { default?: typeof addFormatsModule }).default ?? addFormatsModule) as unknown as (ajv: Ajv) => Ajv
@@ -52,16 +52,18 @@ const routes: FastifyPluginAsyncTypebox = async (fastify) => {
     bodyLimit: fastify.config.aktorBodyLimit,
     schema: {
       tags: ['aktor'],
+      operationId: 'callAktor',
       summary: 'Call a standard reaktor with a JSON input',
       params: AktorParams,
       response: {
         200: AktorOutput,
-        400: ErrorBody,
+        400: described(ErrorBody, 'The body does not match the aktor\'s input schema, or the name is invalid'),
         401: ErrorBody,
-        404: ErrorBody,
-        413: ErrorBody,
+        404: described(ErrorBody, 'No standard reaktor of this name is registered'),
+        413: described(ErrorBody, 'The body is larger than AKTOR_BODY_LIMIT'),
         415: ErrorBody,
-        500: ErrorBody,
+        500: described(ErrorBody, 'The aktor failed (the node logs why; the body carries no detail)'),
+        503: ErrorBody,
         504: ErrorBody
       }
     }

@@ -13,11 +13,19 @@ const routes: FastifyPluginAsyncTypebox = async (fastify) => {
     preHandler: fastify.limitLoginAttempts,
     schema: {
       tags: ['auth'],
+      operationId: 'login',
       summary: 'Exchange a username and password for a session token',
       // The one operation without the document-wide X-Service-Token requirement.
       security: [],
       body: LoginBody,
-      response: { 200: LoginResult, 400: ErrorBody, 401: ErrorBody, 429: ErrorBody }
+      response: {
+        200: LoginResult,
+        400: ErrorBody,
+        401: described(ErrorBody, 'Wrong username or password (the same answer for both)'),
+        429: ErrorBody,
+        500: ErrorBody,
+        503: ErrorBody
+      }
     }
   }, async (request, reply) => {
     const { username, password } = request.body
@@ -30,7 +38,12 @@ const routes: FastifyPluginAsyncTypebox = async (fastify) => {
 
   fastify.post('/auth/logout', {
     onRequest: fastify.authenticate,
-    schema: { tags: ['auth'], summary: 'Revoke the presented token and clear the session cookie', response: { 200: LogoutResult, 400: described(ErrorBody, 'Presented with an API token: revoke it with DELETE /api/v1/tokens/{id}'), 401: ErrorBody } }
+    schema: {
+      tags: ['auth'],
+      operationId: 'logout',
+      summary: 'Revoke the presented session token and clear the session cookie',
+      response: { 200: LogoutResult, 400: described(ErrorBody, 'Presented with an API token: revoke it with DELETE /api/v1/tokens/{id}'), 401: ErrorBody, 500: ErrorBody, 503: ErrorBody }
+    }
   }, async (request, reply) => {
     // A script ending with a logout, as it would a login session, must not destroy its long-lived token by accident.
     if (request.auth?.kind === 'token') throw new Errors.ApiTokenLogout(request.auth.tokenId)

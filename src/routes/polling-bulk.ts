@@ -70,6 +70,7 @@ const routes: FastifyPluginAsyncTypebox = async (fastify) => {
       validatorCompiler: () => checkSelection,
       schema: {
         tags: ['polling'],
+        operationId: action === 'start' ? 'bulkStartPollingReaktors' : 'bulkStopPollingReaktors',
         summary: `${action === 'start' ? 'Start' : 'Stop'} many polling reaktors at once (idempotent, one transaction)`,
         description: 'Selects reaktors by `ids` or by `app`. The known ones are written in one transaction; ids not registered are named in `notFound` and change nothing.',
         body: BulkSelection,

@@ -4,7 +4,7 @@ import { RunHistory } from '../polling/history.js'
 import { loadHistoryCursors, TIMESTAMP_FORM } from '../polling/history-cursor.js'
 import { described, ErrorBody, UnknownReaktorAnswer } from '../schemas/common.js'
 import { ReaktorIdParams } from '../schemas/polling.js'
-import { HISTORY_LIMIT, PollingRun, RunHistoryPage, RunHistoryQuery } from '../schemas/polling-runs.js'
+import { HISTORY_LIMIT, RunHistoryPage, RunHistoryQuery } from '../schemas/polling-runs.js'
 
 const LIMIT_RULE = `limit must be an integer from ${HISTORY_LIMIT.min} to ${HISTORY_LIMIT.max} (default ${HISTORY_LIMIT.default})`
 const BEFORE_FORMS = `the nextBefore of a previous page, or ${TIMESTAMP_FORM}`
@@ -25,7 +25,6 @@ function historyErrors (errors: FastifySchemaValidationError[], dataVar: string)
 const routes: FastifyPluginAsyncTypebox = async (fastify) => {
   const { config, db } = fastify
   const history = new RunHistory(db, await loadHistoryCursors(db), fastify.apps.pollingReaktors, config.runHistoryPerReaktor > 0)
-  fastify.addSchema(PollingRun)
 
   fastify.get('/polling/:reaktorId/runs', {
     schemaErrorFormatter: historyErrors,
@@ -36,6 +35,7 @@ const routes: FastifyPluginAsyncTypebox = async (fastify) => {
     },
     schema: {
       tags: ['polling'],
+      operationId: 'listPollingRuns',
       summary: 'Run history of a polling reaktor, newest first',
       description: 'The runs of a reaktor as recorded by the nodes that ran them (read from the database: the same on every node), ' +
         'newest first. Page with `before`: pass the `nextBefore` of the previous answer until it is null. Paging neither repeats nor ' +

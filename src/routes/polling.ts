@@ -15,13 +15,14 @@ const routes: FastifyPluginAsyncTypebox = async (fastify) => {
 
   // Start and stop differ only in the call and the words of the answer.
   const controls = [
-    { action: 'start', summary: 'Start a polling reaktor (idempotent)', answer: 'Started, or it was already running: the message says which', done: 'started successfully', already: 'is already running', apply: polling.start },
-    { action: 'stop', summary: 'Stop a polling reaktor (idempotent)', answer: 'Stopped, or it was already stopped: the message says which', done: 'stopped successfully', already: 'is already stopped', apply: polling.stop }
+    { action: 'start', operationId: 'startPollingReaktor', summary: 'Start a polling reaktor (idempotent)', answer: 'Started, or it was already running: the message says which', done: 'started successfully', already: 'is already running', apply: polling.start },
+    { action: 'stop', operationId: 'stopPollingReaktor', summary: 'Stop a polling reaktor (idempotent)', answer: 'Stopped, or it was already stopped: the message says which', done: 'stopped successfully', already: 'is already stopped', apply: polling.stop }
   ] as const
   for (const control of controls) {
     fastify.post(`/polling/:reaktorId/${control.action}`, {
       schema: {
         tags: ['polling'],
+        operationId: control.operationId,
         summary: control.summary,
         params: ReaktorIdParams,
         response: { 200: described(MessageBody, control.answer), 400: ErrorBody, 401: ErrorBody, 404: UnknownReaktorAnswer, 500: ErrorBody, 503: ErrorBody }
@@ -37,6 +38,7 @@ const routes: FastifyPluginAsyncTypebox = async (fastify) => {
   fastify.post('/polling/:reaktorId/run', {
     schema: {
       tags: ['polling'],
+      operationId: 'runPollingReaktorNow',
       summary: 'Run a polling reaktor now, on the node that owns it (at once, or right after its run in flight)',
       params: ReaktorIdParams,
       response: {
@@ -60,6 +62,7 @@ const routes: FastifyPluginAsyncTypebox = async (fastify) => {
   fastify.get('/polling/:reaktorId/status', {
     schema: {
       tags: ['polling'],
+      operationId: 'getPollingStatus',
       summary: 'Status of a polling reaktor',
       params: ReaktorIdParams,
       response: { 200: described(PollingStatus, 'The status of the reaktor'), 400: ErrorBody, 401: ErrorBody, 404: UnknownReaktorAnswer, 500: ErrorBody, 503: ErrorBody }
@@ -71,6 +74,7 @@ const routes: FastifyPluginAsyncTypebox = async (fastify) => {
   fastify.get('/polling', {
     schema: {
       tags: ['polling'],
+      operationId: 'listPollingReaktors',
       summary: 'Every registered polling reaktor with its status, sorted by id',
       response: { 200: described(PollingList, 'Every registered polling reaktor with its status'), 400: ErrorBody, 401: ErrorBody, 500: ErrorBody, 503: ErrorBody }
     }

@@ -1,4 +1,4 @@
-import { Type, type TSchema, type TString, type TStringOptions } from 'typebox'
+import { Type, type Static, type TSchema, type TString, type TStringOptions } from 'typebox'
 
 /**
  * A request string that may reach a query: no NUL (PostgreSQL text refuses it, which surfaced as a
@@ -10,12 +10,19 @@ export function StoredText (options: TStringOptions = {}): TString {
   return Type.String({ ...options, pattern: '^[^\\u0000\\uD800-\\uDFFF]*$' })
 }
 
-/** Every error body of the service. */
-export const ErrorBody = Type.Object({
+/**
+ * Every error body of the service: registered once (fastify.addSchema, see SHARED_SCHEMAS) and
+ * named ErrorBody among the OpenAPI components. No description of its own: each answer says what
+ * it means (a route's `described`, or the openapi plugin's wording of the common codes).
+ */
+export const ErrorBodySchema = Type.Object({
   statusCode: Type.Integer(),
-  error: Type.String(),
-  message: Type.String()
-})
+  error: Type.String({ description: 'The reason phrase of the status code' }),
+  message: Type.String({ description: 'What went wrong, for a person (5xx: no internals)' })
+}, { $id: 'ErrorBody', title: 'ErrorBody' })
+
+/** What routes put in their response schemas: a reference to the one error body. */
+export const ErrorBody = Type.Unsafe<Static<typeof ErrorBodySchema>>(Type.Ref('ErrorBody'))
 
 /** A response schema with what that answer means: its description in the OpenAPI document. */
 export function described<T extends TSchema> (schema: T, description: string): T {

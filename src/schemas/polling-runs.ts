@@ -4,7 +4,7 @@ import { RunOutcome } from './polling.js'
 
 export const HISTORY_LIMIT = { min: 1, max: 500, default: 20 } as const
 
-/** One run: registered once (fastify.addSchema), referenced by the history answer and listed in the OpenAPI components. */
+/** One run: registered once (SHARED_SCHEMAS), referenced by the history answer and listed in the OpenAPI components. */
 export const PollingRun = Type.Object({
   runId: Type.String({ format: 'uuid', description: 'The run\'s id, as the aktor saw it in context.runId' }),
   reaktorDefinitionId: Type.String(),

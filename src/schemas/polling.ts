@@ -8,9 +8,11 @@ export const ReaktorIdParams = Type.Object({
   reaktorId: StoredText({ minLength: 1, maxLength: MAX_ID_PARAM_LENGTH, description: 'The reaktorDefinitionId of a registered polling reaktor' })
 })
 
-export const MessageBody = Type.Object({
-  message: Type.String()
-})
+/** The answer of a single start, stop or run-now: registered once, the OpenAPI component Message. */
+export const MessageSchema = Type.Object({
+  message: Type.String({ description: 'What happened, naming the reaktor' })
+}, { $id: 'Message', title: 'Message' })
+export const MessageBody = Type.Unsafe<Static<typeof MessageSchema>>(Type.Ref('Message'))
 
 const Timestamp = Type.Union([Type.String({ format: 'date-time' }), Type.Null()])
 
@@ -21,7 +23,7 @@ export const RunOutcome = Type.Union(
 )
 
 /** `state`, `interval`, `lastRun`, `nextRun`, plus the extras the README's "Operating polling reaktors" lists. */
-export const PollingStatus = Type.Object({
+export const PollingStatusSchema = Type.Object({
   reaktorDefinitionId: Type.String(),
   state: Type.Union([Type.Literal('running'), Type.Literal('stopped')]),
   interval: Type.String({ description: 'The registered interval string' }),
@@ -41,9 +43,12 @@ export const PollingStatus = Type.Object({
   lastDurationMs: Type.Union([Type.Integer({ minimum: 0 }), Type.Null()], { description: 'How long the latest run whose result counted took, in milliseconds' }),
   lastOutcome: Type.Union([RunOutcome, Type.Null()], { description: 'How the latest run whose result counted ended (a run whose result a stop discarded is in the run history only); null: none yet' }),
   runningSince: Type.Union([Type.String({ format: 'date-time' }), Type.Null()], { description: 'A run is in flight and started then; shown only while a live node holds the reaktor, null otherwise' })
-})
-export type PollingStatusType = Static<typeof PollingStatus>
+}, { $id: 'PollingStatus', title: 'PollingStatus', description: 'The status of a polling reaktor' })
+export type PollingStatusType = Static<typeof PollingStatusSchema>
+
+/** A reference to the one status schema (registered once, the OpenAPI component PollingStatus). */
+export const PollingStatus = Type.Unsafe<PollingStatusType>(Type.Ref('PollingStatus'))
 
 export const PollingList = Type.Object({
-  pollingReaktors: Type.Array(PollingStatus)
+  pollingReaktors: Type.Array(PollingStatus, { description: 'Sorted by reaktorDefinitionId' })
 })

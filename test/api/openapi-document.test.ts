@@ -1,54 +1,104 @@
 /**
- * The OpenAPI document as a whole: valid against the OpenAPI 3.1 schema, every answer of every
- * operation described and with its schema, and the shapes of the polling operations (the run as a
+ * The OpenAPI document as a whole: public, valid against the OpenAPI 3.1 schema, every API route
+ * in it, every operation named and summarized, every answer described and with its schema, and the shapes of the polling operations (the run as a
  * component, run now's 202 and 409, the bulk answer) as the routes answer them.
  */
 import t from 'tap'
+import type { RouteOptions } from 'fastify'
 import { Validator } from '@seriousme/openapi-schema-validator'
 import { ADMIN_ENV, loggedIn } from '../helpers/auth.js'
 import { build } from '../helpers/app.js'
 import { probe } from '../helpers/scheduler.js'
 
-t.test('the document is valid OpenAPI 3.1 and documents every answer of every operation', async (t) => {
-  const app = await build(t, { env: ADMIN_ENV, apps: [{ name: 'doc-app', version: '1.0.0', pollingReaktors: [probe('doc', () => false, { interval: '1h' }).registration] }] })
+const COMPONENT = '#/components/schemas/'
+
+/** `GET /api/v1/polling/:reaktorId/status` as the document writes it: `/api/v1/polling/{reaktorId}/status`. */
+function documentedName (method: string, url: string): string {
+  return `${method} ${url.replace(/:([A-Za-z0-9_]+)/g, '{$1}')}`
+}
+
+t.test('the document is public, valid OpenAPI 3.1, lists every API route and documents every answer of every operation', async (t) => {
+  const routes: RouteOptions[] = []
+  const app = await build(t, {
+    env: ADMIN_ENV,
+    apps: [{ name: 'doc-app', version: '1.0.0', pollingReaktors: [probe('doc', () => false, { interval: '1h' }).registration] }],
+    onRoute: (route) => { routes.push(route) }
+  })
+  const res = await app.inject({ method: 'GET', url: '/api/v1/openapi.json' })
+  t.equal(res.statusCode, 200, 'served without a token')
+  t.match(res.headers['content-type'], /^application\/json/)
+  const doc = res.json()
   const call = await loggedIn(app)
-  const doc = (await call('GET', '/api/v1/openapi.json')).body
+  t.same((await call('GET', '/api/v1/openapi.json')).body, doc, 'the same document with a token')
 
   const validator = new Validator()
   const result = await validator.validate(doc)
   t.same(result.errors ?? [], [], 'no schema violation')
   t.equal(result.valid, true, 'valid against the OpenAPI 3.1 schema')
 
+  const components = doc.components.schemas as Record<string, any>
   const operations = Object.entries(doc.paths as Record<string, Record<string, any>>)
     .flatMap(([path, methods]) => Object.entries(methods).map(([method, op]) => ({ name: `${method.toUpperCase()} ${path}`, op })))
   t.ok(operations.length >= 11, `${operations.length} operations`)
+
+  // Every route under /api/v1 is an operation of the document, whoever adds it: only the document
+  // itself is left out. HEAD routes are Fastify's automatic twins of the GET routes.
+  const apiRoutes = routes.filter((r) => r.url.startsWith('/api/v1/'))
+  const registered = apiRoutes.flatMap((r) => [r.method].flat().filter((m) => m !== 'HEAD').map((m) => documentedName(m, r.url)))
+  t.ok(registered.includes('GET /api/v1/openapi.json'), 'the document\'s own route was seen')
+  t.same(registered.filter((name) => name !== 'GET /api/v1/openapi.json').sort(), operations.map(({ name }) => name).sort(),
+    'every API route is documented, and nothing else is')
+
+  const ids = operations.map(({ op }) => op.operationId)
+  t.same(ids.filter((id, i) => ids.indexOf(id) !== i), [], 'operationIds are unique')
+  t.same(doc.security, [{ serviceToken: [] }], 'the token is required document-wide')
   for (const { name, op } of operations) {
+    t.match(op.operationId, /^[a-z][a-zA-Z0-9]*$/, `${name}: a camelCase operationId`)
     t.ok(Array.isArray(op.tags) && op.tags.length > 0 && typeof op.summary === 'string' && op.summary.length > 0, `${name}: tags and summary`)
     for (const [code, response] of Object.entries(op.responses as Record<string, any>)) {
       t.ok(typeof response.description === 'string' && response.description !== 'Default Response' && response.description.length > 0,
         `${name} ${code}: described (${JSON.stringify(response.description)})`)
       const schema = response.content?.['application/json']?.schema
       t.ok(schema !== undefined, `${name} ${code}: has a JSON schema`)
-      if (Number(code) >= 400) t.same(Object.keys(schema.properties ?? {}).sort(), ['error', 'message', 'statusCode'], `${name} ${code}: the error body`)
+      if (Number(code) >= 400) t.same(schema, { $ref: `${COMPONENT}ErrorBody` }, `${name} ${code}: the error body`)
     }
+    // The token is checked against the sessions in the database (a cache answers most checks, not all).
+    const needed = op.security === undefined ? ['401', '500', '503'] : ['500', '503']
+    t.same(needed.filter((code) => op.responses[code] === undefined), [], `${name}: documents ${needed.join(', ')}`)
+  }
+  t.same(Object.keys(components.ErrorBody.properties).sort(), ['error', 'message', 'statusCode'], 'the one error body')
+  t.same([...components.ErrorBody.required].sort(), ['error', 'message', 'statusCode'])
+
+  // What the routes declare, the document must answer for: input is validated (400), and a route
+  // for admins only refuses the others (403).
+  for (const route of apiRoutes.filter((r) => r.schema?.hide !== true && r.method !== 'HEAD')) {
+    const name = documentedName(String(route.method), route.url)
+    const op = operations.find((o) => o.name === name)?.op
+    if (op === undefined) continue // reported above
+    if (route.schema?.body !== undefined || route.schema?.params !== undefined || route.schema?.querystring !== undefined) {
+      t.ok(op.responses['400'] !== undefined, `${name}: validates its input, documents 400`)
+    }
+    if ([route.preHandler].flat().includes(app.requireAdmin)) t.ok(op.responses['403'] !== undefined, `${name}: admins only, documents 403`)
   }
 
-  t.same(doc.security, [{ serviceToken: [] }], 'the token is required document-wide')
   const open = operations.filter(({ op }) => op.security !== undefined)
   t.same(open.map(({ name, op }) => [name, op.security]), [['POST /api/v1/auth/login', []]], 'except by the login, which needs none')
   const login = await app.inject({ method: 'POST', url: '/api/v1/auth/login', payload: { username: 'x', password: 'y' } })
   t.equal(login.statusCode, 401, 'as the service answers: a login without a token is heard (and refused for its password)')
   t.equal(login.json().message, 'Invalid username or password')
 
-  // Every polling operation reads or writes the database, so each may answer 503 when it is away.
-  for (const { name, op } of operations.filter(({ name }) => name.includes(' /api/v1/polling'))) {
-    t.ok(op.responses['503'] !== undefined, `${name}: documents 503`)
-  }
+  // The status is one component, used by the status and by the list.
+  t.same(doc.paths['/api/v1/polling/{reaktorId}/status'].get.responses['200'].content['application/json'].schema, { $ref: `${COMPONENT}PollingStatus` })
+  t.same(doc.paths['/api/v1/polling'].get.responses['200'].content['application/json'].schema.properties.pollingReaktors.items, { $ref: `${COMPONENT}PollingStatus` })
+  t.ok(components.PollingStatus.properties.lastOutcome !== undefined, 'the status component has its fields')
+  const status = await call('GET', '/api/v1/polling/doc/status')
+  t.same(Object.keys(status.body).sort(), Object.keys(components.PollingStatus.properties).sort(), 'the status as answered has the component\'s fields')
 
   // The polling operations this document is read for.
   const run = doc.paths['/api/v1/polling/{reaktorId}/run'].post.responses
   t.same(Object.keys(run).sort(), ['202', '400', '401', '404', '409', '500', '503'])
-  t.same(Object.keys(run['202'].content['application/json'].schema.properties), ['message'])
+  t.same(run['202'].content['application/json'].schema, { $ref: `${COMPONENT}Message` })
+  t.same(Object.keys(components.Message.properties), ['message'])
   t.match(run['409'].description, /stopped/, 'the 409 says when it comes')
 
   const runs = doc.paths['/api/v1/polling/{reaktorId}/runs'].get.responses['200'].content['application/json'].schema

@@ -281,7 +281,8 @@ t.test('the OpenAPI document has the operation and the run as a component', asyn
   t.equal(page.properties.runs.items.$ref, '#/components/schemas/PollingRun')
   t.same(Object.keys(doc.components.schemas.PollingRun.properties).sort(), RUN_KEYS)
   t.same(doc.components.schemas.PollingRun.properties.outcome.anyOf.map((o: any) => o.enum?.[0] ?? o.const).sort(), ['aborted', 'failed', 'more_work', 'no_work', 'timed_out'])
-  const status = doc.paths['/api/v1/polling/{reaktorId}/status'].get.responses['200'].content['application/json'].schema
+  t.same(doc.paths['/api/v1/polling/{reaktorId}/status'].get.responses['200'].content['application/json'].schema, { $ref: '#/components/schemas/PollingStatus' })
+  const status = doc.components.schemas.PollingStatus
   for (const field of ['lastSuccessAt', 'lastFailureAt', 'lastDurationMs', 'lastOutcome', 'runningSince', 'lastError']) {
     t.type(status.properties[field]?.description, 'string', `status documents ${field}`)
   }

@@ -1,6 +1,6 @@
 import path from 'node:path'
 import fp from 'fastify-plugin'
-import Fastify, { type FastifyInstance } from 'fastify'
+import Fastify, { type FastifyInstance, type RouteOptions } from 'fastify'
 import { app as servicePlugin, buildApp, serverOptions, type AppOptions } from '../../src/app.js'
 import { loadConfig, type Config } from '../../src/config.js'
 import { tempDir, type TestContext } from './context.js'
@@ -21,27 +21,32 @@ export interface BuildOptions extends Partial<AppOptions> {
    * `GET /api/v1/test/admin` behind `requireAdmin`.
    */
   whoami?: boolean
+  /** Sees every route as it is registered (an onRoute hook added before the service's plugins). */
+  onRoute?: (route: RouteOptions) => void
 }
 
 /** Builds the app as production does, on a fresh database unless given one; closed at teardown. */
 export async function build (t: TestContext, opts: BuildOptions = {}): Promise<FastifyInstance> {
   const config = opts.config ?? await testConfig(t, opts.env)
   const databaseUrl = opts.databaseUrl ?? await createTestDatabase(t)
-  if (opts.whoami !== true) {
+  if (opts.whoami !== true && opts.onRoute === undefined) {
     const app = await buildApp({ ...opts, config, databaseUrl, logger: false })
     t.teardown(async () => await app.close())
     return app
   }
-  // buildApp's server and plugin, with the probe route registered before the server is ready.
+  // buildApp's server and plugin, with the hook or the probe route added before the server is ready.
   const fastify = Fastify(serverOptions(config, false))
   t.teardown(async () => await fastify.close())
+  if (opts.onRoute !== undefined) fastify.addHook('onRoute', opts.onRoute)
   await fastify.register(fp(servicePlugin), { ...opts, config, databaseUrl })
-  await fastify.register(async (secured) => {
-    secured.addHook('onRequest', secured.authenticate)
-    secured.get('/api/v1/test/whoami', async (request) => ({ username: request.auth?.username, expiresAt: request.auth?.expiresAt?.toISOString() ?? null, role: request.auth?.role, kind: request.auth?.kind }))
-    // An admin-only route, for what a role allows: `GET /api/v1/test/admin`.
-    secured.get('/api/v1/test/admin', { preHandler: secured.requireAdmin }, async (request) => ({ username: request.auth?.username }))
-  })
+  if (opts.whoami === true) {
+    await fastify.register(async (secured) => {
+      secured.addHook('onRequest', secured.authenticate)
+      secured.get('/api/v1/test/whoami', async (request) => ({ username: request.auth?.username, expiresAt: request.auth?.expiresAt?.toISOString() ?? null, role: request.auth?.role, kind: request.auth?.kind }))
+      // An admin-only route, for what a role allows: `GET /api/v1/test/admin`.
+      secured.get('/api/v1/test/admin', { preHandler: secured.requireAdmin }, async (request) => ({ username: request.auth?.username }))
+    })
+  }
   await fastify.ready()
   return fastify
 }

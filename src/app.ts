@@ -28,6 +28,7 @@ import pollingRunsRoutes from './routes/polling-runs.js'
 import pollingBulkRoutes from './routes/polling-bulk.js'
 import aktorRoutes from './routes/aktor.js'
 import openapiRoutes from './routes/openapi.js'
+import usersRoutes from './routes/users.js'
 import { MAX_ID_PARAM_LENGTH } from './schemas/polling.js'
 
 export type { Config } from './config.js'
@@ -137,6 +138,7 @@ export const app: FastifyPluginAsync<AppOptions> = async (fastify, opts) => {
       await secured.register(pollingBulkRoutes)
       await secured.register(aktorRoutes)
       await secured.register(openapiRoutes)
+      await secured.register(usersRoutes)
     })
   }, { prefix: '/api/v1' })
   // Encapsulated on purpose: its CSP hook must never touch the API routes.

@@ -26,7 +26,13 @@ export const Errors = {
   // Whatever a request needed from the database failed for want of a database (src/db/unavailable.ts).
   DatabaseUnavailable: createError('REAKTOR_DATABASE_UNAVAILABLE', 'The database is unavailable; retry shortly', 503),
   HostNotAllowed: createError('REAKTOR_HOST_NOT_ALLOWED', 'This service does not answer to Host %s', 421),
-  ReaktorStopped: createError('REAKTOR_STOPPED', 'Polling reaktor "%s" is stopped: start it first (POST /api/v1/polling/%s/start)', 409)
+  ReaktorStopped: createError('REAKTOR_STOPPED', 'Polling reaktor "%s" is stopped: start it first (POST /api/v1/polling/%s/start)', 409),
+  // Users and roles (src/auth/user-admin.ts): a username or password rule broken, named `field: rule`.
+  InvalidUserInput: createError('REAKTOR_INVALID_USER_INPUT', '%s', 400),
+  UserNotFound: createError('REAKTOR_USER_NOT_FOUND', 'User "%s" does not exist', 404),
+  UsernameTaken: createError('REAKTOR_USERNAME_TAKEN', 'Username "%s" is taken (usernames are compared without regard to case)', 409),
+  LastAdmin: createError('REAKTOR_LAST_ADMIN', 'User "%s" is the last enabled admin: make another user an admin first', 409),
+  WrongPassword: createError('REAKTOR_WRONG_PASSWORD', 'The current password is wrong', 403)
 } as const
 
 /** True for the errors above: their messages are written to be shown, even in a 5xx body. */

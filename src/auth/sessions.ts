@@ -143,6 +143,9 @@ export function createSessionService (db: Db, ttlMs: number, tagger: TokenTagger
       await revokeSession(db, digest)
       // This node at once; the others when the notification reaches them.
       cache?.revoke(digest.toString('hex'))
+    },
+    forgetUser (userId) {
+      cache?.revoke(USER_PAYLOAD_PREFIX + userId)
     }
   }
 }

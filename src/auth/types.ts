@@ -34,4 +34,9 @@ export interface SessionService {
   verify: (token: string | undefined) => Promise<AuthSession | null>
   /** Revokes the session of a token (no-op when unknown). */
   revoke: (token: string) => Promise<void>
+  /**
+   * Drops this node's cached checks of a user's sessions and tokens, after a change to the user
+   * committed (revokeUserCredentials tells the other nodes): its next request is read again.
+   */
+  forgetUser: (userId: string) => void
 }

@@ -20,6 +20,14 @@ export const USER_ADMIN_LOCK_KEY = 0
 /** Writes the change's audit row in the change's transaction (the route binds the request). */
 export type AuditRecorder = (trx: Trx, action: AuditAction, targets: string[], details?: Record<string, unknown>) => Promise<void>
 
+/** Who makes a change, and where it is recorded. */
+export interface ChangeContext {
+  db: Db
+  audit: AuditRecorder
+  /** The acting user's id: it must still be an enabled admin when the change takes the lock. */
+  actorId: string
+}
+
 /** A user as the API shows it: never the hash. */
 export interface UserView {
   id: string
@@ -44,6 +52,21 @@ export function userView (user: User): UserView {
 async function locked<T> (db: Db, change: (trx: Trx) => Promise<T>): Promise<T> {
   return await db.transaction().execute(async (trx) => {
     await sql`select pg_advisory_xact_lock(${USER_ADMIN_LOCK_NAMESPACE}, ${USER_ADMIN_LOCK_KEY})`.execute(trx)
+    return await change(trx)
+  })
+}
+
+/**
+ * An admin's change, under the lock. The caller's role was read when its request was
+ * authenticated, maybe before a change that demoted, disabled or deleted it committed: read again
+ * here, so such a request changes nothing (403).
+ */
+async function asAdmin<T> ({ db, actorId }: ChangeContext, change: (trx: Trx) => Promise<T>): Promise<T> {
+  return await locked(db, async (trx) => {
+    const actor = await trx.selectFrom('users').select('id')
+      .where('id', '=', actorId).where('role', '=', 'admin').where('disabled_at', 'is', null)
+      .executeTakeFirst()
+    if (actor === undefined) throw new Errors.Forbidden('This needs the admin role')
     return await change(trx)
   })
 }
@@ -80,9 +103,9 @@ export async function getUser (db: Db, username: string): Promise<UserView> {
   return userView(user)
 }
 
-export async function createUser (db: Db, audit: AuditRecorder, input: { username: string, role: Role, passwordHash: string, generated: boolean }): Promise<UserView> {
+export async function createUser (ctx: ChangeContext, input: { username: string, role: Role, passwordHash: string, generated: boolean }): Promise<UserView> {
   const username = normalizeUsername(input.username)
-  return await locked(db, async (trx) => {
+  return await asAdmin(ctx, async (trx) => {
     // No conflict target: the unique index on lower(username) is the one that decides.
     const user = await trx.insertInto('users')
       .values({ username, role: input.role, password_hash: input.passwordHash })
@@ -90,14 +113,14 @@ export async function createUser (db: Db, audit: AuditRecorder, input: { usernam
       .returningAll()
       .executeTakeFirst()
     if (user === undefined) throw new Errors.UsernameTaken(username)
-    await audit(trx, 'user.create', [username], { role: input.role, generatedPassword: input.generated })
+    await ctx.audit(trx, 'user.create', [username], { role: input.role, generatedPassword: input.generated })
     return userView(user)
   })
 }
 
 /** Role and enabled state, in one transaction: either both change or neither. */
-export async function updateUser (db: Db, audit: AuditRecorder, username: string, change: { role?: Role, disabled?: boolean }): Promise<UserView> {
-  return await locked(db, async (trx) => {
+export async function updateUser (ctx: ChangeContext, username: string, change: { role?: Role, disabled?: boolean }): Promise<UserView> {
+  return await asAdmin(ctx, async (trx) => {
     const user = await lockUser(trx, username)
     const role = change.role ?? user.role
     const disable = change.disabled === true && user.disabled_at === null
@@ -109,17 +132,17 @@ export async function updateUser (db: Db, audit: AuditRecorder, username: string
       .where('id', '=', user.id)
       .returningAll()
       .executeTakeFirstOrThrow()
-    if (role !== user.role) await audit(trx, 'user.role_change', [user.username], { from: user.role, to: role })
-    if (disable) await audit(trx, 'user.disable', [user.username])
-    if (enable) await audit(trx, 'user.enable', [user.username])
+    if (role !== user.role) await ctx.audit(trx, 'user.role_change', [user.username], { from: user.role, to: role })
+    if (disable) await ctx.audit(trx, 'user.disable', [user.username])
+    if (enable) await ctx.audit(trx, 'user.enable', [user.username])
     // A disabled user keeps nothing; a new role only has to be read again by every node.
     await revokeUserCredentials(trx, user.id, { keepCredentials: !disable })
     return userView(updated)
   })
 }
 
-export async function resetPassword (db: Db, audit: AuditRecorder, username: string, passwordHash: string, generated: boolean): Promise<UserView> {
-  return await locked(db, async (trx) => {
+export async function resetPassword (ctx: ChangeContext, username: string, passwordHash: string, generated: boolean): Promise<UserView> {
+  return await asAdmin(ctx, async (trx) => {
     const user = await lockUser(trx, username)
     const updated = await trx.updateTable('users')
       .set({ password_hash: passwordHash, updated_at: sql<Date>`now()` })
@@ -127,19 +150,21 @@ export async function resetPassword (db: Db, audit: AuditRecorder, username: str
       .returningAll()
       .executeTakeFirstOrThrow()
     await revokeUserCredentials(trx, user.id)
-    await audit(trx, 'user.password_reset', [user.username], { generatedPassword: generated })
+    await ctx.audit(trx, 'user.password_reset', [user.username], { generatedPassword: generated })
     return userView(updated)
   })
 }
 
-export async function deleteUser (db: Db, audit: AuditRecorder, username: string): Promise<void> {
-  await locked(db, async (trx) => {
+/** Returns the id the user had. */
+export async function deleteUser (ctx: ChangeContext, username: string): Promise<string> {
+  return await asAdmin(ctx, async (trx) => {
     const user = await lockUser(trx, username)
     await keepAnAdmin(trx, user)
     // Before the delete: the notification names the user, and the rows it revokes go with it.
     await revokeUserCredentials(trx, user.id)
     await trx.deleteFrom('users').where('id', '=', user.id).execute()
-    await audit(trx, 'user.delete', [user.username], { role: user.role })
+    await ctx.audit(trx, 'user.delete', [user.username], { role: user.role })
+    return user.id
   })
 }
 

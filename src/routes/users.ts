@@ -2,7 +2,7 @@ import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import { Type } from 'typebox'
 import type { FastifyRequest, FastifySchemaValidationError } from 'fastify'
 import { hashPassword, randomPassword } from '../auth/password.js'
-import { changeOwnPassword, createUser, deleteUser, getUser, listUsers, resetPassword, updateUser, type AuditRecorder } from '../auth/user-admin.js'
+import { changeOwnPassword, createUser, deleteUser, getUser, listUsers, resetPassword, updateUser, type AuditRecorder, type ChangeContext } from '../auth/user-admin.js'
 import { usernameProblem } from '../auth/user-rules.js'
 import { Errors } from '../errors.js'
 import { described, ErrorBody } from '../schemas/common.js'
@@ -51,6 +51,8 @@ function check (...problems: Array<string | null>): void {
 const routes: FastifyPluginAsyncTypebox = async (fastify) => {
   const recorder = (request: FastifyRequest): AuditRecorder => async (trx, action, targets, details) =>
     await fastify.audit(request, { action, targets, details }, trx)
+  // authenticate() ran first: request.auth is set on every route here.
+  const change = (request: FastifyRequest): ChangeContext => ({ db: fastify.db, audit: recorder(request), actorId: request.auth?.userId ?? '' })
   const admin = { preHandler: fastify.requireAdmin, schemaErrorFormatter: ruleMessage }
   const tags = ['users']
 
@@ -85,7 +87,7 @@ const routes: FastifyPluginAsyncTypebox = async (fastify) => {
     check(usernameProblem(username))
     const generated = request.body.password === undefined
     const password = request.body.password ?? randomPassword()
-    const user = await createUser(fastify.db, recorder(request), { username, role, passwordHash: await hashPassword(password), generated })
+    const user = await createUser(change(request), { username, role, passwordHash: await hashPassword(password), generated })
     void reply.code(201).header('cache-control', 'no-store')
     return generated ? { user, password } : { user }
   })
@@ -111,7 +113,11 @@ const routes: FastifyPluginAsyncTypebox = async (fastify) => {
       body: UpdateUserBody,
       response: { 200: described(UserSchema, 'The user after the change'), 400: invalid, 401: unauthorized, 403: forbidden, 404: unknownUser, 409: lastAdmin, 503: unavailable }
     }
-  }, async (request) => await updateUser(fastify.db, recorder(request), request.params.username, request.body))
+  }, async (request) => {
+    const user = await updateUser(change(request), request.params.username, request.body)
+    fastify.sessions.forgetUser(user.id)
+    return user
+  })
 
   fastify.post('/users/:username/password', {
     ...admin,
@@ -133,7 +139,8 @@ const routes: FastifyPluginAsyncTypebox = async (fastify) => {
   }, async (request, reply) => {
     const generated = request.body.password === undefined
     const password = request.body.password ?? randomPassword()
-    const user = await resetPassword(fastify.db, recorder(request), request.params.username, await hashPassword(password), generated)
+    const user = await resetPassword(change(request), request.params.username, await hashPassword(password), generated)
+    fastify.sessions.forgetUser(user.id)
     void reply.header('cache-control', 'no-store')
     return generated ? { user, password } : { user }
   })
@@ -148,7 +155,7 @@ const routes: FastifyPluginAsyncTypebox = async (fastify) => {
       response: { 204: Type.Null({ description: 'Deleted, with its sessions and API tokens' }), 400: invalid, 401: unauthorized, 403: forbidden, 404: unknownUser, 409: lastAdmin, 503: unavailable }
     }
   }, async (request, reply) => {
-    await deleteUser(fastify.db, recorder(request), request.params.username)
+    fastify.sessions.forgetUser(await deleteUser(change(request), request.params.username))
     return await reply.code(204).send(null)
   })
 
@@ -173,8 +180,10 @@ const routes: FastifyPluginAsyncTypebox = async (fastify) => {
     const { currentPassword, newPassword } = request.body
     const checked = await fastify.checkOwnPassword(request, currentPassword)
     // A password changed elsewhere since the check is no longer the current one: the same answer.
-    const changed = checked !== null && await changeOwnPassword(fastify.db, recorder(request), request.auth?.userId ?? '', checked, await hashPassword(newPassword))
+    const userId = request.auth?.userId ?? ''
+    const changed = checked !== null && await changeOwnPassword(fastify.db, recorder(request), userId, checked, await hashPassword(newPassword))
     if (!changed) throw new Errors.WrongPassword()
+    fastify.sessions.forgetUser(userId)
     return { message: 'Password changed; every session and API token of yours has ended: log in again' }
   })
 }

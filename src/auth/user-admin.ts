@@ -155,8 +155,8 @@ export async function resetPassword (ctx: ChangeContext, username: string, passw
   })
 }
 
-/** Returns the id the user had. */
-export async function deleteUser (ctx: ChangeContext, username: string): Promise<string> {
+/** Returns the id and name the user had. */
+export async function deleteUser (ctx: ChangeContext, username: string): Promise<{ id: string, username: string }> {
   return await asAdmin(ctx, async (trx) => {
     const user = await lockUser(trx, username)
     await keepAnAdmin(trx, user)
@@ -164,7 +164,7 @@ export async function deleteUser (ctx: ChangeContext, username: string): Promise
     await revokeUserCredentials(trx, user.id)
     await trx.deleteFrom('users').where('id', '=', user.id).execute()
     await ctx.audit(trx, 'user.delete', [user.username], { role: user.role })
-    return user.id
+    return { id: user.id, username: user.username }
   })
 }
 

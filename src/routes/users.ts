@@ -152,11 +152,12 @@ const routes: FastifyPluginAsyncTypebox = async (fastify) => {
       tags,
       summary: 'Delete a user with its sessions and API tokens',
       params: UserParams,
-      response: { 204: Type.Null({ description: 'Deleted, with its sessions and API tokens' }), 400: invalid, 401: unauthorized, 403: forbidden, 404: unknownUser, 409: lastAdmin, 503: unavailable }
+      response: { 200: described(Type.Object({ message: Type.String() }), 'Deleted, with its sessions and API tokens'), 400: invalid, 401: unauthorized, 403: forbidden, 404: unknownUser, 409: lastAdmin, 503: unavailable }
     }
-  }, async (request, reply) => {
-    fastify.sessions.forgetUser(await deleteUser(change(request), request.params.username))
-    return await reply.code(204).send(null)
+  }, async (request) => {
+    const { id, username } = await deleteUser(change(request), request.params.username)
+    fastify.sessions.forgetUser(id)
+    return { message: `User "${username}" deleted` }
   })
 
   fastify.post('/auth/password', {

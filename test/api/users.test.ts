@@ -49,7 +49,7 @@ t.test('an operator gets 403 on every user route, an anonymous caller 401; an ad
     ['GET', '/api/v1/users/victim', undefined, 200],
     ['PATCH', '/api/v1/users/victim', { role: 'admin' }, 200],
     ['POST', '/api/v1/users/victim/password', {}, 200],
-    ['DELETE', '/api/v1/users/victim', undefined, 204]
+    ['DELETE', '/api/v1/users/victim', undefined, 200]
   ]
   for (const [method, url, payload] of routes) {
     const res = await operator(method, url, payload)
@@ -193,7 +193,7 @@ t.test('the last enabled admin cannot be demoted, disabled or deleted; with anot
   // An enabled one does: then an admin may even delete itself, which ends its own session.
   t.equal((await admin('PATCH', '/api/v1/users/gina', { disabled: false })).statusCode, 200)
   const own = await loginToken(app)
-  t.equal((await as(app, own)('DELETE', '/api/v1/users/alice')).statusCode, 204)
+  t.same((await as(app, own)('DELETE', '/api/v1/users/ALICE')).body, { message: 'User "alice" deleted' })
   t.equal((await whoami(app, own)).statusCode, 401, 'the deleted user\'s session ended')
   t.equal((await apiLogin(app, ADMIN)).statusCode, 401)
   t.same((await auditRows(app, 'user.delete')).map((r) => [r.actor, r.targets]), [['alice', ['alice']]])
@@ -220,9 +220,9 @@ t.test('concurrent changes by two admins leave one enabled admin', async (t) => 
         const statuses = answers.map((a) => a.statusCode)
         const left = await enabledAdmins()
         t.equal(left.length, 1, `${method} ${JSON.stringify(payload)} on ${target}: one enabled admin left (${left.join()}; answers ${statuses.join()})`)
-        t.equal(statuses.filter((s) => s < 300).length, 1, 'one change applied')
+        t.equal(statuses.filter((s) => s === 200).length, 1, 'one change applied')
         // The other is refused: its caller is no admin any more (403) or would be the last one (409).
-        const refused = answers.find((a) => a.statusCode >= 300)
+        const refused = answers.find((a) => a.statusCode !== 200)
         t.ok(refused !== undefined && [403, 409].includes(refused.statusCode), `refused with ${refused?.statusCode}: ${refused?.body?.message}`)
         if (target === 'themselves') t.equal(refused?.statusCode, 409, 'stepping down: the later one is the last admin')
         // Back to alice alone.
@@ -230,7 +230,7 @@ t.test('concurrent changes by two admins leave one enabled admin', async (t) => 
         t.equal((await survivor('PATCH', '/api/v1/users/alice', { role: 'admin' })).statusCode, 200)
         for (const n of names) {
           const res = await alice('DELETE', `/api/v1/users/${n}`)
-          t.ok([204, 404].includes(res.statusCode), `${n} removed`)
+          t.ok([200, 404].includes(res.statusCode), `${n} removed`)
         }
       }
     }

@@ -6,6 +6,7 @@
 import t from 'tap'
 import type { FastifyInstance } from 'fastify'
 import { sql } from 'kysely'
+import { USER_ADMIN_LOCK_KEY, USER_ADMIN_LOCK_NAMESPACE } from '../../src/auth/user-admin.js'
 import { build } from '../helpers/app.js'
 import { ADMIN, ADMIN_ENV, apiLogin, loginToken, tokenHeader, whoami } from '../helpers/auth.js'
 import { waitFor } from '../helpers/context.js'
@@ -235,6 +236,26 @@ t.test('concurrent changes by two admins leave one enabled admin', async (t) => 
       }
     }
   }
+})
+
+t.test('a request authenticated before its caller was demoted changes nothing', async (t) => {
+  const app = await build(t, { env: ADMIN_ENV })
+  const alice = await adminCall(app)
+  const hal = as(app, await userWithSession(app, alice, 'hal', 'admin'))
+  let answer: ReturnType<Call> | undefined
+  // Another change holds the lock while hal's request, already past authentication, waits for it.
+  await app.db.transaction().execute(async (trx) => {
+    await sql`select pg_advisory_xact_lock(${USER_ADMIN_LOCK_NAMESPACE}, ${USER_ADMIN_LOCK_KEY})`.execute(trx)
+    answer = hal('POST', '/api/v1/users', { username: 'made-by-hal', role: 'admin', password: PASSWORD })
+    await waitFor(async () => (await sql<{ n: number }>`
+      select count(*)::int as n from pg_locks where locktype = 'advisory' and not granted and classid = ${USER_ADMIN_LOCK_NAMESPACE}`.execute(app.db)).rows[0].n === 1,
+    { what: 'the request to wait for the lock' })
+    await trx.updateTable('users').set({ role: 'operator' }).where('username', '=', 'hal').execute()
+  })
+  const res = await answer
+  t.equal(res?.statusCode, 403)
+  t.equal(res?.body.message, 'This needs the admin role')
+  t.equal(await app.db.selectFrom('users').select('id').where('username', '=', 'made-by-hal').executeTakeFirst(), undefined, 'nothing created')
 })
 
 t.test('an admin password reset ends the user\'s sessions; the new password works, the old does not', async (t) => {

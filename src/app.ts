@@ -30,6 +30,7 @@ import aktorRoutes from './routes/aktor.js'
 import openapiRoutes from './routes/openapi.js'
 import tokenRoutes from './routes/tokens.js'
 import docsRoutes from './routes/docs.js'
+import usersRoutes from './routes/users.js'
 import { MAX_ID_PARAM_LENGTH } from './schemas/polling.js'
 
 export type { Config } from './config.js'
@@ -142,6 +143,7 @@ export const app: FastifyPluginAsync<AppOptions> = async (fastify, opts) => {
       await secured.register(pollingBulkRoutes)
       await secured.register(aktorRoutes)
       await secured.register(tokenRoutes)
+      await secured.register(usersRoutes)
     })
   }, { prefix: '/api/v1' })
   // Encapsulated on purpose: its CSP hook must never touch the API routes.

@@ -1,5 +1,6 @@
 import { hostname } from 'node:os'
 import path from 'node:path'
+import { normalizeUsername, usernameProblem } from './auth/user-rules.js'
 import { DEFAULT_EMBEDDED_POSTGRES_DIR } from './db/embedded-root.js'
 import { parseDuration } from './duration.js'
 import { DEFAULT_PARTITIONS, MAX_PARTITIONS } from './scheduler/partitions.js'
@@ -136,8 +137,12 @@ export function loadConfig (env: Env = process.env): Config {
   if (!LOG_LEVELS.includes(logLevel)) {
     throw new ConfigError('LOG_LEVEL', `${JSON.stringify(logLevel)} is not allowed; expected one of ${LOG_LEVELS.join(', ')}`)
   }
-  const adminUsername = read(env, 'ADMIN_USERNAME')
+  const rawAdminUsername = read(env, 'ADMIN_USERNAME')
   const adminPassword = read(env, 'ADMIN_PASSWORD')
+  // The rules of every username (README "Users and roles"); the password keeps its own, older rule.
+  const adminProblem = rawAdminUsername === undefined ? null : usernameProblem(rawAdminUsername)
+  if (adminProblem !== null) throw new ConfigError('ADMIN_USERNAME', adminProblem.replace(/^username: /, ''))
+  const adminUsername = rawAdminUsername === undefined ? undefined : normalizeUsername(rawAdminUsername)
   if ((adminUsername === undefined) !== (adminPassword === undefined)) {
     throw new ConfigError(adminUsername === undefined ? 'ADMIN_USERNAME' : 'ADMIN_PASSWORD', 'ADMIN_USERNAME and ADMIN_PASSWORD must be set together')
   }

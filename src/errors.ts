@@ -32,7 +32,13 @@ export const Errors = {
   ApiTokenExpiry: createError('REAKTOR_API_TOKEN_EXPIRY', 'expiresIn must be a duration from %s to %s (for example 30d or 12h); leave it out for a token that never expires', 400),
   // POST /api/v1/auth/logout ends login sessions; a script's token is revoked by its id.
   ApiTokenLogout: createError('REAKTOR_API_TOKEN_LOGOUT', 'An API token is not a login session: revoke it with DELETE /api/v1/tokens/%s', 400),
-  ReaktorStopped: createError('REAKTOR_STOPPED', 'Polling reaktor "%s" is stopped: start it first (POST /api/v1/polling/%s/start)', 409)
+  ReaktorStopped: createError('REAKTOR_STOPPED', 'Polling reaktor "%s" is stopped: start it first (POST /api/v1/polling/%s/start)', 409),
+  // Users and roles (src/auth/user-admin.ts): a username or password rule broken, named `field: rule`.
+  InvalidUserInput: createError('REAKTOR_INVALID_USER_INPUT', '%s', 400),
+  UserNotFound: createError('REAKTOR_USER_NOT_FOUND', 'User "%s" does not exist', 404),
+  UsernameTaken: createError('REAKTOR_USERNAME_TAKEN', 'Username "%s" is taken (usernames are compared without regard to case)', 409),
+  LastAdmin: createError('REAKTOR_LAST_ADMIN', 'User "%s" is the last enabled admin: make another user an admin first', 409),
+  WrongPassword: createError('REAKTOR_WRONG_PASSWORD', 'The current password is wrong', 403)
 } as const
 
 /** True for the errors above: their messages are written to be shown, even in a 5xx body. */

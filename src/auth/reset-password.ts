@@ -2,10 +2,7 @@ import { sql, type Kysely } from 'kysely'
 import { insertAudit } from '../audit.js'
 import type { Database } from '../db/schema.js'
 import { revokeUserCredentials } from './sessions.js'
-
-/** The password rules, in characters (code points, as the API's JSON Schema counts them). */
-export const PASSWORD_MIN_CHARACTERS = 12
-export const PASSWORD_MAX_CHARACTERS = 1024
+import { PASSWORD_MAX as PASSWORD_MAX_CHARACTERS, PASSWORD_MIN as PASSWORD_MIN_CHARACTERS } from './user-rules.js'
 
 /** What is wrong with a new password, or null when it may be set. */
 export function passwordProblem (password: string): string | null {

@@ -24,16 +24,23 @@ export function tokenDigest (token: string): Buffer {
 }
 
 /**
- * Stores a new session (of a tagged token) and returns its expiry. The expiry is computed by PostgreSQL, the same
- * clock `findLiveSession` compares against, so node clocks cannot disagree about it.
+ * Stores a new session (of a tagged token) and returns its expiry, or null when the user is
+ * disabled or gone, or (with `passwordHash`) no longer has the password that was checked. The
+ * user's row is read FOR SHARE in the same statement: a disable or password change either commits
+ * before it (no session) or waits for it and then ends the session it made, so a login racing one
+ * leaves no live session behind. The expiry is computed by PostgreSQL, the same clock
+ * `findLiveSession` compares against, so node clocks cannot disagree about it.
  */
-export async function insertSession (db: Db, userId: string, digest: Buffer, ttlMs: number): Promise<Date> {
-  const row = await db.insertInto('sessions')
-    // Tagged: only the sessions of earlier-version nodes move untagged_until (see the migrations).
-    .values({ user_id: userId, token_hash: digest, tagged: true, expires_at: sql<Date>`now() + make_interval(secs => ${ttlMs / 1000})` })
-    .returning('expires_at')
-    .executeTakeFirstOrThrow()
-  return row.expires_at
+export async function insertSession (db: Db, userId: string, digest: Buffer, ttlMs: number, passwordHash?: string): Promise<Date | null> {
+  // Tagged: only the sessions of earlier-version nodes move untagged_until (see the migrations).
+  const result = await sql<{ expires_at: Date }>`
+    insert into sessions (user_id, token_hash, tagged, expires_at)
+    select id, ${digest}, true, now() + make_interval(secs => ${ttlMs / 1000})
+    from users
+    where id = ${userId} and disabled_at is null ${passwordHash === undefined ? sql`` : sql`and password_hash = ${passwordHash}`}
+    for share
+    returning expires_at`.execute(db)
+  return result.rows[0]?.expires_at ?? null
 }
 
 /** The live session of a digest (of an enabled user): one query on the unique token_hash index. */
@@ -111,12 +118,12 @@ export function createSessionService (db: Db, ttlMs: number, tagger: TokenTagger
     return session
   }
   return {
-    async create (userId) {
+    async create (userId, passwordHash) {
       // Housekeeping rides on logins: rare enough to be cheap, frequent enough to keep the table small.
       await deleteExpiredSessions(db)
       const token = tagger.issue()
-      const expiresAt = await insertSession(db, userId, tokenDigest(token), ttlMs)
-      return { token, expiresAt }
+      const expiresAt = await insertSession(db, userId, tokenDigest(token), ttlMs, passwordHash)
+      return expiresAt === null ? null : { token, expiresAt }
     },
     async verify (token) {
       if (typeof token !== 'string') return null
@@ -146,6 +153,9 @@ export function createSessionService (db: Db, ttlMs: number, tagger: TokenTagger
       await revokeSession(db, digest)
       // This node at once; the others when the notification reaches them.
       cache?.revoke(digest.toString('hex'))
+    },
+    forgetUser (userId) {
+      cache?.revoke(USER_PAYLOAD_PREFIX + userId)
     }
   }
 }

@@ -27,10 +27,18 @@ export interface AuthSession {
 }
 
 export interface SessionService {
-  /** Starts a new session; the token is returned once and only its SHA-256 is stored. */
-  create: (userId: string) => Promise<{ token: string, expiresAt: Date }>
+  /**
+   * Starts a new session; the token is returned once and only its SHA-256 is stored. Null when the
+   * user is disabled or gone, or no longer has `passwordHash` (the hash a login checked against).
+   */
+  create: (userId: string, passwordHash?: string) => Promise<{ token: string, expiresAt: Date } | null>
   /** The live session of a token, or null when missing, unknown, revoked or expired. */
   verify: (token: string | undefined) => Promise<AuthSession | null>
   /** Revokes the session of a token (no-op when unknown). */
   revoke: (token: string) => Promise<void>
+  /**
+   * Drops this node's cached checks of a user's sessions and tokens, after a change to the user
+   * committed (revokeUserCredentials tells the other nodes): its next request is read again.
+   */
+  forgetUser: (userId: string) => void
 }

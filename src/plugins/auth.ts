@@ -30,6 +30,13 @@ declare module 'fastify' {
     login: (request: FastifyRequest, username: string, password: string) => Promise<{ token: string, expiresAt: Date } | null>
     /** preHandler hook of the login routes: 429 past the failed-login budgets (src/auth/login-throttle.ts). */
     limitLoginAttempts: (request: FastifyRequest, reply: FastifyReply) => Promise<void>
+    /** The same budgets for a signed-in user's own password check (`POST /api/v1/auth/password`). */
+    limitPasswordAttempts: (request: FastifyRequest, reply: FastifyReply) => Promise<void>
+    /**
+     * The stored hash when `password` is the signed-in user's, else null; a wrong one stays counted
+     * against the login budgets like a failed login (after limitPasswordAttempts).
+     */
+    checkOwnPassword: (request: FastifyRequest, password: string) => Promise<string | null>
     /**
      * The session of the browser's session cookie (see src/auth/session-cookie.ts), or null. With
      * duplicates of that cookie, the answer also expires them wherever they may have been planted.
@@ -99,14 +106,27 @@ export default fp(async (fastify) => {
       if (attempt !== null) throttle.unanswered(attempt.username, attempt.address)
       throw err
     })
-    if (user === null) {
+    // Only while the user is still enabled and has the password just checked (see insertSession).
+    const session = user === null ? null : await sessions.create(user.id, user.passwordHash)
+    if (user === null || session === null) {
       request.log.info({ username }, 'login failed')
       return null
     }
     if (attempt !== null) throttle.succeeded(attempt.username, attempt.address)
-    const session = await sessions.create(user.id)
     request.log.info({ userId: user.id, username: user.username }, 'logged in')
     return session
+  })
+
+  fastify.decorate('checkOwnPassword', async (request: FastifyRequest, password: string) => {
+    const attempt = request.loginAttempt
+    const user = await verifyCredentials(db, request.auth?.username ?? '', password).catch((err: unknown) => {
+      if (attempt !== null) throttle.unanswered(attempt.username, attempt.address)
+      throw err
+    })
+    // By id too: a name freed by a delete and taken again is another user.
+    if (user === null || user.id !== request.auth?.userId) return null
+    if (attempt !== null) throttle.succeeded(attempt.username, attempt.address)
+    return user.passwordHash
   })
 
   // One budget for both login routes, so the form and the JSON login draw from the same counts.
@@ -114,9 +134,7 @@ export default fp(async (fastify) => {
   // client cannot pick its own address. (Counters are per node; a cluster multiplies the budget
   // by its size, which still bounds guessing.)
   const throttle = new LoginThrottle({ limit: config.loginRateLimit })
-  fastify.decorate('limitLoginAttempts', async (request: FastifyRequest, reply: FastifyReply) => {
-    // Runs after body validation: the username is a string.
-    const { username } = request.body as { username: string }
+  const limitAttempts = async (request: FastifyRequest, reply: FastifyReply, username: string): Promise<void> => {
     const { retryAfterSeconds, limitedBy } = throttle.begin(username, request.ip)
     if (retryAfterSeconds === 0) {
       request.loginAttempt = { username, address: request.ip }
@@ -125,6 +143,14 @@ export default fp(async (fastify) => {
     request.log.warn({ limitedBy }, 'login rate limit exceeded')
     void reply.header('retry-after', String(retryAfterSeconds))
     throw new Errors.LoginRateLimited(retryAfterSeconds)
+  }
+  fastify.decorate('limitLoginAttempts', async (request: FastifyRequest, reply: FastifyReply) => {
+    // Runs after body validation: the username is a string.
+    await limitAttempts(request, reply, (request.body as { username: string }).username)
+  })
+  // A stolen session guessing its user's password draws from the same budget as guesses at the login.
+  fastify.decorate('limitPasswordAttempts', async (request: FastifyRequest, reply: FastifyReply) => {
+    await limitAttempts(request, reply, request.auth?.username ?? '')
   })
 
   const maxAgeSeconds = Math.max(1, Math.ceil(config.sessionTtlMs / 1000))

@@ -55,8 +55,9 @@ export async function sessionToken (app: FastifyInstance, username = `user${++us
     .values({ username, password_hash: 'not-a-usable-hash' })
     .returning('id')
     .executeTakeFirstOrThrow()
-  const { token } = await app.sessions.create(user.id)
-  return token
+  const session = await app.sessions.create(user.id)
+  if (session === null) throw new Error(`no session for the new user ${username}`)
+  return session.token
 }
 
 /** `GET /api/v1/test/whoami` of an app built with `whoami: true`. */

@@ -1,0 +1,30 @@
+/**
+ * The rules of usernames and passwords (README "Users and roles"). The schemas say what JSON Schema
+ * can (types, password lengths: src/schemas/users.ts); what it cannot, the username after
+ * trimming, is checked here with the same `field: rule` wording as the schema errors.
+ */
+
+export const USERNAME_MAX = 64
+export const PASSWORD_MIN = 12
+export const PASSWORD_MAX = 1024
+
+/**
+ * Control, format, unassigned, surrogate and private-use characters, and line and paragraph
+ * separators: text that does not show as itself (or at all) in a list of users or a log line,
+ * so two names that look the same could be different accounts.
+ */
+const UNPRINTABLE = /[\p{Cc}\p{Cf}\p{Cn}\p{Cs}\p{Co}\p{Zl}\p{Zp}]/u
+
+/** The stored form of a username: what a login, a lookup and a create compare (case aside). */
+export function normalizeUsername (raw: string): string {
+  return raw.trim()
+}
+
+/** The rule a username breaks (after trimming), or null when it is a valid one. */
+export function usernameProblem (raw: string): string | null {
+  const name = normalizeUsername(raw)
+  if (name.length === 0) return 'username: at least 1 character after trimming spaces'
+  if ([...name].length > USERNAME_MAX) return `username: at most ${USERNAME_MAX} characters`
+  if (UNPRINTABLE.test(name)) return 'username: printable characters only (no control, format, unassigned or line-separator characters)'
+  return null
+}

@@ -1,0 +1,191 @@
+import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
+import { Type } from 'typebox'
+import type { FastifyRequest, FastifySchemaValidationError } from 'fastify'
+import { hashPassword, randomPassword } from '../auth/password.js'
+import { changeOwnPassword, createUser, deleteUser, getUser, listUsers, resetPassword, updateUser, type AuditRecorder, type ChangeContext } from '../auth/user-admin.js'
+import { usernameProblem } from '../auth/user-rules.js'
+import { Errors } from '../errors.js'
+import { described, ErrorBody } from '../schemas/common.js'
+import { CreateUserBody, OwnPasswordBody, OwnPasswordResult, ResetPasswordBody, UpdateUserBody, UserList, UserParams, UserSchema, UserWithPassword } from '../schemas/users.js'
+
+const invalid = described(ErrorBody, 'A username or password rule is broken: the message names the field and the rule')
+const unauthorized = described(ErrorBody, 'Missing, invalid or expired session or API token')
+const forbidden = described(ErrorBody, 'The caller is not an admin')
+const unknownUser = described(ErrorBody, 'No user of this name (compared without regard to case)')
+const lastAdmin = described(ErrorBody, 'The change would leave no enabled admin')
+const unavailable = described(ErrorBody, 'The database is unavailable; retry shortly')
+
+/**
+ * Schema errors of these routes in the wording of the rules (`password: at least 12 characters`),
+ * like the ones src/auth/user-rules.ts gives for what a schema cannot say.
+ */
+export function ruleMessage (errors: FastifySchemaValidationError[], dataVar: string): Error {
+  const e = errors[0]
+  const field = e.instancePath.replace(/^\//, '').replaceAll('/', '.')
+  const params = e.params as Record<string, unknown>
+  const rule = ((): string | undefined => {
+    switch (e.keyword) {
+      case 'minLength': return `${field}: at least ${String(params.limit)} character${params.limit === 1 ? '' : 's'}`
+      case 'maxLength': return `${field}: at most ${Number(params.limit).toLocaleString('en-US')} characters`
+      case 'required': return `${String(params.missingProperty)}: required`
+      case 'enum': return `${field}: one of ${(params.allowedValues as string[]).join(', ')}`
+      case 'minProperties': return 'at least one field to change'
+      case 'pattern': return `${field}: no NUL or unpaired surrogate characters`
+      case 'type': return `${field === '' ? dataVar : field}: must be ${String(params.type)}`
+      default: return undefined
+    }
+  })()
+  return new Error(rule ?? `${dataVar}${e.instancePath} ${e.message ?? 'is invalid'}`)
+}
+
+/** The rules a schema cannot say, with the same 400 body. */
+function check (...problems: Array<string | null>): void {
+  const problem = problems.find((p) => p !== null)
+  if (problem !== undefined && problem !== null) throw new Errors.InvalidUserInput(problem)
+}
+
+/**
+ * `/api/v1/users`: user administration, admins only (README "Users and roles"), and
+ * `POST /api/v1/auth/password`, every user's own password. Registered in the authenticated scope.
+ */
+const routes: FastifyPluginAsyncTypebox = async (fastify) => {
+  const recorder = (request: FastifyRequest): AuditRecorder => async (trx, action, targets, details) =>
+    await fastify.audit(request, { action, targets, details }, trx)
+  // authenticate() ran first: request.auth is set on every route here.
+  const change = (request: FastifyRequest): ChangeContext => ({ db: fastify.db, audit: recorder(request), actorId: request.auth?.userId ?? '' })
+  const admin = { preHandler: fastify.requireAdmin, schemaErrorFormatter: ruleMessage }
+  const tags = ['users']
+
+  fastify.get('/users', {
+    ...admin,
+    schema: {
+      operationId: 'listUsers',
+      tags,
+      summary: 'List the users',
+      response: { 200: UserList, 401: unauthorized, 403: forbidden, 503: unavailable }
+    }
+  }, async () => ({ users: await listUsers(fastify.db) }))
+
+  fastify.post('/users', {
+    ...admin,
+    schema: {
+      operationId: 'createUser',
+      tags,
+      summary: 'Create a user; without a password, one is generated and returned once',
+      body: CreateUserBody,
+      response: {
+        201: described(UserWithPassword, 'Created; `password` is the generated one, shown this once'),
+        400: invalid,
+        401: unauthorized,
+        403: forbidden,
+        409: described(ErrorBody, 'The username is taken (compared without regard to case)'),
+        503: unavailable
+      }
+    }
+  }, async (request, reply) => {
+    const { username, role } = request.body
+    check(usernameProblem(username))
+    const generated = request.body.password === undefined
+    const password = request.body.password ?? randomPassword()
+    const user = await createUser(change(request), { username, role, passwordHash: await hashPassword(password), generated })
+    void reply.code(201).header('cache-control', 'no-store')
+    return generated ? { user, password } : { user }
+  })
+
+  fastify.get('/users/:username', {
+    ...admin,
+    schema: {
+      operationId: 'getUser',
+      tags,
+      summary: 'One user',
+      params: UserParams,
+      response: { 200: described(UserSchema, 'The user'), 400: invalid, 401: unauthorized, 403: forbidden, 404: unknownUser, 503: unavailable }
+    }
+  }, async (request) => await getUser(fastify.db, request.params.username))
+
+  fastify.patch('/users/:username', {
+    ...admin,
+    schema: {
+      operationId: 'updateUser',
+      tags,
+      summary: 'Change the role of a user, or disable or enable it (both in one change)',
+      params: UserParams,
+      body: UpdateUserBody,
+      response: { 200: described(UserSchema, 'The user after the change'), 400: invalid, 401: unauthorized, 403: forbidden, 404: unknownUser, 409: lastAdmin, 503: unavailable }
+    }
+  }, async (request) => {
+    const user = await updateUser(change(request), request.params.username, request.body)
+    fastify.sessions.forgetUser(user.id)
+    return user
+  })
+
+  fastify.post('/users/:username/password', {
+    ...admin,
+    schema: {
+      operationId: 'resetUserPassword',
+      tags,
+      summary: 'Set a new password for a user (generated and returned once when omitted); ends its sessions and tokens',
+      params: UserParams,
+      body: ResetPasswordBody,
+      response: {
+        200: described(UserWithPassword, 'Reset; every session and API token of the user has ended. `password` is the generated one, shown this once'),
+        400: invalid,
+        401: unauthorized,
+        403: forbidden,
+        404: unknownUser,
+        503: unavailable
+      }
+    }
+  }, async (request, reply) => {
+    const generated = request.body.password === undefined
+    const password = request.body.password ?? randomPassword()
+    const user = await resetPassword(change(request), request.params.username, await hashPassword(password), generated)
+    fastify.sessions.forgetUser(user.id)
+    void reply.header('cache-control', 'no-store')
+    return generated ? { user, password } : { user }
+  })
+
+  fastify.delete('/users/:username', {
+    ...admin,
+    schema: {
+      operationId: 'deleteUser',
+      tags,
+      summary: 'Delete a user with its sessions and API tokens',
+      params: UserParams,
+      response: { 200: described(Type.Object({ message: Type.String() }), 'Deleted, with its sessions and API tokens'), 400: invalid, 401: unauthorized, 403: forbidden, 404: unknownUser, 409: lastAdmin, 503: unavailable }
+    }
+  }, async (request) => {
+    const { id, username } = await deleteUser(change(request), request.params.username)
+    fastify.sessions.forgetUser(id)
+    return { message: `User "${username}" deleted` }
+  })
+
+  fastify.post('/auth/password', {
+    preHandler: fastify.limitPasswordAttempts,
+    schemaErrorFormatter: ruleMessage,
+    schema: {
+      operationId: 'changeOwnPassword',
+      tags: ['auth'],
+      summary: 'Change your own password; every session and API token of yours ends, this one included',
+      body: OwnPasswordBody,
+      response: {
+        200: OwnPasswordResult,
+        400: invalid,
+        401: unauthorized,
+        403: described(ErrorBody, 'The current password is wrong (counted like a failed login)'),
+        429: described(ErrorBody, 'Too many wrong passwords or failed logins: retry after `Retry-After` seconds'),
+        503: unavailable
+      }
+    }
+  }, async (request) => {
+    const { currentPassword, newPassword } = request.body
+    const checked = await fastify.checkOwnPassword(request, currentPassword)
+    // A password changed elsewhere since the check is no longer the current one: the same answer.
+    const userId = request.auth?.userId ?? ''
+    const changed = checked !== null && await changeOwnPassword(fastify.db, recorder(request), userId, checked, await hashPassword(newPassword))
+    if (!changed) throw new Errors.WrongPassword()
+    fastify.sessions.forgetUser(userId)
+    return { message: 'Password changed; every session and API token of yours has ended: log in again' }
+  })
+}
+export default routes

@@ -62,7 +62,7 @@ const routes: FastifyPluginAsyncTypebox = async (fastify) => {
       operationId: 'listUsers',
       tags,
       summary: 'List the users',
-      response: { 200: UserList, 401: unauthorized, 403: forbidden, 503: unavailable }
+      response: { 200: UserList, 401: unauthorized, 403: forbidden, 500: ErrorBody, 503: unavailable }
     }
   }, async () => ({ users: await listUsers(fastify.db) }))
 
@@ -79,6 +79,7 @@ const routes: FastifyPluginAsyncTypebox = async (fastify) => {
         401: unauthorized,
         403: forbidden,
         409: described(ErrorBody, 'The username is taken (compared without regard to case)'),
+        500: ErrorBody,
         503: unavailable
       }
     }
@@ -99,7 +100,7 @@ const routes: FastifyPluginAsyncTypebox = async (fastify) => {
       tags,
       summary: 'One user',
       params: UserParams,
-      response: { 200: described(UserSchema, 'The user'), 400: invalid, 401: unauthorized, 403: forbidden, 404: unknownUser, 503: unavailable }
+      response: { 200: described(UserSchema, 'The user'), 400: invalid, 401: unauthorized, 403: forbidden, 404: unknownUser, 500: ErrorBody, 503: unavailable }
     }
   }, async (request) => await getUser(fastify.db, request.params.username))
 
@@ -111,7 +112,7 @@ const routes: FastifyPluginAsyncTypebox = async (fastify) => {
       summary: 'Change the role of a user, or disable or enable it (both in one change)',
       params: UserParams,
       body: UpdateUserBody,
-      response: { 200: described(UserSchema, 'The user after the change'), 400: invalid, 401: unauthorized, 403: forbidden, 404: unknownUser, 409: lastAdmin, 503: unavailable }
+      response: { 200: described(UserSchema, 'The user after the change'), 400: invalid, 401: unauthorized, 403: forbidden, 404: unknownUser, 409: lastAdmin, 500: ErrorBody, 503: unavailable }
     }
   }, async (request) => {
     const user = await updateUser(change(request), request.params.username, request.body)
@@ -133,6 +134,7 @@ const routes: FastifyPluginAsyncTypebox = async (fastify) => {
         401: unauthorized,
         403: forbidden,
         404: unknownUser,
+        500: ErrorBody,
         503: unavailable
       }
     }
@@ -152,7 +154,7 @@ const routes: FastifyPluginAsyncTypebox = async (fastify) => {
       tags,
       summary: 'Delete a user with its sessions and API tokens',
       params: UserParams,
-      response: { 200: described(Type.Object({ message: Type.String() }), 'Deleted, with its sessions and API tokens'), 400: invalid, 401: unauthorized, 403: forbidden, 404: unknownUser, 409: lastAdmin, 503: unavailable }
+      response: { 200: described(Type.Object({ message: Type.String() }), 'Deleted, with its sessions and API tokens'), 400: invalid, 401: unauthorized, 403: forbidden, 404: unknownUser, 409: lastAdmin, 500: ErrorBody, 503: unavailable }
     }
   }, async (request) => {
     const { id, username } = await deleteUser(change(request), request.params.username)
@@ -174,6 +176,7 @@ const routes: FastifyPluginAsyncTypebox = async (fastify) => {
         401: unauthorized,
         403: described(ErrorBody, 'The current password is wrong (counted like a failed login)'),
         429: described(ErrorBody, 'Too many wrong passwords or failed logins: retry after `Retry-After` seconds'),
+        500: ErrorBody,
         503: unavailable
       }
     }

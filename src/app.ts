@@ -27,6 +27,7 @@ import pollingRoutes from './routes/polling.js'
 import pollingRunsRoutes from './routes/polling-runs.js'
 import pollingBulkRoutes from './routes/polling-bulk.js'
 import aktorRoutes from './routes/aktor.js'
+import auditRoutes from './routes/audit.js'
 import openapiRoutes from './routes/openapi.js'
 import { MAX_ID_PARAM_LENGTH } from './schemas/polling.js'
 
@@ -136,6 +137,7 @@ export const app: FastifyPluginAsync<AppOptions> = async (fastify, opts) => {
       await secured.register(pollingRunsRoutes)
       await secured.register(pollingBulkRoutes)
       await secured.register(aktorRoutes)
+      await secured.register(auditRoutes)
       await secured.register(openapiRoutes)
     })
   }, { prefix: '/api/v1' })

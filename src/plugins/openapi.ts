@@ -57,7 +57,8 @@ export default fp(async (fastify) => {
       tags: [
         { name: 'polling', description: 'Start, stop and inspect polling reaktors' },
         { name: 'aktor', description: 'Call standard reaktors' },
-        { name: 'auth', description: 'Session tokens' }
+        { name: 'auth', description: 'Session tokens' },
+        { name: 'audit', description: 'The audit log of privileged actions' }
       ]
     }
   })

@@ -15,7 +15,8 @@ export async function findUserByUsername (db: Db, username: string): Promise<Use
  */
 export async function createUserIfMissing (db: Db, username: string, passwordHash: string): Promise<boolean> {
   const row = await db.insertInto('users')
-    .values({ username, password_hash: passwordHash })
+    // New users default to operator; the one made from ADMIN_USERNAME is the admin its name says.
+    .values({ username, password_hash: passwordHash, role: 'admin' })
     .onConflict((oc) => oc.column('username').doNothing())
     .returning('id')
     .executeTakeFirst()
@@ -29,8 +30,8 @@ export async function createUserIfMissing (db: Db, username: string, passwordHas
  */
 export async function createFirstUser (db: Db, username: string, passwordHash: string): Promise<boolean> {
   const result = await sql<{ id: string }>`
-    insert into users (username, password_hash)
-    select ${username}, ${passwordHash}
+    insert into users (username, password_hash, role)
+    select ${username}, ${passwordHash}, 'admin'
     where not exists (select 1 from users)
     on conflict (username) do nothing
     returning id`.execute(db)

@@ -30,7 +30,8 @@ export class AuditCursors {
   decode (cursor: string): bigint | undefined {
     if (cursor.length !== CURSOR_LENGTH || !/^[A-Za-z0-9_-]+$/.test(cursor)) return undefined
     const bytes = Buffer.from(cursor, 'base64url')
-    if (bytes.length !== ID_BYTES + TAG_BYTES) return undefined
+    // The last character carries 2 unused bits: only the encoding this service issues is one of its cursors.
+    if (bytes.length !== ID_BYTES + TAG_BYTES || bytes.toString('base64url') !== cursor) return undefined
     const body = bytes.subarray(0, ID_BYTES)
     if (!timingSafeEqual(bytes.subarray(ID_BYTES), this.tag(body))) return undefined
     return body.readBigInt64BE()

@@ -27,6 +27,7 @@ import pollingRoutes from './routes/polling.js'
 import pollingRunsRoutes from './routes/polling-runs.js'
 import pollingBulkRoutes from './routes/polling-bulk.js'
 import aktorRoutes from './routes/aktor.js'
+import auditRoutes from './routes/audit.js'
 import openapiRoutes from './routes/openapi.js'
 import tokenRoutes from './routes/tokens.js'
 import docsRoutes from './routes/docs.js'
@@ -144,6 +145,7 @@ export const app: FastifyPluginAsync<AppOptions> = async (fastify, opts) => {
       await secured.register(aktorRoutes)
       await secured.register(tokenRoutes)
       await secured.register(usersRoutes)
+      await secured.register(auditRoutes)
     })
   }, { prefix: '/api/v1' })
   // Encapsulated on purpose: its CSP hook must never touch the API routes.

@@ -1,8 +1,9 @@
 /**
- * Audit lines: every privileged state change (start, stop, run now, bulk actions, the restart-time
- * reset) is logged as ONE structured line with an `audit` object, so a log pipeline can select them
- * with `audit.action` and answer "who changed what, where, when" without parsing messages.
- * Fastify-free on purpose: the scheduler writes the restart-time reset's line itself.
+ * Audit: every privileged action (polling control, the restart-time reset, logins and logouts,
+ * user and token management) is one row of the `audit` table (read back by `GET /api/v1/audit`)
+ * and ONE structured log line with an `audit` object, so a log pipeline can select them with
+ * `audit.action` and answer "who changed what, where, when" without parsing messages.
+ * Fastify-free on purpose: the scheduler records the restart-time reset itself.
  */
 
 import type { Kysely } from 'kysely'
@@ -17,45 +18,58 @@ export type AuditAction =
 /** One row of the `audit` table, as written. */
 export interface AuditRow {
   action: AuditAction
+  /** Username of who acted; null for the service itself. */
   actor: string | null
+  /** Client address of the request; null for the service itself. */
   address: string | null
+  /** NODE_ID of the node that took the request (or applied the rule). */
   node: string
+  /** What was acted on: reaktor ids (for bulk actions, those that exist), a username, a token id. */
   targets: string[]
+  /** What the action changed or found, per action (e.g. `changed: false` for an idempotent repeat). */
   details: Record<string, unknown>
 }
+
+/** Stores one audit row: the audit plugin's writer, also handed to the scheduler. */
+export type AuditWriter = (row: AuditRow) => Promise<void>
 
 /** Inserts one audit row (in the caller's transaction when `db` is one). */
 export async function insertAudit (db: Kysely<Database>, row: AuditRow): Promise<void> {
   await db.insertInto('audit').values({ ...row, details: JSON.stringify(row.details) }).execute()
 }
 
-export interface AuditEntry {
-  action: AuditAction
-  /** The reaktors acted on (for bulk actions: those that exist; unknown ids go in `details`). */
-  reaktors: readonly string[]
-  /** Who asked: the username of the session or token; null for the service itself (restart rules). */
-  user: string | null
-  /** NODE_ID of the node that took the request (or applied the rule). */
-  node: string
-  /** What the action changed or found, per action (e.g. `changed: false` for an idempotent repeat). */
-  details?: Record<string, unknown>
+interface AuditLogger {
+  info: (obj: object, msg: string) => void
+  error: (obj: object, msg: string) => void
 }
 
-interface InfoLogger { info: (obj: object, msg: string) => void }
-
-/** Writes one audit line. Never throws: a logger failure must not undo or fail the action it reports. */
-export function logAudit (log: InfoLogger, entry: AuditEntry): void {
+/**
+ * Writes the one audit line of an action. `notStored`: why its row could not be written; the line
+ * is then an error carrying the reason, and the only record of the action. Never throws: a logger
+ * failure must not undo or fail the action it reports.
+ */
+export function logAudit (log: AuditLogger, row: AuditRow, notStored?: unknown): void {
+  const audit = { action: row.action, targets: [...row.targets], user: row.actor, address: row.address, node: row.node, details: row.details }
   try {
-    log.info({ audit: { ...entry, reaktors: [...entry.reaktors] } }, `audit: ${entry.action}`)
+    if (notStored === undefined) log.info({ audit }, `audit: ${row.action}`)
+    else log.error({ audit, err: notStored }, `audit: ${row.action} (not stored in the audit table: this line is its record)`)
   } catch {
     // Nothing left to report it with.
   }
 }
 
-/** What an API request's audit line is read from: its logger and who it authenticated as. */
-interface AuditedRequest { log: InfoLogger, auth: { username: string } | null }
-
-/** Writes the audit line of an API request: its user, and `node`, the node that took it. */
-export function logRequestAudit (request: AuditedRequest, node: string, { action, reaktors, details }: Omit<AuditEntry, 'user' | 'node'>): void {
-  logAudit(request.log, { action, reaktors, user: request.auth?.username ?? null, node, details })
+/**
+ * Records an action that has already happened: its row through `write`, then its one log line.
+ * A failed write is logged with the entry, never thrown: the action stands, it is not undone.
+ */
+export async function recordAudit (log: AuditLogger, write: AuditWriter | undefined, row: AuditRow): Promise<void> {
+  let notStored: unknown
+  if (write !== undefined) {
+    try {
+      await write(row)
+    } catch (err) {
+      notStored = err
+    }
+  }
+  logAudit(log, row, notStored)
 }

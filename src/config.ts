@@ -46,6 +46,8 @@ export interface Config {
   partitions: number | undefined
   /** RUN_HISTORY_PER_REAKTOR: run history rows kept per polling reaktor; 0 writes none. */
   runHistoryPerReaktor: number
+  /** AUDIT_RETENTION: audit rows older than this are deleted; 0 keeps them forever. */
+  auditRetentionMs: number
   /** Memory for the app-UI file cache (files and their gzip/brotli variants), in bytes. */
   appUiCacheBytes: number
   /**
@@ -90,6 +92,26 @@ function duration (env: Env, name: string, fallback: string): number {
     throw new ConfigError(name, `${JSON.stringify(raw)} is not allowed; expected an integer followed by ms, s, m, h or d (for example 8h)`)
   }
   if (ms <= 0) throw new ConfigError(name, `${JSON.stringify(raw)} is not allowed; the duration must be greater than zero`)
+  return ms
+}
+
+/** A day: shorter retentions of the audit table are refused as likely typos (`90m` for `90d`). */
+export const MIN_AUDIT_RETENTION_MS = 86_400_000
+/** 100 years: far beyond any policy, and well inside what PostgreSQL can subtract from now(). */
+export const MAX_AUDIT_RETENTION_MS = 36_500 * 86_400_000
+
+function auditRetention (env: Env): number {
+  const raw = read(env, 'AUDIT_RETENTION') ?? '90d'
+  if (raw === '0') return 0
+  const rule = 'expected 0 (keep forever) or a duration from 1d to 36500d (an integer followed by ms, s, m, h or d, for example 90d)'
+  let ms: number
+  try {
+    ms = parseDuration(raw)
+  } catch {
+    throw new ConfigError('AUDIT_RETENTION', `${JSON.stringify(raw)} is not allowed; ${rule}`)
+  }
+  if (ms === 0) return 0
+  if (ms < MIN_AUDIT_RETENTION_MS || ms > MAX_AUDIT_RETENTION_MS) throw new ConfigError('AUDIT_RETENTION', `${JSON.stringify(raw)} is not allowed; ${rule}`)
   return ms
 }
 
@@ -170,6 +192,7 @@ export function loadConfig (env: Env = process.env): Config {
     loginRateLimit: integer(env, 'LOGIN_RATE_LIMIT', 10, 1, 100_000),
     partitions: read(env, 'PARTITIONS') === undefined ? undefined : integer(env, 'PARTITIONS', DEFAULT_PARTITIONS, 1, MAX_PARTITIONS),
     runHistoryPerReaktor: integer(env, 'RUN_HISTORY_PER_REAKTOR', 100, 0, 100_000),
+    auditRetentionMs: auditRetention(env),
     appUiCacheBytes: integer(env, 'APP_UI_CACHE_BYTES', 64 * 1024 * 1024, 0, 16 * 1024 * 1024 * 1024),
     appSettingsEnv: Object.freeze(Object.fromEntries(Object.entries(env).filter((e): e is [string, string] => e[0].startsWith('REAKTOR_SETTING_') && e[1] !== undefined)))
   }

@@ -14,6 +14,9 @@ import { verifyCredentials } from '../auth/users.js'
 import { Errors } from '../errors.js'
 import { scrapeCounter, scrapeGauge } from '../metrics/read-at-scrape.js'
 
+/** Characters of a failed login's username kept as its audit actor: whatever was typed, bounded. */
+const MAX_AUDITED_USERNAME = 64
+
 declare module 'fastify' {
   interface FastifyInstance {
     sessions: SessionService
@@ -110,10 +113,14 @@ export default fp(async (fastify) => {
     const session = user === null ? null : await sessions.create(user.id, user.passwordHash)
     if (user === null || session === null) {
       request.log.info({ username }, 'login failed')
+      // Not awaited: a failed login answers as fast as without its row. The throttle (a 429 before
+      // any of this) bounds how many rows a flood of failures can write.
+      void fastify.audit(request, { action: 'auth.login_failed', targets: [], actor: [...username].slice(0, MAX_AUDITED_USERNAME).join(''), details: { route: request.routeOptions.url } })
       return null
     }
     if (attempt !== null) throttle.succeeded(attempt.username, attempt.address)
     request.log.info({ userId: user.id, username: user.username }, 'logged in')
+    await fastify.audit(request, { action: 'auth.login', targets: [], actor: user.username, details: { route: request.routeOptions.url } })
     return session
   })
 

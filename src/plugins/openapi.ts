@@ -64,7 +64,9 @@ export default fp(async (fastify) => {
         { name: 'polling', description: 'Start, stop and inspect polling reaktors' },
         { name: 'aktor', description: 'Call standard reaktors' },
         { name: 'auth', description: 'Session tokens' },
-        { name: 'tokens', description: 'API tokens for scripts' }
+        { name: 'users', description: 'User administration (admins) and one\'s own password' },
+        { name: 'tokens', description: 'API tokens for scripts' },
+        { name: 'audit', description: 'The audit log of privileged actions' }
       ]
     }
   })

@@ -14,7 +14,7 @@ declare module 'fastify' {
  * What this plugin supplies from the app; every other option (shutdownGraceMs too, which comes from
  * the config) is a knob tests may turn: the defaults are production's.
  */
-type Supplied = 'db' | 'bulkDb' | 'databaseUrl' | 'reaktors' | 'nodeId' | 'log' | 'partitions' | 'onRunEnd'
+type Supplied = 'db' | 'bulkDb' | 'databaseUrl' | 'reaktors' | 'nodeId' | 'log' | 'partitions' | 'onRunEnd' | 'auditWriter'
 export type SchedulerOverrides = Partial<Omit<SchedulerOptions, Supplied>>
 
 export interface SchedulerPluginOptions {
@@ -46,6 +46,7 @@ export default fp<SchedulerPluginOptions>(async (fastify, opts) => {
     shutdownGraceMs: fastify.config.shutdownGraceMs,
     partitions: fastify.config.partitions,
     runHistoryPerReaktor: fastify.config.runHistoryPerReaktor,
+    auditWriter: fastify.auditWriter,
     onRunEnd: ({ reaktorId, outcome, durationMs }) => {
       pollingRuns.record(reaktorId, outcome, durationMs / 1000)
     },
@@ -77,4 +78,4 @@ export default fp<SchedulerPluginOptions>(async (fastify, opts) => {
   fastify.addHook('onClose', async () => {
     await scheduler.stop()
   })
-}, { name: 'scheduler', dependencies: ['config', 'db', 'apps', 'metrics'] })
+}, { name: 'scheduler', dependencies: ['config', 'db', 'apps', 'metrics', 'audit'] })

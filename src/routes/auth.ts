@@ -51,6 +51,7 @@ const routes: FastifyPluginAsyncTypebox = async (fastify) => {
     await fastify.sessions.revoke(request.headers[TOKEN_HEADER] as string)
     fastify.clearSessionCookie(request, reply)
     request.log.info({ userId: request.auth?.userId }, 'logged out')
+    await fastify.audit(request, { action: 'auth.logout', targets: [] })
     return { message: 'Logged out; the session is revoked' }
   })
 }

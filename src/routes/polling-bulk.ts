@@ -1,7 +1,6 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import { Ajv } from 'ajv'
 import { MAX_REAKTOR_ID_LENGTH } from '../apps/registry.js'
-import { logRequestAudit } from '../audit.js'
 import { isChange } from '../scheduler/index.js'
 import { described, ErrorBody } from '../schemas/common.js'
 import { BULK_BODY_LIMIT, BulkAnswer, BulkByApp, BulkByIds, BulkSelection, type BulkSelectionType } from '../schemas/polling-bulk.js'
@@ -93,9 +92,9 @@ const routes: FastifyPluginAsyncTypebox = async (fastify) => {
       const unchanged: string[] = []
       const notFound: string[] = []
       for (const o of outcomes) (o.result === 'not_found' ? notFound : isChange(o.result) ? changed : unchanged).push(o.reaktorId)
-      logRequestAudit(request, fastify.config.nodeId, {
+      await fastify.audit(request, {
         action: action === 'start' ? 'polling.bulk_start' : 'polling.bulk_stop',
-        reaktors: outcomes.filter((o) => o.result !== 'not_found').map((o) => o.reaktorId),
+        targets: outcomes.filter((o) => o.result !== 'not_found').map((o) => o.reaktorId),
         details: { ...('app' in selection ? { app: selection.app } : {}), changed, unchanged, ...auditNotFound(notFound) }
       })
       return {

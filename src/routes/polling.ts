@@ -1,6 +1,5 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import type { FastifyReply } from 'fastify'
-import { logRequestAudit } from '../audit.js'
 import { Errors } from '../errors.js'
 import { described, ErrorBody, UnknownReaktorAnswer } from '../schemas/common.js'
 import { MessageBody, PollingList, PollingStatus, ReaktorIdParams } from '../schemas/polling.js'
@@ -30,7 +29,7 @@ const routes: FastifyPluginAsyncTypebox = async (fastify) => {
     }, async (request) => {
       const { reaktorId } = request.params
       const changed = await control.apply(reaktorId)
-      logRequestAudit(request, fastify.config.nodeId, { action: `polling.${control.action}`, reaktors: [reaktorId], details: { changed } })
+      await fastify.audit(request, { action: `polling.${control.action}`, targets: [reaktorId], details: { changed } })
       return { message: `Polling reaktor "${reaktorId}" ${changed ? control.done : control.already}` }
     })
   }
@@ -54,7 +53,7 @@ const routes: FastifyPluginAsyncTypebox = async (fastify) => {
   }, async (request, reply) => {
     const { reaktorId } = request.params
     const requested = await polling.run(reaktorId)
-    logRequestAudit(request, fastify.config.nodeId, { action: 'polling.run', reaktors: [reaktorId], details: { requested } })
+    await fastify.audit(request, { action: 'polling.run', targets: [reaktorId], details: { requested } })
     if (!requested) throw new Errors.ReaktorStopped(reaktorId, encodeURIComponent(reaktorId))
     return await reply.code(202).send({ message: `Polling reaktor "${reaktorId}": run requested` })
   })

@@ -1,6 +1,7 @@
 import type { Kysely } from 'kysely'
 import { MIN_POLLING_INTERVAL_MS } from '../apps/registry.js'
 import type { RegisteredPollingReaktor } from '../apps/types.js'
+import type { AuditWriter } from '../audit.js'
 import { DEAD_AFTER_MS, PING_EVERY_MS } from '../db/dedicated-connection.js'
 import type { Database } from '../db/schema.js'
 import type { SchedulerLogger } from './logger.js'
@@ -75,6 +76,8 @@ export interface SchedulerOptions {
   wantsOwnership?: (partition: number) => boolean
   /** History rows kept per reaktor (RUN_HISTORY_PER_REAKTOR); 0: no history is written. Default 100. */
   runHistoryPerReaktor?: number
+  /** Stores the audit row of the restart-time reset (the audit table); unset: its log line only. */
+  auditWriter?: AuditWriter
   /** Told of every finished run on this node (metrics). Must not throw; a throw is ignored. */
   onRunEnd?: (run: RunEnd) => void
   /**

@@ -1,5 +1,5 @@
 import { performance } from 'node:perf_hooks'
-import { logAudit } from '../audit.js'
+import { recordAudit } from '../audit.js'
 import { RunResultBatcher } from './batcher.js'
 import { LockConnection } from './lock-connection.js'
 import type { SchedulerLogger } from './logger.js'
@@ -181,7 +181,7 @@ export class Scheduler {
         reaktorId: id, interval: r.registration.interval, autoStart: r.registration.autoStart === true, partition: this.ctx.partitionOfId.get(id)!
       }))
       const applied = await store.applyBootRules(this.settings.bulkDb ?? this.settings.db, boot, new Date(this.settings.now()), cold)
-      if (applied.stoppedIds.length > 0) logAudit(this.log, { action: 'polling.restart_reset', reaktors: applied.stoppedIds, user: null, node: this.nodeId, details: { reason: 'cluster cold start: autoStart is false' } })
+      if (applied.stoppedIds.length > 0) await recordAudit(this.log, this.settings.auditWriter, { action: 'polling.restart_reset', targets: applied.stoppedIds, actor: null, address: null, node: this.nodeId, details: { reason: 'cluster cold start: autoStart is false' } })
       await this.lock.holdSharedMembership()
       if (cold) await this.lock.releaseExclusiveMembership()
       const legacy = await partitionStore.readLegacyNodes(this.settings.db, 250)

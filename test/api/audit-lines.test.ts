@@ -72,14 +72,16 @@ t.test('one audit line per action with the user of the token and the node; refus
   t.equal(audits().length, before, 'refused requests and reads write no audit line')
 
   const node = app.config.nodeId
+  const address = '127.0.0.1'
   t.same(audits(), [
-    { action: 'polling.start', reaktors: ['a'], user: bobName, node, details: { changed: true } },
-    { action: 'polling.run', reaktors: ['a'], user: ADMIN.username, node, details: { requested: true } },
-    { action: 'polling.run', reaktors: ['b'], user: bobName, node, details: { requested: false } },
-    { action: 'polling.bulk_stop', reaktors: ['a'], user: bobName, node, details: { changed: ['a'], unchanged: [], notFound: ['nope'] } },
-    { action: 'polling.bulk_start', reaktors: ['a', 'b'], user: ADMIN.username, node, details: { app: 'audit-app', changed: ['a', 'b'], unchanged: [], notFound: [] } },
-    { action: 'polling.stop', reaktors: ['b'], user: bobName, node, details: { changed: true } },
-    { action: 'polling.bulk_stop', reaktors: ['a'], user: ADMIN.username, node, details: { changed: ['a'], unchanged: [], notFound: madeUp.slice(0, 10).map((id) => id.slice(0, 200)), notFoundCount: 5000 } }
+    { action: 'auth.login', targets: [], user: ADMIN.username, address, node, details: { route: '/api/v1/auth/login' } },
+    { action: 'polling.start', targets: ['a'], user: bobName, address, node, details: { changed: true } },
+    { action: 'polling.run', targets: ['a'], user: ADMIN.username, address, node, details: { requested: true } },
+    { action: 'polling.run', targets: ['b'], user: bobName, address, node, details: { requested: false } },
+    { action: 'polling.bulk_stop', targets: ['a'], user: bobName, address, node, details: { changed: ['a'], unchanged: [], notFound: ['nope'] } },
+    { action: 'polling.bulk_start', targets: ['a', 'b'], user: ADMIN.username, address, node, details: { app: 'audit-app', changed: ['a', 'b'], unchanged: [], notFound: [] } },
+    { action: 'polling.stop', targets: ['b'], user: bobName, address, node, details: { changed: true } },
+    { action: 'polling.bulk_stop', targets: ['a'], user: ADMIN.username, address, node, details: { changed: ['a'], unchanged: [], notFound: madeUp.slice(0, 10).map((id) => id.slice(0, 200)), notFoundCount: 5000 } }
   ], 'each action by the user whose token asked')
   const longest = Math.max(...lines.filter((l) => l.includes('"audit"')).map((l) => Buffer.byteLength(l)))
   t.ok(longest <= 16 * 1024, `made-up ids cannot pad an audit line past what log pipelines keep whole (the longest: ${longest} bytes)`)

@@ -303,15 +303,16 @@ t.test('audit lines: single start and stop, bulk by ids and by app, each with us
   const node = s.app.config.nodeId
   const user = ADMIN.username
   t.same(s.audits(), [
-    { action: 'polling.start', reaktors: ['a'], user, node, details: { changed: true } },
-    { action: 'polling.start', reaktors: ['a'], user, node, details: { changed: false } },
-    { action: 'polling.stop', reaktors: ['a'], user, node, details: { changed: true } },
-    { action: 'polling.stop', reaktors: ['a'], user, node, details: { changed: false } },
-    { action: 'polling.bulk_start', reaktors: ['b', 'c'], user, node, details: { changed: ['b', 'c'], unchanged: [], notFound: ['nope'] } },
-    { action: 'polling.bulk_start', reaktors: ['c'], user, node, details: { changed: [], unchanged: ['c'], notFound: [] } },
-    { action: 'polling.bulk_stop', reaktors: ['a', 'b', 'c'], user, node, details: { app: 'bulk-app', changed: ['b', 'c'], unchanged: ['a'], notFound: [] } }
-  ], 'one line per accepted action; refused requests (404, 400, 401) write none')
-  t.equal(s.audits().length, 7)
+    { action: 'auth.login', targets: [], user, address: '127.0.0.1', node, details: { route: '/api/v1/auth/login' } },
+    { action: 'polling.start', targets: ['a'], user, address: '127.0.0.1', node, details: { changed: true } },
+    { action: 'polling.start', targets: ['a'], user, address: '127.0.0.1', node, details: { changed: false } },
+    { action: 'polling.stop', targets: ['a'], user, address: '127.0.0.1', node, details: { changed: true } },
+    { action: 'polling.stop', targets: ['a'], user, address: '127.0.0.1', node, details: { changed: false } },
+    { action: 'polling.bulk_start', targets: ['b', 'c'], user, address: '127.0.0.1', node, details: { changed: ['b', 'c'], unchanged: [], notFound: ['nope'] } },
+    { action: 'polling.bulk_start', targets: ['c'], user, address: '127.0.0.1', node, details: { changed: [], unchanged: ['c'], notFound: [] } },
+    { action: 'polling.bulk_stop', targets: ['a', 'b', 'c'], user, address: '127.0.0.1', node, details: { app: 'bulk-app', changed: ['b', 'c'], unchanged: ['a'], notFound: [] } }
+  ], 'one line per accepted action (the login of the test client first); refused requests (404, 400, 401) write none')
+  t.equal(s.audits().length, 8)
 })
 
 t.test('the OpenAPI document describes both operations: body, answer and every error', async (t) => {

@@ -53,7 +53,7 @@ t.test('202: the owner runs it at once, the status shows the run, and each reque
   t.match(status, { state: 'running', owner: app.config.nodeId, lastError: null })
   t.ok(Date.parse(status.nextRun) - Date.parse(status.lastRun) >= 3_600_000, 'then the interval again')
   t.same(audit().filter((a) => a.action === 'polling.run'), [
-    { action: 'polling.run', reaktors: ['hourly'], user: ADMIN.username, node: app.config.nodeId, details: { requested: true } }
+    { action: 'polling.run', targets: ['hourly'], user: ADMIN.username, address: '127.0.0.1', node: app.config.nodeId, details: { requested: true } }
   ], 'one audit line: who asked to run what, where')
 })
 
@@ -96,7 +96,7 @@ t.test('409 on a stopped reaktor, 404 on an unknown one, 401 without a token, 40
     body: { statusCode: 409, error: 'Conflict', message: 'Polling reaktor "idle" is stopped: start it first (POST /api/v1/polling/idle/start)' }
   })
   t.same(audit().filter((a) => a.action === 'polling.run'), [
-    { action: 'polling.run', reaktors: ['idle'], user: ADMIN.username, node: app.config.nodeId, details: { requested: false } }
+    { action: 'polling.run', targets: ['idle'], user: ADMIN.username, address: '127.0.0.1', node: app.config.nodeId, details: { requested: false } }
   ], 'the refused request is audited too')
   t.same(await call('POST', '/api/v1/polling/nope/run'), {
     statusCode: 404, body: { statusCode: 404, error: 'Not Found', message: 'Polling reaktor "nope" is not registered' }

@@ -14,6 +14,15 @@ t.test('defaults follow the README configuration table', async (t) => {
   t.match(c.nodeId, /:\d+$/)
   t.equal(c.aktorBodyLimit, 1024 * 1024)
   t.equal(c.runHistoryPerReaktor, 100)
+  t.equal(c.auditRetentionMs, 90 * 86_400_000)
+})
+
+t.test('AUDIT_RETENTION: 0 keeps forever; otherwise a duration from 1d to 36500d', async (t) => {
+  t.equal(loadConfig({ AUDIT_RETENTION: '0' }).auditRetentionMs, 0)
+  t.equal(loadConfig({ AUDIT_RETENTION: '0d' }).auditRetentionMs, 0)
+  t.equal(loadConfig({ AUDIT_RETENTION: '24h' }).auditRetentionMs, 86_400_000)
+  t.equal(loadConfig({ AUDIT_RETENTION: '400d' }).auditRetentionMs, 400 * 86_400_000)
+  t.equal(loadConfig({ AUDIT_RETENTION: '36500d' }).auditRetentionMs, 36_500 * 86_400_000)
 })
 
 t.test('RUN_HISTORY_PER_REAKTOR: 0 (off) up to 100000', async (t) => {
@@ -66,7 +75,12 @@ const bad: Array<[Record<string, string>, string, RegExp]> = [
   [{ ALLOWED_HOSTS: 'a.example/path' }, 'ALLOWED_HOSTS', /host names or addresses/],
   [{ AKTOR_BODY_LIMIT: '1MB' }, 'AKTOR_BODY_LIMIT', /integer/],
   [{ RUN_HISTORY_PER_REAKTOR: '-1' }, 'RUN_HISTORY_PER_REAKTOR', /integer from 0 to 100000/],
-  [{ RUN_HISTORY_PER_REAKTOR: '100001' }, 'RUN_HISTORY_PER_REAKTOR', /integer from 0 to 100000/]
+  [{ RUN_HISTORY_PER_REAKTOR: '100001' }, 'RUN_HISTORY_PER_REAKTOR', /integer from 0 to 100000/],
+  [{ AUDIT_RETENTION: '90' }, 'AUDIT_RETENTION', /0 \(keep forever\) or a duration from 1d to 36500d/],
+  [{ AUDIT_RETENTION: 'forever' }, 'AUDIT_RETENTION', /0 \(keep forever\) or a duration/],
+  [{ AUDIT_RETENTION: '-1d' }, 'AUDIT_RETENTION', /0 \(keep forever\) or a duration/],
+  [{ AUDIT_RETENTION: '90m' }, 'AUDIT_RETENTION', /from 1d to 36500d/],
+  [{ AUDIT_RETENTION: '36501d' }, 'AUDIT_RETENTION', /from 1d to 36500d/]
 ]
 for (const [env, variable, detail] of bad) {
   t.test(`${JSON.stringify(env)} names ${variable}`, async (t) => {

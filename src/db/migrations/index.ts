@@ -8,6 +8,7 @@ import * as untaggedSessions from './20261126000200_untagged_sessions.js'
 import * as runHistory from './20261127000000_run_history.js'
 import * as runRequests from './20261127000300_run_requests.js'
 import * as accounts from './20261128000000_accounts.js'
+import * as auditFilters from './20261128000300_audit_filters.js'
 
 /**
  * Every migration, by its timestamped name. An explicit list (not a folder scan) works the same
@@ -22,5 +23,6 @@ export const migrations: Record<string, Migration> = {
   '20261126000200_untagged_sessions': untaggedSessions,
   '20261127000000_run_history': runHistory,
   '20261127000300_run_requests': runRequests,
-  '20261128000000_accounts': accounts
+  '20261128000000_accounts': accounts,
+  '20261128000300_audit_filters': auditFilters
 }

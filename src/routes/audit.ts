@@ -1,0 +1,58 @@
+import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
+import type { FastifySchemaValidationError } from 'fastify/types/schema.js'
+import { BEFORE_RULE, loadAuditLog } from '../audit-pages.js'
+import { AUDIT_LIMIT, AuditEntry, AuditPage, AuditQuery } from '../schemas/audit.js'
+import { described, ErrorBody } from '../schemas/common.js'
+
+const LIMIT_RULE = `limit must be an integer from ${AUDIT_LIMIT.min} to ${AUDIT_LIMIT.max} (default ${AUDIT_LIMIT.default})`
+
+/**
+ * A query error says what is allowed rather than which schema keyword failed (a repeated parameter
+ * reads as an array, which "must be integer" would not explain); other errors read as Fastify's own.
+ */
+function auditErrors (errors: FastifySchemaValidationError[], dataVar: string): Error {
+  const first = errors[0]
+  if (dataVar === 'querystring' && first?.instancePath === '/limit') return new Error(LIMIT_RULE)
+  if (dataVar === 'querystring' && first?.instancePath === '/before') return new Error(`${BEFORE_RULE}, given once`)
+  return new Error(errors.map((e) => `${dataVar}${e.instancePath} ${e.message ?? 'is invalid'}`).join(', '))
+}
+
+/** `GET /audit`: the audit log, newest first, paged by cursor; admins only. */
+const routes: FastifyPluginAsyncTypebox = async (fastify) => {
+  const log = await loadAuditLog(fastify.db)
+  fastify.addSchema(AuditEntry)
+
+  fastify.get('/audit', {
+    schemaErrorFormatter: auditErrors,
+    // The validator coerces the text to a number, which would take "0x10", "1e2" or " 10" for one.
+    preValidation: async (request) => {
+      const { limit } = request.query as Record<string, unknown>
+      if (typeof limit === 'string' && !/^[0-9]+$/.test(limit)) throw fastify.httpErrors.badRequest(LIMIT_RULE)
+    },
+    preHandler: fastify.requireAdmin,
+    schema: {
+      operationId: 'listAuditEntries',
+      tags: ['audit'],
+      summary: 'The audit log: privileged actions, newest first (admin only)',
+      description: 'Every privileged action as recorded by the node that took it: polling start, stop, run now and bulk actions, ' +
+        'the restart-time reset, logins (failed ones too), logouts, and changes to users and API tokens. Newest first; page with ' +
+        '`before`: pass the `nextBefore` of the previous answer, with the same filters, until it is null. Paging neither repeats nor ' +
+        'skips an entry while new ones are written or old ones pruned. Entries older than AUDIT_RETENTION are deleted.',
+      querystring: AuditQuery,
+      response: {
+        200: described(AuditPage, 'A page of audit entries, newest first'),
+        400: described(ErrorBody, 'A bad limit, before, action or actor: the message says what is allowed'),
+        401: ErrorBody,
+        403: described(ErrorBody, 'The caller is not an admin'),
+        500: ErrorBody,
+        503: ErrorBody
+      }
+    }
+  }, async (request) => {
+    const { limit = AUDIT_LIMIT.default, before, action, actor } = request.query
+    const page = await log.page({ limit, before, action, actor })
+    if ('invalid' in page) throw fastify.httpErrors.badRequest(page.invalid)
+    return page
+  })
+}
+export default routes

@@ -18,8 +18,10 @@ t.test('the OpenAPI document describes /api/v1 and needs no token', async (t) =>
   const paths = Object.keys(doc.paths).sort()
   t.same(paths, [
     '/api/v1/aktor/{aktorName}',
+    '/api/v1/audit',
     '/api/v1/auth/login',
     '/api/v1/auth/logout',
+    '/api/v1/auth/password',
     '/api/v1/polling',
     '/api/v1/polling/start',
     '/api/v1/polling/stop',
@@ -27,7 +29,12 @@ t.test('the OpenAPI document describes /api/v1 and needs no token', async (t) =>
     '/api/v1/polling/{reaktorId}/runs',
     '/api/v1/polling/{reaktorId}/start',
     '/api/v1/polling/{reaktorId}/status',
-    '/api/v1/polling/{reaktorId}/stop'
+    '/api/v1/polling/{reaktorId}/stop',
+    '/api/v1/tokens',
+    '/api/v1/tokens/{id}',
+    '/api/v1/users',
+    '/api/v1/users/{username}',
+    '/api/v1/users/{username}/password'
   ], 'the API and nothing else (no login page, no app UI, no metrics)')
   t.ok(doc.paths['/api/v1/polling/{reaktorId}/status'].get.responses['404'], 'error responses are documented')
   for (const [path, method] of [['/api/v1/polling', 'get'], ['/api/v1/polling/{reaktorId}/status', 'get'],

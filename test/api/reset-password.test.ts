@@ -116,3 +116,18 @@ t.test('a bad password, an unknown user or bad usage change nothing', async (t) 
   t.equal((await apiLogin(app, ADMIN)).statusCode, 200, 'the old password still logs in')
   t.same(await resetAudit(app), [], 'nothing audited')
 })
+
+t.test('a username with letters beyond ASCII is found as the login finds it', async (t) => {
+  const databaseUrl = await createTestDatabase(t)
+  const name = 'Zoë Ørsted'
+  const app = await build(t, { databaseUrl, env: { ADMIN_USERNAME: name, ADMIN_PASSWORD: ADMIN.password } })
+  for (const typed of [name, ' zoë Ørsted ']) {
+    t.equal((await apiLogin(app, { username: typed, password: ADMIN.password })).statusCode, 200, `${JSON.stringify(typed)}: the login finds the user`)
+  }
+  for (const typed of [name, ' zoë Ørsted ']) {
+    const password = `new password for ${typed.trim()}`
+    const run = await resetCommand(databaseUrl, ['--password-stdin', typed], password)
+    t.equal(run.code, 0, `${JSON.stringify(typed)}: the command finds the user too (${run.stderr.trim()})`)
+    t.equal((await apiLogin(app, { username: name, password })).statusCode, 200, `${JSON.stringify(typed)}: the new password logs in`)
+  }
+})

@@ -5,7 +5,7 @@
 import t from 'tap'
 import { revokeUserCredentials } from '../../src/auth/sessions.js'
 import { build } from '../helpers/app.js'
-import { ADMIN_ENV, loginToken, sessionToken, tokenHeader, untilCached, whoami } from '../helpers/auth.js'
+import { ADMIN_ENV, createApiToken, loginToken, sessionToken, tokenHeader, untilCached, whoami } from '../helpers/auth.js'
 import { waitFor } from '../helpers/context.js'
 import { createTestDatabase } from '../helpers/database.js'
 
@@ -13,21 +13,13 @@ import { createTestDatabase } from '../helpers/database.js'
 const DEADLINE_MS = 1000
 const MARGIN_MS = 500
 
-type App = Awaited<ReturnType<typeof build>>
-
-async function createToken (app: App, session: string, name: string): Promise<{ id: string, token: string }> {
-  const res = await app.inject({ method: 'POST', url: '/api/v1/tokens', headers: tokenHeader(session), payload: { name } })
-  if (res.statusCode !== 201) throw new Error(`token not created: ${res.statusCode} ${res.body}`)
-  return res.json()
-}
-
 t.test('a token revoked on one instance is refused on the other within 1 s', async (t) => {
   const databaseUrl = await createTestDatabase(t)
   const a = await build(t, { whoami: true, env: ADMIN_ENV, databaseUrl })
   const b = await build(t, { whoami: true, env: ADMIN_ENV, databaseUrl })
   const session = await loginToken(a)
-  const { id, token } = await createToken(a, session, 'revoked')
-  const other = await createToken(a, session, 'kept')
+  const { id, token } = await createApiToken(a, session, { name: 'revoked' })
+  const other = await createApiToken(a, session, { name: 'kept' })
   t.equal((await whoami(b, token)).json().kind, 'token', 'B takes a token A issued')
   await untilCached(b, token)
   await untilCached(b, other.token, 'the other token')
@@ -48,8 +40,8 @@ t.test('disabling the owner ends its tokens on both instances', async (t) => {
   const a = await build(t, { whoami: true, env: ADMIN_ENV, databaseUrl })
   const b = await build(t, { whoami: true, env: ADMIN_ENV, databaseUrl })
   const bob = await sessionToken(a, 'bob')
-  const { token } = await createToken(a, bob, 'bob script')
-  const alice = await createToken(a, await loginToken(a), 'alice script')
+  const { token } = await createApiToken(a, bob, { name: 'bob script' })
+  const alice = await createApiToken(a, await loginToken(a), { name: 'alice script' })
   for (const app of [a, b]) {
     await untilCached(app, token)
     await untilCached(app, alice.token, 'another user\'s token')

@@ -6,7 +6,7 @@
 import t from 'tap'
 import type { FastifyInstance } from 'fastify'
 import { build } from '../helpers/app.js'
-import { ADMIN_ENV, loginToken, tokenHeader, untilCached, whoami } from '../helpers/auth.js'
+import { ADMIN_ENV, createApiToken, loginToken, tokenHeader, untilCached, whoami } from '../helpers/auth.js'
 import { waitFor } from '../helpers/context.js'
 import { createTestDatabase } from '../helpers/database.js'
 
@@ -36,9 +36,7 @@ t.test('a disable, delete or password change on one instance ends the user\'s se
     t.equal(await call(a, admin, 'POST', '/api/v1/users', { username, role: 'operator', password: PASSWORD }), 201)
     const token = await loginToken(b, { username, password: PASSWORD })
     // The user's API token for scripts ends with the same change.
-    const created = await b.inject({ method: 'POST', url: '/api/v1/tokens', headers: tokenHeader(token), payload: { name: `${what} script` } })
-    t.equal(created.statusCode, 201)
-    const apiToken = created.json().token as string
+    const { token: apiToken } = await createApiToken(b, token, { name: `${what} script` })
     const bystander = await loginToken(b)
     // B answers both from its cache, where only a revocation notice can end them.
     await untilCached(b, token, `the session before the ${what}`)

@@ -84,6 +84,27 @@ export async function untilCached (app: FastifyInstance, token: string, what = '
   }, { what: `${what} to be answered from the cache` })
 }
 
+/** What a client's call answered: the status, the JSON body (null when empty) and the headers. */
+export interface ApiAnswer { statusCode: number, body: any, headers: Record<string, unknown> }
+export type ApiClient = (method: 'GET' | 'POST' | 'PATCH' | 'DELETE', url: string, payload?: object) => Promise<ApiAnswer>
+
+/** The calls of a client holding `token` (a session or an API token), sent in X-Service-Token. */
+export function apiAs (app: FastifyInstance, token: string): ApiClient {
+  return async (method, url, payload) => {
+    const res = await app.inject({ method, url, headers: tokenHeader(token), payload })
+    return { statusCode: res.statusCode, body: res.body === '' ? null : res.json(), headers: res.headers }
+  }
+}
+
+export interface CreatedApiToken { id: string, token: string, name: string, createdAt: string, expiresAt: string | null }
+
+/** `POST /api/v1/tokens` with a login session's token (fails the test unless created). */
+export async function createApiToken (app: FastifyInstance, session: string, body: object = { name: 'script' }): Promise<CreatedApiToken> {
+  const res = await apiAs(app, session)('POST', '/api/v1/tokens', body)
+  if (res.statusCode !== 201) throw new Error(`token not created: ${res.statusCode} ${JSON.stringify(res.body)}`)
+  return res.body
+}
+
 /** An API request of a logged-in client: the status and the JSON body of the answer. */
 export type ApiCall = (method: 'GET' | 'POST', url: string, payload?: unknown) => Promise<{ statusCode: number, body: any }>
 

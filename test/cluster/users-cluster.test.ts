@@ -59,12 +59,14 @@ t.test('a disable, delete or password change on one instance ends the user\'s se
 t.test('a role change on one instance applies on the other within 1 s', async (t) => {
   const databaseUrl = await createTestDatabase(t)
   const a = await build(t, { env: ADMIN_ENV, databaseUrl })
-  const b = await build(t, { env: ADMIN_ENV, databaseUrl })
+  const b = await build(t, { whoami: true, env: ADMIN_ENV, databaseUrl })
   const admin = await loginToken(a)
   t.equal(await call(a, admin, 'POST', '/api/v1/users', { username: 'promoted', role: 'operator', password: PASSWORD }), 201)
   const token = await loginToken(b, { username: 'promoted', password: PASSWORD })
   const list = async (): Promise<number> => (await b.inject({ method: 'GET', url: '/api/v1/users', headers: tokenHeader(token) })).statusCode
   t.equal(await list(), 403)
+  // B answers the session from its cache, with the role it read: only a notice can change it there.
+  await untilCached(b, token, 'the operator\'s session on B')
   t.equal(await call(a, admin, 'PATCH', '/api/v1/users/promoted', { role: 'admin' }), 200)
   const changedAt = performance.now()
   await waitFor(async () => await list() === 200, { timeoutMs: PROMISE_MS + MARGIN_MS, intervalMs: 5, what: 'the new role on B' })

@@ -2,14 +2,14 @@ import { sql, type Kysely } from 'kysely'
 import { insertAudit } from '../audit.js'
 import type { Database } from '../db/schema.js'
 import { revokeUserCredentials } from './sessions.js'
-import { PASSWORD_MAX as PASSWORD_MAX_CHARACTERS, PASSWORD_MIN as PASSWORD_MIN_CHARACTERS } from './user-rules.js'
+import { PASSWORD_MAX, PASSWORD_MIN } from './user-rules.js'
 import { usernameIs } from './users.js'
 
 /** What is wrong with a new password, or null when it may be set. */
 export function passwordProblem (password: string): string | null {
   const characters = [...password].length
-  if (characters < PASSWORD_MIN_CHARACTERS) return `the password is too short: ${characters} characters, at least ${PASSWORD_MIN_CHARACTERS} are needed`
-  if (characters > PASSWORD_MAX_CHARACTERS) return `the password is too long: ${characters} characters, at most ${PASSWORD_MAX_CHARACTERS} are allowed`
+  if (characters < PASSWORD_MIN) return `the password is too short: ${characters} characters, at least ${PASSWORD_MIN} are needed`
+  if (characters > PASSWORD_MAX) return `the password is too long: ${characters} characters, at most ${PASSWORD_MAX} are allowed`
   return null
 }
 

@@ -1,44 +1,27 @@
-import { createHmac, timingSafeEqual } from 'node:crypto'
 import { sql, type Kysely } from 'kysely'
 import type { Database } from './db/schema.js'
 import type { AuditEntryType } from './schemas/audit.js'
+import { loadCursorKey, SignedCursors } from './signed-cursor.js'
 
 const ID_BYTES = 8
-const TAG_BYTES = 12
-const CURSOR_LENGTH = Math.ceil((ID_BYTES + TAG_BYTES) * 4 / 3)
 
-/**
- * The `nextBefore` cursors of the audit log: the id of a page's last entry and an HMAC tag over it,
- * base64url. Keyed by the secret every node shares through the database (`session_token_key`),
- * derived under a label of its own, so a cursor pages on every node and across restarts, and one
- * that was edited or made up is refused (400) instead of silently paging from somewhere else.
- */
+/** The `nextBefore` cursors of the audit log: the id of a page's last entry, tagged. */
 export class AuditCursors {
-  private readonly key: Buffer
+  private readonly cursors: SignedCursors
 
   constructor (sharedKey: Buffer) {
-    this.key = createHmac('sha256', sharedKey).update('reaktor audit cursor').digest()
+    this.cursors = new SignedCursors(sharedKey, 'reaktor audit cursor', ID_BYTES)
   }
 
   encode (id: bigint): string {
     const body = Buffer.alloc(ID_BYTES)
     body.writeBigInt64BE(id)
-    return Buffer.concat([body, this.tag(body)]).toString('base64url')
+    return this.cursors.encode(body)
   }
 
   /** The id a cursor names; undefined for anything this service did not issue. */
   decode (cursor: string): bigint | undefined {
-    if (cursor.length !== CURSOR_LENGTH || !/^[A-Za-z0-9_-]+$/.test(cursor)) return undefined
-    const bytes = Buffer.from(cursor, 'base64url')
-    // The last character carries 2 unused bits: only the encoding this service issues is one of its cursors.
-    if (bytes.length !== ID_BYTES + TAG_BYTES || bytes.toString('base64url') !== cursor) return undefined
-    const body = bytes.subarray(0, ID_BYTES)
-    if (!timingSafeEqual(bytes.subarray(ID_BYTES), this.tag(body))) return undefined
-    return body.readBigInt64BE()
-  }
-
-  private tag (body: Buffer): Buffer {
-    return createHmac('sha256', this.key).update(body).digest().subarray(0, TAG_BYTES)
+    return this.cursors.decode(cursor)?.readBigInt64BE()
   }
 }
 
@@ -98,6 +81,5 @@ export class AuditLog {
 
 /** The audit log of this cluster, its cursors keyed by the secret the migrations stored. */
 export async function loadAuditLog (db: Kysely<Database>): Promise<AuditLog> {
-  const row = await db.selectFrom('session_token_key').select('key').executeTakeFirstOrThrow()
-  return new AuditLog(db, new AuditCursors(row.key))
+  return new AuditLog(db, new AuditCursors(await loadCursorKey(db)))
 }

@@ -2,13 +2,14 @@ import { sql, type Kysely } from 'kysely'
 import { insertAudit } from '../audit.js'
 import type { Database } from '../db/schema.js'
 import { revokeUserCredentials } from './sessions.js'
-import { PASSWORD_MAX as PASSWORD_MAX_CHARACTERS, PASSWORD_MIN as PASSWORD_MIN_CHARACTERS } from './user-rules.js'
+import { PASSWORD_MAX, PASSWORD_MIN } from './user-rules.js'
+import { usernameIs } from './users.js'
 
 /** What is wrong with a new password, or null when it may be set. */
 export function passwordProblem (password: string): string | null {
   const characters = [...password].length
-  if (characters < PASSWORD_MIN_CHARACTERS) return `the password is too short: ${characters} characters, at least ${PASSWORD_MIN_CHARACTERS} are needed`
-  if (characters > PASSWORD_MAX_CHARACTERS) return `the password is too long: ${characters} characters, at most ${PASSWORD_MAX_CHARACTERS} are allowed`
+  if (characters < PASSWORD_MIN) return `the password is too short: ${characters} characters, at least ${PASSWORD_MIN} are needed`
+  if (characters > PASSWORD_MAX) return `the password is too long: ${characters} characters, at most ${PASSWORD_MAX} are allowed`
   return null
 }
 
@@ -28,7 +29,7 @@ export interface PasswordReset {
 export async function resetPassword (db: Kysely<Database>, username: string, passwordHash: string, { node, via }: { node: string, via: string }): Promise<PasswordReset | null> {
   return await db.transaction().execute(async (trx) => {
     const user = await trx.selectFrom('users').select(['id', 'username', 'disabled_at'])
-      .where(sql<string>`lower(username)`, '=', username.toLowerCase())
+      .where(usernameIs(username))
       .forUpdate()
       .executeTakeFirst()
     if (user === undefined) return null

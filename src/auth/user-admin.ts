@@ -4,6 +4,7 @@ import type { Database, Role, User } from '../db/schema.js'
 import { Errors } from '../errors.js'
 import { revokeUserCredentials } from './sessions.js'
 import { normalizeUsername } from './user-rules.js'
+import { usernameIs } from './users.js'
 
 type Db = Kysely<Database>
 type Trx = Transaction<Database>
@@ -74,7 +75,7 @@ async function asAdmin<T> ({ db, actorId }: ChangeContext, change: (trx: Trx) =>
 /** The user of a name (trimmed, any case), locked for the rest of the transaction; 404 when none. */
 async function lockUser (trx: Trx, username: string): Promise<User> {
   const user = await trx.selectFrom('users').selectAll()
-    .where(sql<string>`lower(username)`, '=', sql<string>`lower(${normalizeUsername(username)})`)
+    .where(usernameIs(username))
     .forUpdate()
     .executeTakeFirst()
   if (user === undefined) throw new Errors.UserNotFound(normalizeUsername(username))
@@ -97,7 +98,7 @@ export async function listUsers (db: Db): Promise<UserView[]> {
 
 export async function getUser (db: Db, username: string): Promise<UserView> {
   const user = await db.selectFrom('users').selectAll()
-    .where(sql<string>`lower(username)`, '=', sql<string>`lower(${normalizeUsername(username)})`)
+    .where(usernameIs(username))
     .executeTakeFirst()
   if (user === undefined) throw new Errors.UserNotFound(normalizeUsername(username))
   return userView(user)

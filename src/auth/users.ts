@@ -1,15 +1,22 @@
-import { sql, type Kysely } from 'kysely'
+import { sql, type Kysely, type RawBuilder, type SqlBool } from 'kysely'
 import type { Database, User } from '../db/schema.js'
 import { dummyPasswordHash, verifyPassword } from './password.js'
 import { normalizeUsername } from './user-rules.js'
 
 type Db = Kysely<Database>
 
-/** The user of a name as people type it: trimmed, any case (one lookup on the lower(username) index). */
+/**
+ * The condition on `users` that finds the user of a name as people type it: trimmed, any case,
+ * compared as the unique lower(username) index compares (one lookup on it). Every lookup by name
+ * uses it, so the login, the user routes and the reset command find the same user.
+ */
+export function usernameIs (username: string): RawBuilder<SqlBool> {
+  return sql<SqlBool>`lower(username) = lower(${normalizeUsername(username)})`
+}
+
+/** The user of a name as people type it (usernameIs). */
 export async function findUserByUsername (db: Db, username: string): Promise<User | undefined> {
-  return await db.selectFrom('users').selectAll()
-    .where(sql<string>`lower(username)`, '=', sql<string>`lower(${normalizeUsername(username)})`)
-    .executeTakeFirst()
+  return await db.selectFrom('users').selectAll().where(usernameIs(username)).executeTakeFirst()
 }
 
 /**

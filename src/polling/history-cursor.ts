@@ -1,6 +1,6 @@
-import { createHmac, timingSafeEqual } from 'node:crypto'
 import type { Kysely } from 'kysely'
 import type { Database } from '../db/schema.js'
+import { loadCursorKey, SignedCursors } from '../signed-cursor.js'
 
 /**
  * A place in a reaktor's run history, in the order of its index: runs that started earlier, or at
@@ -14,55 +14,40 @@ export interface HistoryPosition {
 }
 
 const POSITION_BYTES = 16
-const TAG_BYTES = 12
-/** Base64url length of a cursor: what tells one apart from a timestamp before decoding. */
-export const CURSOR_LENGTH = Math.ceil((POSITION_BYTES + TAG_BYTES) * 4 / 3)
 
 /**
- * The `nextBefore` cursors of the run history: the position of the last run of a page and an
- * HMAC tag over it and the reaktor id, base64url. The key is derived from the secret every node
- * already shares through the database (`session_token_key`), so a cursor issued by one node pages
- * on every other and across restarts, and under a key of its own: a cursor tag can never pass as a
- * session token tag. A cursor that was edited, made up, or issued for another reaktor is refused
- * (400) instead of silently paging from somewhere else.
+ * The `nextBefore` cursors of the run history: the position of the last run of a page, tagged for
+ * its reaktor, so that a cursor issued for another reaktor is refused too.
  */
 export class HistoryCursors {
-  private readonly key: Buffer
+  private readonly cursors: SignedCursors
 
   constructor (sharedKey: Buffer) {
-    this.key = createHmac('sha256', sharedKey).update('reaktor run history cursor').digest()
+    this.cursors = new SignedCursors(sharedKey, 'reaktor run history cursor', POSITION_BYTES)
+  }
+
+  /** Base64url length of a cursor: what tells one apart from a timestamp before decoding. */
+  get length (): number {
+    return this.cursors.length
   }
 
   encode (reaktorId: string, position: HistoryPosition): string {
     const body = Buffer.alloc(POSITION_BYTES)
     body.writeBigInt64BE(position.startedUs, 0)
     body.writeBigInt64BE(position.seq, 8)
-    return Buffer.concat([body, this.tag(reaktorId, body)]).toString('base64url')
+    return this.cursors.encode(body, reaktorId)
   }
 
   /** The position a cursor of this reaktor names; undefined for anything this service did not issue for it. */
   decode (reaktorId: string, cursor: string): HistoryPosition | undefined {
-    if (cursor.length !== CURSOR_LENGTH || !/^[A-Za-z0-9_-]+$/.test(cursor)) return undefined
-    const bytes = Buffer.from(cursor, 'base64url')
-    if (bytes.length !== POSITION_BYTES + TAG_BYTES) return undefined
-    const body = bytes.subarray(0, POSITION_BYTES)
-    if (!timingSafeEqual(bytes.subarray(POSITION_BYTES), this.tag(reaktorId, body))) return undefined
-    return { startedUs: body.readBigInt64BE(0), seq: body.readBigInt64BE(8) }
-  }
-
-  private tag (reaktorId: string, body: Buffer): Buffer {
-    // The id is length-prefixed: no id/position split of one byte string can match another's.
-    const id = Buffer.from(reaktorId, 'utf8')
-    const length = Buffer.alloc(4)
-    length.writeUInt32BE(id.length)
-    return createHmac('sha256', this.key).update(length).update(id).update(body).digest().subarray(0, TAG_BYTES)
+    const body = this.cursors.decode(cursor, reaktorId)
+    return body === undefined ? undefined : { startedUs: body.readBigInt64BE(0), seq: body.readBigInt64BE(8) }
   }
 }
 
 /** The cursors of this cluster, keyed by the secret the migration stored. */
 export async function loadHistoryCursors (db: Kysely<Database>): Promise<HistoryCursors> {
-  const row = await db.selectFrom('session_token_key').select('key').executeTakeFirstOrThrow()
-  return new HistoryCursors(row.key)
+  return new HistoryCursors(await loadCursorKey(db))
 }
 
 const ISO_8601 = /^(\d{4})-(\d{2})-(\d{2})[Tt](\d{2}):(\d{2}):(\d{2})(?:\.(\d{1,9}))?(?:[Zz]|([+-])(\d{2}):(\d{2}))$/

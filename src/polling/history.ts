@@ -3,7 +3,7 @@ import type { Database, RunOutcomeName } from '../db/schema.js'
 import type { RegisteredPollingReaktor } from '../apps/types.js'
 import { UnknownReaktorError } from '../scheduler/index.js'
 import type { PollingRunType } from '../schemas/polling-runs.js'
-import { CURSOR_LENGTH, parseTimestamp, TIMESTAMP_FORM, type HistoryCursors, type HistoryPosition } from './history-cursor.js'
+import { parseTimestamp, TIMESTAMP_FORM, type HistoryCursors, type HistoryPosition } from './history-cursor.js'
 
 export interface RunPage {
   runs: PollingRunType[]
@@ -56,7 +56,7 @@ export class RunHistory {
     if (timestamp !== undefined) return 'invalid' in timestamp ? { invalid: `before: ${timestamp.invalid}` } : timestamp
     const position = this.cursors.decode(reaktorId, before)
     if (position !== undefined) return position
-    const what = before.length === CURSOR_LENGTH ? `not a cursor issued for reaktor "${reaktorId}"` : 'neither a cursor nor a timestamp'
+    const what = before.length === this.cursors.length ? `not a cursor issued for reaktor "${reaktorId}"` : 'neither a cursor nor a timestamp'
     return { invalid: `before is ${what}: pass the nextBefore of a previous page of this reaktor, or ${TIMESTAMP_FORM}` }
   }
 

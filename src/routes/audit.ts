@@ -1,21 +1,10 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
-import type { FastifySchemaValidationError } from 'fastify/types/schema.js'
 import { BEFORE_RULE, loadAuditLog } from '../audit-pages.js'
 import { AUDIT_LIMIT, AuditEntry, AuditPage, AuditQuery } from '../schemas/audit.js'
 import { described, ErrorBody } from '../schemas/common.js'
+import { digitsOnlyLimit, limitRule, pagingErrors } from './paging.js'
 
-const LIMIT_RULE = `limit must be an integer from ${AUDIT_LIMIT.min} to ${AUDIT_LIMIT.max} (default ${AUDIT_LIMIT.default})`
-
-/**
- * A query error says what is allowed rather than which schema keyword failed (a repeated parameter
- * reads as an array, which "must be integer" would not explain); other errors read as Fastify's own.
- */
-function auditErrors (errors: FastifySchemaValidationError[], dataVar: string): Error {
-  const first = errors[0]
-  if (dataVar === 'querystring' && first?.instancePath === '/limit') return new Error(LIMIT_RULE)
-  if (dataVar === 'querystring' && first?.instancePath === '/before') return new Error(`${BEFORE_RULE}, given once`)
-  return new Error(errors.map((e) => `${dataVar}${e.instancePath} ${e.message ?? 'is invalid'}`).join(', '))
-}
+const LIMIT_RULE = limitRule(AUDIT_LIMIT)
 
 /** `GET /audit`: the audit log, newest first, paged by cursor; admins only. */
 const routes: FastifyPluginAsyncTypebox = async (fastify) => {
@@ -23,12 +12,8 @@ const routes: FastifyPluginAsyncTypebox = async (fastify) => {
   fastify.addSchema(AuditEntry)
 
   fastify.get('/audit', {
-    schemaErrorFormatter: auditErrors,
-    // The validator coerces the text to a number, which would take "0x10", "1e2" or " 10" for one.
-    preValidation: async (request) => {
-      const { limit } = request.query as Record<string, unknown>
-      if (typeof limit === 'string' && !/^[0-9]+$/.test(limit)) throw fastify.httpErrors.badRequest(LIMIT_RULE)
-    },
+    schemaErrorFormatter: pagingErrors(LIMIT_RULE, () => `${BEFORE_RULE}, given once`),
+    preValidation: digitsOnlyLimit(LIMIT_RULE),
     preHandler: fastify.requireAdmin,
     schema: {
       operationId: 'listAuditEntries',

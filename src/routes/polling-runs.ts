@@ -1,25 +1,15 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
-import type { FastifySchemaValidationError } from 'fastify/types/schema.js'
 import { RunHistory } from '../polling/history.js'
 import { loadHistoryCursors, TIMESTAMP_FORM } from '../polling/history-cursor.js'
 import { described, ErrorBody, UnknownReaktorAnswer } from '../schemas/common.js'
 import { ReaktorIdParams } from '../schemas/polling.js'
 import { HISTORY_LIMIT, RunHistoryPage, RunHistoryQuery } from '../schemas/polling-runs.js'
+import { digitsOnlyLimit, limitRule, pagingErrors } from './paging.js'
 
-const LIMIT_RULE = `limit must be an integer from ${HISTORY_LIMIT.min} to ${HISTORY_LIMIT.max} (default ${HISTORY_LIMIT.default})`
+const LIMIT_RULE = limitRule(HISTORY_LIMIT)
 const BEFORE_FORMS = `the nextBefore of a previous page, or ${TIMESTAMP_FORM}`
-
-/**
- * A query error says what is allowed rather than which schema keyword failed (a repeated `limit`
- * reads as an array, which "must be integer" would not explain); other errors read as Fastify's own.
- */
-function historyErrors (errors: FastifySchemaValidationError[], dataVar: string): Error {
-  const first = errors[0]
-  if (dataVar === 'querystring' && first?.instancePath === '/limit') return new Error(LIMIT_RULE)
-  // Only a repeated `before` (read as an array) fails its type; an empty, over-long or NUL value its form.
-  if (dataVar === 'querystring' && first?.instancePath === '/before') return new Error(`before must be ${first.keyword === 'type' ? 'given once: ' : ''}${BEFORE_FORMS}`)
-  return new Error(errors.map((e) => `${dataVar}${e.instancePath} ${e.message ?? 'is invalid'}`).join(', '))
-}
+// Only a repeated `before` (read as an array) fails its type; an empty, over-long or NUL value its form.
+const historyErrors = pagingErrors(LIMIT_RULE, (error) => `before must be ${error.keyword === 'type' ? 'given once: ' : ''}${BEFORE_FORMS}`)
 
 /** `GET /polling/{id}/runs`: a reaktor's run history, newest first, paged by cursor. */
 const routes: FastifyPluginAsyncTypebox = async (fastify) => {
@@ -28,11 +18,7 @@ const routes: FastifyPluginAsyncTypebox = async (fastify) => {
 
   fastify.get('/polling/:reaktorId/runs', {
     schemaErrorFormatter: historyErrors,
-    // The validator coerces the text to a number, which would take "0x10", "1e2" or " 10" for one.
-    preValidation: async (request) => {
-      const { limit } = request.query as Record<string, unknown>
-      if (typeof limit === 'string' && !/^[0-9]+$/.test(limit)) throw fastify.httpErrors.badRequest(LIMIT_RULE)
-    },
+    preValidation: digitsOnlyLimit(LIMIT_RULE),
     schema: {
       tags: ['polling'],
       operationId: 'listPollingRuns',

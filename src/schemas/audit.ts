@@ -1,5 +1,5 @@
 import { Type, type Static } from 'typebox'
-import { StoredText } from './common.js'
+import { PageLimitParam, StoredText } from './common.js'
 
 export const AUDIT_LIMIT = { min: 1, max: 500, default: 50 } as const
 
@@ -17,12 +17,7 @@ export const AuditEntry = Type.Object({
 export type AuditEntryType = Static<typeof AuditEntry>
 
 export const AuditQuery = Type.Object({
-  limit: Type.Optional(Type.Integer({
-    minimum: AUDIT_LIMIT.min,
-    maximum: AUDIT_LIMIT.max,
-    default: AUDIT_LIMIT.default,
-    description: `How many entries, ${AUDIT_LIMIT.min} to ${AUDIT_LIMIT.max} (default ${AUDIT_LIMIT.default})`
-  })),
+  limit: PageLimitParam(AUDIT_LIMIT, 'entries'),
   before: Type.Optional(StoredText({ minLength: 1, maxLength: 100, description: 'Only entries older than this: the nextBefore of a previous page (an opaque cursor)' })),
   action: Type.Optional(StoredText({ minLength: 1, maxLength: 100, description: 'Only entries of this action (exact)' })),
   actor: Type.Optional(StoredText({ minLength: 1, maxLength: 200, description: 'Only entries of this actor (a username, without regard to case)' }))

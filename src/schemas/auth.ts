@@ -1,9 +1,10 @@
 import { Type } from 'typebox'
+import { PASSWORD_MAX } from '../auth/user-rules.js'
 import { StoredText } from './common.js'
 
-/** Bounded so that a request cannot make the server hash megabytes. */
+/** Bounded so that a request cannot make the server hash megabytes; no password can be longer than the rules allow. */
 const Username = StoredText({ maxLength: 200 })
-const Password = Type.String({ maxLength: 1024 })
+const Password = Type.String({ maxLength: PASSWORD_MAX })
 
 /** `POST /api/v1/auth/login` */
 export const LoginBody = Type.Object({ username: Username, password: Password })

@@ -1,4 +1,4 @@
-import { Type, type Static, type TSchema, type TString, type TStringOptions } from 'typebox'
+import { Type, type Static, type TInteger, type TOptional, type TSchema, type TString, type TStringOptions } from 'typebox'
 
 /**
  * A request string that may reach a query: no NUL (PostgreSQL text refuses it, which surfaced as a
@@ -8,6 +8,11 @@ import { Type, type Static, type TSchema, type TString, type TStringOptions } fr
  */
 export function StoredText (options: TStringOptions = {}): TString {
   return Type.String({ ...options, pattern: '^[^\\u0000\\uD800-\\uDFFF]*$' })
+}
+
+/** The optional `limit` of a paged list: how many `what`, within the list's bounds. */
+export function PageLimitParam ({ min, max, default: byDefault }: { min: number, max: number, default: number }, what: string): TOptional<TInteger> {
+  return Type.Optional(Type.Integer({ minimum: min, maximum: max, default: byDefault, description: `How many ${what}, ${min} to ${max} (default ${byDefault})` }))
 }
 
 /**

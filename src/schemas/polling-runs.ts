@@ -1,5 +1,5 @@
 import { Type, type Static } from 'typebox'
-import { StoredText } from './common.js'
+import { PageLimitParam, StoredText } from './common.js'
 import { RunOutcome } from './polling.js'
 
 export const HISTORY_LIMIT = { min: 1, max: 500, default: 20 } as const
@@ -17,12 +17,7 @@ export const PollingRun = Type.Object({
 export type PollingRunType = Static<typeof PollingRun>
 
 export const RunHistoryQuery = Type.Object({
-  limit: Type.Optional(Type.Integer({
-    minimum: HISTORY_LIMIT.min,
-    maximum: HISTORY_LIMIT.max,
-    default: HISTORY_LIMIT.default,
-    description: `How many runs, ${HISTORY_LIMIT.min} to ${HISTORY_LIMIT.max} (default ${HISTORY_LIMIT.default})`
-  })),
+  limit: PageLimitParam(HISTORY_LIMIT, 'runs'),
   before: Type.Optional(StoredText({
     minLength: 1,
     maxLength: 100,

@@ -203,6 +203,10 @@ t.test('every kind of bad limit and before answers 400 saying what is allowed', 
   const edited = Buffer.from(bytes)
   edited[7] ^= 1 // one bit of the position: a microsecond later
   const retagged = Buffer.concat([edited.subarray(0, 16), Buffer.alloc(12)])
+  // The same bytes spelled otherwise: the last character's unused low bits set.
+  const BASE64URL = 'ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_'
+  const respelled = cursor.slice(0, -1) + BASE64URL[BASE64URL.indexOf(cursor[cursor.length - 1]) ^ 1]
+  t.same(Buffer.from(respelled, 'base64url'), bytes, 'a respelling decodes to the same bytes')
   const limitRule = 'limit must be an integer from 1 to 500 (default 20)'
   const cases: Array<[string, string | RegExp]> = [
     ['limit=0', limitRule],
@@ -221,6 +225,7 @@ t.test('every kind of bad limit and before answers 400 saying what is allowed', 
     [`before=${edited.toString('base64url')}`, /^before is not a cursor issued for reaktor "strict": pass the nextBefore/],
     [`before=${retagged.toString('base64url')}`, /^before is not a cursor issued for reaktor "strict"/],
     [`before=${otherCursor}`, /^before is not a cursor issued for reaktor "strict"/],
+    [`before=${respelled}`, /^before is not a cursor issued for reaktor "strict"/],
     [`before=${cursor.slice(0, -1)}`, /^before is neither a cursor nor a timestamp/],
     ['before=2026-02-30T00:00:00Z', 'before: 2026-02-30T00:00:00Z is no real time: day 30 does not exist in 2026-02'],
     ['before=2025-02-29T00:00:00Z', 'before: 2025-02-29T00:00:00Z is no real time: day 29 does not exist in 2025-02'],

@@ -8,8 +8,8 @@ import { randomBytes } from 'node:crypto'
 import { performance } from 'node:perf_hooks'
 import t from 'tap'
 import type { FastifyInstance } from 'fastify'
-import { ADMIN, ADMIN_ENV, apiLogin, loginToken, whoami } from '../helpers/auth.js'
-import { build, metric } from '../helpers/app.js'
+import { ADMIN, ADMIN_ENV, apiLogin, loginToken, untilCached, whoami } from '../helpers/auth.js'
+import { build } from '../helpers/app.js'
 import { waitFor } from '../helpers/context.js'
 import { createTestDatabase } from '../helpers/database.js'
 import { ROOT } from '../helpers/paths.js'
@@ -46,10 +46,7 @@ t.test('a random new password: printed once, logs in; sessions and tokens end, a
   const databaseUrl = await createTestDatabase(t)
   const app = await build(t, { whoami: true, databaseUrl, env: ADMIN_ENV })
   const session = await loginToken(app)
-  t.equal((await whoami(app, session)).statusCode, 200)
-  const hits = await metric(app, 'reaktor_session_cache_hits_total')
-  t.equal((await whoami(app, session)).statusCode, 200)
-  t.ok(await metric(app, 'reaktor_session_cache_hits_total') > hits, 'the running node has the session in its cache')
+  await untilCached(app, session, 'the session on the running node')
   const user = await userOf(app, ADMIN.username)
   await app.db.insertInto('api_tokens').values({ user_id: user.id, name: 'deploy script', token_hash: randomBytes(32) }).execute()
 
@@ -118,4 +115,19 @@ t.test('a bad password, an unknown user or bad usage change nothing', async (t) 
   t.equal((await whoami(app, session)).statusCode, 200, 'the session is still live')
   t.equal((await apiLogin(app, ADMIN)).statusCode, 200, 'the old password still logs in')
   t.same(await resetAudit(app), [], 'nothing audited')
+})
+
+t.test('a username with letters beyond ASCII is found as the login finds it', async (t) => {
+  const databaseUrl = await createTestDatabase(t)
+  const name = 'Zoë Ørsted'
+  const app = await build(t, { databaseUrl, env: { ADMIN_USERNAME: name, ADMIN_PASSWORD: ADMIN.password } })
+  for (const typed of [name, ' zoë Ørsted ']) {
+    t.equal((await apiLogin(app, { username: typed, password: ADMIN.password })).statusCode, 200, `${JSON.stringify(typed)}: the login finds the user`)
+  }
+  for (const typed of [name, ' zoë Ørsted ']) {
+    const password = `new password for ${typed.trim()}`
+    const run = await resetCommand(databaseUrl, ['--password-stdin', typed], password)
+    t.equal(run.code, 0, `${JSON.stringify(typed)}: the command finds the user too (${run.stderr.trim()})`)
+    t.equal((await apiLogin(app, { username: name, password })).statusCode, 200, `${JSON.stringify(typed)}: the new password logs in`)
+  }
 })

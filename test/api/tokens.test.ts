@@ -15,7 +15,7 @@ import { loadTokenTagger } from '../../src/auth/token-tag.js'
 import { SESSION_COOKIE } from '../../src/auth/types.js'
 import type { Database } from '../../src/db/schema.js'
 import { build, metric } from '../helpers/app.js'
-import { ADMIN, ADMIN_ENV, loginToken, logout, sessionToken, tokenHeader, whoami } from '../helpers/auth.js'
+import { ADMIN, ADMIN_ENV, apiAs, createApiToken, loginToken, logout, sessionToken, tokenHeader, whoami } from '../helpers/auth.js'
 import { waitFor } from '../helpers/context.js'
 import { createTestDatabase } from '../helpers/database.js'
 
@@ -23,17 +23,6 @@ import { createTestDatabase } from '../helpers/database.js'
 const README_PATTERN = new RegExp(/Secret scanners find leaked ones\s+with `([^`]+)`/.exec(readFileSync(new URL('../../README.md', import.meta.url), 'utf8'))?.[1] ?? 'missing from the README')
 
 type App = Awaited<ReturnType<typeof build>>
-
-async function call (app: App, token: string, method: 'GET' | 'POST' | 'DELETE', url: string, payload?: object): Promise<{ statusCode: number, body: any, headers: Record<string, unknown> }> {
-  const res = await app.inject({ method, url, headers: tokenHeader(token), payload })
-  return { statusCode: res.statusCode, body: res.json(), headers: res.headers }
-}
-
-async function createToken (app: App, session: string, body: object = { name: 'script' }): Promise<{ id: string, token: string, name: string, createdAt: string, expiresAt: string | null }> {
-  const res = await call(app, session, 'POST', '/api/v1/tokens', body)
-  if (res.statusCode !== 201) throw new Error(`token not created: ${res.statusCode} ${JSON.stringify(res.body)}`)
-  return res.body
-}
 
 async function lastUsedAt (app: App, id: string): Promise<Date | null> {
   const row = await app.db.selectFrom('api_tokens').select('last_used_at').where('id', '=', id).executeTakeFirstOrThrow()
@@ -45,7 +34,7 @@ t.test('a token is the prefix and a tagged value, stored as its SHA-256 only, an
   const admin = await loginToken(app)
   const bobSession = await sessionToken(app, 'bob')
 
-  const res = await call(app, bobSession, 'POST', '/api/v1/tokens', { name: 'nightly export' })
+  const res = await apiAs(app, bobSession)('POST', '/api/v1/tokens', { name: 'nightly export' })
   t.equal(res.statusCode, 201)
   t.equal(res.headers['cache-control'], 'no-store', 'the one answer holding the token is never cached')
   t.same(Object.keys(res.body).sort(), ['createdAt', 'expiresAt', 'id', 'name', 'token'])
@@ -74,16 +63,16 @@ t.test('a token is the prefix and a tagged value, stored as its SHA-256 only, an
   t.equal(me.statusCode, 200)
   t.same(me.json(), { username: 'bob', role: 'operator', kind: 'token', expiresAt: null })
   t.equal((await app.inject({ method: 'GET', url: '/api/v1/polling', headers: tokenHeader(token) })).statusCode, 200, 'a real API route takes it')
-  const forbidden = await call(app, token, 'GET', '/api/v1/test/admin')
+  const forbidden = await apiAs(app, token)('GET', '/api/v1/test/admin')
   t.equal(forbidden.statusCode, 403, 'an operator\'s token is refused an admin route')
   t.same(Object.keys(forbidden.body).sort(), ['error', 'message', 'statusCode'])
-  const adminToken = (await createToken(app, admin, { name: 'admin script' })).token
-  t.equal((await call(app, adminToken, 'GET', '/api/v1/test/admin')).statusCode, 200, 'an admin\'s token is let in')
+  const adminToken = (await createApiToken(app, admin, { name: 'admin script' })).token
+  t.equal((await apiAs(app, adminToken)('GET', '/api/v1/test/admin')).statusCode, 200, 'an admin\'s token is let in')
 })
 
 t.test('a made-up token of the right form is refused without a lookup; the cache answers a known one', async (t) => {
   const app = await build(t, { whoami: true, env: ADMIN_ENV })
-  const { token } = await createToken(app, await loginToken(app))
+  const { token } = await createApiToken(app, await loginToken(app))
   let lookups = 0
   const find = app.apiTokens.find.bind(app.apiTokens)
   app.apiTokens.find = async (digest) => { lookups++; return await find(digest) }
@@ -107,9 +96,9 @@ t.test('a made-up token of the right form is refused without a lookup; the cache
 t.test('creating a token needs a login session, a printable name and a bounded expiresIn', async (t) => {
   const app = await build(t, { whoami: true, env: ADMIN_ENV })
   const session = await loginToken(app)
-  const { token } = await createToken(app, session)
+  const { token } = await createApiToken(app, session)
 
-  const minted = await call(app, token, 'POST', '/api/v1/tokens', { name: 'another' })
+  const minted = await apiAs(app, token)('POST', '/api/v1/tokens', { name: 'another' })
   t.equal(minted.statusCode, 403, 'an API token cannot mint tokens')
   t.match(minted.body, { statusCode: 403, error: 'Forbidden', message: /login session/ })
   t.equal(await app.db.selectFrom('api_tokens').select(sql<number>`count(*)::int`.as('n')).executeTakeFirstOrThrow().then((r) => r.n), 1, 'nothing was created')
@@ -131,25 +120,25 @@ t.test('creating a token needs a login session, a printable name and a bounded e
     ['an expiresIn longer than 20 characters', { name: 'x', expiresIn: '00000000000000000001d' }]
   ]
   for (const [what, body] of refused) {
-    const res = await call(app, session, 'POST', '/api/v1/tokens', body)
+    const res = await apiAs(app, session)('POST', '/api/v1/tokens', body)
     t.equal(res.statusCode, 400, `${what}: 400`)
     t.same(Object.keys(res.body).sort(), ['error', 'message', 'statusCode'], `${what}: the error body`)
   }
-  t.match((await call(app, session, 'POST', '/api/v1/tokens', { name: 'x', expiresIn: '30s' })).body.message, /expiresIn must be a duration from 1m to 3650d/)
+  t.match((await apiAs(app, session)('POST', '/api/v1/tokens', { name: 'x', expiresIn: '30s' })).body.message, /expiresIn must be a duration from 1m to 3650d/)
 
-  const longest = await createToken(app, session, { name: '🔑'.repeat(100) })
+  const longest = await createApiToken(app, session, { name: '🔑'.repeat(100) })
   t.equal(longest.name, '🔑'.repeat(100), '100 characters, whatever their UTF-16 length')
   const before = Date.now()
-  const minute = await createToken(app, session, { name: 'short-lived', expiresIn: '1m' })
+  const minute = await createApiToken(app, session, { name: 'short-lived', expiresIn: '1m' })
   const ttl = Date.parse(minute.expiresAt!) - before
   t.ok(ttl > 55_000 && ttl < 65_000, `expires a minute after creation (${ttl} ms)`)
-  const decade = await createToken(app, session, { name: 'long-lived', expiresIn: '3650d' })
+  const decade = await createApiToken(app, session, { name: 'long-lived', expiresIn: '3650d' })
   t.ok(Date.parse(decade.expiresAt!) > Date.now() + 3649 * 86_400_000, 'ten years is allowed')
 })
 
 t.test('logout with an API token answers 400 naming its DELETE, and the token keeps working', async (t) => {
   const app = await build(t, { whoami: true, env: ADMIN_ENV })
-  const { id, token } = await createToken(app, await loginToken(app))
+  const { id, token } = await createApiToken(app, await loginToken(app))
   const out = await logout(app, token)
   t.equal(out.statusCode, 400)
   t.same(out.json(), { statusCode: 400, error: 'Bad Request', message: `An API token is not a login session: revoke it with DELETE /api/v1/tokens/${id}` })
@@ -159,7 +148,7 @@ t.test('logout with an API token answers 400 naming its DELETE, and the token ke
 t.test('the browser cookie signs in with a login session only, never with an API token', async (t) => {
   const app = await build(t, { whoami: true, env: ADMIN_ENV })
   const session = await loginToken(app)
-  const { token } = await createToken(app, session)
+  const { token } = await createApiToken(app, session)
   const withToken = await app.inject({ method: 'GET', url: '/', headers: { cookie: `${SESSION_COOKIE}=${token}` } })
   t.equal(withToken.statusCode, 302)
   t.equal(withToken.headers.location, '/login?redirect=%2F')
@@ -172,7 +161,7 @@ t.test('the browser cookie signs in with a login session only, never with an API
 t.test('an expired token stops working, from the cache too', async (t) => {
   const app = await build(t, { whoami: true, env: ADMIN_ENV })
   const session = await loginToken(app)
-  const { id, token } = await createToken(app, session, { name: 'brief', expiresIn: '1m' })
+  const { id, token } = await createApiToken(app, session, { name: 'brief', expiresIn: '1m' })
   // A minute is the shortest the API gives: bring the end nearer in the database, before the first check reads it.
   const row = await sql<{ expires_at: Date }>`update api_tokens set expires_at = now() + interval '1500 milliseconds' where id = ${id} returning expires_at`.execute(app.db)
   const expiresAt = row.rows[0].expires_at.getTime()
@@ -186,7 +175,7 @@ t.test('an expired token stops working, from the cache too', async (t) => {
   t.ok(late >= -50, `refused ${late} ms after its expiry (the database and this process share a clock)`)
   t.comment(`refused ${late} ms after expires_at`)
 
-  const { id: pastId, token: past } = await createToken(app, session, { name: 'past', expiresIn: '1m' })
+  const { id: pastId, token: past } = await createApiToken(app, session, { name: 'past', expiresIn: '1m' })
   await sql`update api_tokens set expires_at = now() - interval '1 second' where id = ${pastId}`.execute(app.db)
   t.equal((await whoami(app, past)).statusCode, 401, 'a token past its expiry in the database is refused on its first check')
 })
@@ -194,7 +183,7 @@ t.test('an expired token stops working, from the cache too', async (t) => {
 t.test('last used: written at most once a minute per token, off the request path, also for cached checks', async (t) => {
   const databaseUrl = await createTestDatabase(t)
   const app = await build(t, { whoami: true, env: ADMIN_ENV, databaseUrl })
-  const { id, token } = await createToken(app, await loginToken(app))
+  const { id, token } = await createApiToken(app, await loginToken(app))
   t.equal(await lastUsedAt(app, id), null, 'never used yet')
 
   // Through the service: two uses in a row, one write.
@@ -240,7 +229,7 @@ t.test('last used: written at most once a minute per token, off the request path
 
 t.test('a failed last-used write is logged at debug and never fails the check', async (t) => {
   const app = await build(t, { whoami: true, env: ADMIN_ENV })
-  const { id, token } = await createToken(app, await loginToken(app))
+  const { id, token } = await createApiToken(app, await loginToken(app))
   // Reads go to the service's database; the writes to one that refuses connections.
   const unreachable = new Kysely<Database>({ dialect: new PostgresDialect({ pool: new pg.Pool({ connectionString: 'postgres://127.0.0.1:1/none', connectionTimeoutMillis: 2000 }) }) })
   t.teardown(async () => await unreachable.destroy())
@@ -261,18 +250,18 @@ t.test('listing: your own tokens, an admin everyone\'s with the owner; never a s
   const alice = await loginToken(app)
   const bob = await sessionToken(app, 'bob')
   const carol = await sessionToken(app, 'carol')
-  const a = await createToken(app, alice, { name: 'a1' })
-  const b = await createToken(app, bob, { name: 'b1', expiresIn: '30d' })
-  const c = await createToken(app, carol, { name: 'c1' })
+  const a = await createApiToken(app, alice, { name: 'a1' })
+  const b = await createApiToken(app, bob, { name: 'b1', expiresIn: '30d' })
+  const c = await createApiToken(app, carol, { name: 'c1' })
 
-  const mine = await call(app, bob, 'GET', '/api/v1/tokens')
+  const mine = await apiAs(app, bob)('GET', '/api/v1/tokens')
   t.equal(mine.statusCode, 200)
   t.same(mine.body.tokens.map((x: any) => [x.name, x.owner]), [['b1', 'bob']], 'an operator sees their own')
   t.same(Object.keys(mine.body.tokens[0]).sort(), ['createdAt', 'expiresAt', 'id', 'lastUsedAt', 'name', 'owner'])
   t.match(mine.body.tokens[0], { id: b.id, createdAt: b.createdAt, expiresAt: b.expiresAt, lastUsedAt: null })
-  t.same((await call(app, b.token, 'GET', '/api/v1/tokens')).body.tokens.map((x: any) => x.id), [b.id], 'with the token itself too')
+  t.same((await apiAs(app, b.token)('GET', '/api/v1/tokens')).body.tokens.map((x: any) => x.id), [b.id], 'with the token itself too')
 
-  const all = await call(app, alice, 'GET', '/api/v1/tokens')
+  const all = await apiAs(app, alice)('GET', '/api/v1/tokens')
   t.same(all.body.tokens.map((x: any) => [x.id, x.name, x.owner]), [[a.id, 'a1', ADMIN.username], [b.id, 'b1', 'bob'], [c.id, 'c1', 'carol']], 'an admin sees all, oldest first')
   const text = JSON.stringify(all.body)
   for (const x of [a, b, c]) t.notOk(text.includes(x.token.slice('reaktor_pat_'.length)), `${x.name}: no secret in the list`)
@@ -283,34 +272,34 @@ t.test('revoking: your own or, for an admin, anyone\'s; someone else\'s, unknown
   const alice = await loginToken(app)
   const bob = await sessionToken(app, 'bob')
   const carol = await sessionToken(app, 'carol')
-  const c1 = await createToken(app, carol, { name: 'c1' })
-  const c2 = await createToken(app, carol, { name: 'c2' })
-  const b1 = await createToken(app, bob, { name: 'b1' })
+  const c1 = await createApiToken(app, carol, { name: 'c1' })
+  const c2 = await createApiToken(app, carol, { name: 'c2' })
+  const b1 = await createApiToken(app, bob, { name: 'b1' })
   t.equal((await whoami(app, c1.token)).statusCode, 200)
 
-  const unknown = await call(app, bob, 'DELETE', '/api/v1/tokens/00000000-0000-4000-8000-000000000000')
+  const unknown = await apiAs(app, bob)('DELETE', '/api/v1/tokens/00000000-0000-4000-8000-000000000000')
   t.equal(unknown.statusCode, 404)
   t.same(unknown.body, { statusCode: 404, error: 'Not Found', message: 'No API token of this id' })
-  const others = await call(app, bob, 'DELETE', `/api/v1/tokens/${c1.id}`)
+  const others = await apiAs(app, bob)('DELETE', `/api/v1/tokens/${c1.id}`)
   t.same(others, { ...others, statusCode: 404, body: unknown.body }, 'another user\'s token reads as unknown to an operator')
   t.equal((await whoami(app, c1.token)).statusCode, 200, 'and stays valid')
   for (const bad of ['not-a-uuid', '00000000-0000-4000-8000-00000000000', `${c1.id}x`, '%27%20or%201%3D1--', 'x'.repeat(1000)]) {
-    const res = await call(app, alice, 'DELETE', `/api/v1/tokens/${bad}`)
+    const res = await apiAs(app, alice)('DELETE', `/api/v1/tokens/${bad}`)
     t.equal(res.statusCode, 404, `${bad.slice(0, 40)}: 404`)
     t.same(res.body, unknown.body)
   }
-  t.equal((await call(app, alice, 'DELETE', '/api/v1/tokens/a%00b')).statusCode, 400, 'a NUL is refused by the schema, not the database')
+  t.equal((await apiAs(app, alice)('DELETE', '/api/v1/tokens/a%00b')).statusCode, 400, 'a NUL is refused by the schema, not the database')
 
-  const byAdmin = await call(app, alice, 'DELETE', `/api/v1/tokens/${c1.id}`)
+  const byAdmin = await apiAs(app, alice)('DELETE', `/api/v1/tokens/${c1.id}`)
   t.equal(byAdmin.statusCode, 200)
   t.same(byAdmin.body, { message: `API token ${c1.id} revoked` })
   t.equal((await whoami(app, c1.token)).statusCode, 401, 'refused at once on the node that revoked it')
-  t.equal((await call(app, alice, 'DELETE', `/api/v1/tokens/${c1.id}`)).statusCode, 404, 'gone')
+  t.equal((await apiAs(app, alice)('DELETE', `/api/v1/tokens/${c1.id}`)).statusCode, 404, 'gone')
   t.equal((await whoami(app, c2.token)).statusCode, 200, 'the owner\'s other token stays valid')
 
-  const own = await call(app, carol, 'DELETE', `/api/v1/tokens/${c2.id}`)
+  const own = await apiAs(app, carol)('DELETE', `/api/v1/tokens/${c2.id}`)
   t.equal(own.statusCode, 200, 'an operator revokes their own')
-  const self = await call(app, b1.token, 'DELETE', `/api/v1/tokens/${b1.id}`)
+  const self = await apiAs(app, b1.token)('DELETE', `/api/v1/tokens/${b1.id}`)
   t.equal(self.statusCode, 200, 'a token may revoke itself')
   t.equal((await whoami(app, b1.token)).statusCode, 401)
   t.same(await app.db.selectFrom('api_tokens').select('id').execute(), [], 'the rows are deleted')

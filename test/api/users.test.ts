@@ -8,26 +8,17 @@ import type { FastifyInstance } from 'fastify'
 import { sql } from 'kysely'
 import { USER_ADMIN_LOCK_KEY, USER_ADMIN_LOCK_NAMESPACE } from '../../src/auth/user-admin.js'
 import { build } from '../helpers/app.js'
-import { ADMIN, ADMIN_ENV, apiLogin, loginToken, tokenHeader, whoami } from '../helpers/auth.js'
+import { ADMIN, ADMIN_ENV, apiAs, apiLogin, loginToken, whoami, type ApiClient } from '../helpers/auth.js'
 import { waitFor } from '../helpers/context.js'
 
 const PASSWORD = 'a long enough password'
 
-type Call = (method: 'GET' | 'POST' | 'PATCH' | 'DELETE', url: string, payload?: object) => Promise<{ statusCode: number, body: any, headers: Record<string, unknown> }>
-
-function as (app: FastifyInstance, token: string): Call {
-  return async (method, url, payload) => {
-    const res = await app.inject({ method, url, headers: tokenHeader(token), payload })
-    return { statusCode: res.statusCode, body: res.body === '' ? null : res.json(), headers: res.headers }
-  }
-}
-
-async function adminCall (app: FastifyInstance): Promise<Call> {
-  return as(app, await loginToken(app))
+async function adminCall (app: FastifyInstance): Promise<ApiClient> {
+  return apiAs(app, await loginToken(app))
 }
 
 /** Creates a user through the API (as `admin`) and returns its session token. */
-async function userWithSession (app: FastifyInstance, admin: Call, username: string, role: 'admin' | 'operator' = 'operator'): Promise<string> {
+async function userWithSession (app: FastifyInstance, admin: ApiClient, username: string, role: 'admin' | 'operator' = 'operator'): Promise<string> {
   const res = await admin('POST', '/api/v1/users', { username, role, password: PASSWORD })
   if (res.statusCode !== 201) throw new Error(`create ${username}: ${res.statusCode} ${JSON.stringify(res.body)}`)
   return await loginToken(app, { username, password: PASSWORD })
@@ -42,9 +33,9 @@ const ERROR_KEYS = ['error', 'message', 'statusCode']
 t.test('an operator gets 403 on every user route, an anonymous caller 401; an admin gets through', async (t) => {
   const app = await build(t, { env: ADMIN_ENV })
   const admin = await adminCall(app)
-  const operator = as(app, await userWithSession(app, admin, 'olga'))
+  const operator = apiAs(app, await userWithSession(app, admin, 'olga'))
   await admin('POST', '/api/v1/users', { username: 'victim', role: 'operator', password: PASSWORD })
-  const routes: Array<[Parameters<Call>[0], string, object | undefined, number]> = [
+  const routes: Array<[Parameters<ApiClient>[0], string, object | undefined, number]> = [
     ['GET', '/api/v1/users', undefined, 200],
     ['POST', '/api/v1/users', { username: 'made-by-op', role: 'admin', password: PASSWORD }, 201],
     ['GET', '/api/v1/users/victim', undefined, 200],
@@ -167,7 +158,7 @@ t.test('login finds the user by the trimmed name in any case; a disabled user ca
 t.test('a role change applies to live sessions at once, which stay valid', async (t) => {
   const app = await build(t, { env: ADMIN_ENV })
   const admin = await adminCall(app)
-  const frank = as(app, await userWithSession(app, admin, 'frank'))
+  const frank = apiAs(app, await userWithSession(app, admin, 'frank'))
   t.equal((await frank('GET', '/api/v1/users')).statusCode, 403)
   // Right after the answer, before this node's notification may have arrived: many rounds, so
   // that a node relying on the notification alone loses at least one.
@@ -201,11 +192,11 @@ t.test('the last enabled admin cannot be demoted, disabled or deleted; with anot
   // An enabled one does: then an admin may even delete itself, which ends its own session.
   t.equal((await admin('PATCH', '/api/v1/users/gina', { disabled: false })).statusCode, 200)
   const own = await loginToken(app)
-  t.same((await as(app, own)('DELETE', '/api/v1/users/ALICE')).body, { message: 'User "alice" deleted' })
+  t.same((await apiAs(app, own)('DELETE', '/api/v1/users/ALICE')).body, { message: 'User "alice" deleted' })
   t.equal((await whoami(app, own)).statusCode, 401, 'the deleted user\'s session ended')
   t.equal((await apiLogin(app, ADMIN)).statusCode, 401)
   t.same((await auditRows(app, 'user.delete')).map((r) => [r.actor, r.targets]), [['alice', ['alice']]])
-  const gina = as(app, await loginToken(app, { username: 'gina', password: PASSWORD }))
+  const gina = apiAs(app, await loginToken(app, { username: 'gina', password: PASSWORD }))
   t.equal((await gina('DELETE', '/api/v1/users/gina')).body.message, 'User "gina" is the last enabled admin: make another user an admin first')
 })
 
@@ -220,7 +211,7 @@ t.test('concurrent changes by two admins leave one enabled admin', async (t) => 
     for (const target of ['each other', 'themselves'] as const) {
       for (let repeat = 0; repeat < 3; repeat++) {
         const names = [`h${++round}`, `i${round}`]
-        const [h, i] = await Promise.all(names.map(async (n) => as(app, await userWithSession(app, alice, n, 'admin'))))
+        const [h, i] = await Promise.all(names.map(async (n) => apiAs(app, await userWithSession(app, alice, n, 'admin'))))
         // alice steps aside (keeping her session) so that the two are the only enabled admins.
         t.equal((await h('PATCH', '/api/v1/users/alice', { role: 'operator' })).statusCode, 200)
         const [hTarget, iTarget] = target === 'each other' ? [names[1], names[0]] : names
@@ -248,8 +239,8 @@ t.test('concurrent changes by two admins leave one enabled admin', async (t) => 
 t.test('a request authenticated before its caller was demoted changes nothing', async (t) => {
   const app = await build(t, { env: ADMIN_ENV })
   const alice = await adminCall(app)
-  const hal = as(app, await userWithSession(app, alice, 'hal', 'admin'))
-  let answer: ReturnType<Call> | undefined
+  const hal = apiAs(app, await userWithSession(app, alice, 'hal', 'admin'))
+  let answer: ReturnType<ApiClient> | undefined
   // Another change holds the lock while hal's request, already past authentication, waits for it.
   await app.db.transaction().execute(async (trx) => {
     await sql`select pg_advisory_xact_lock(${USER_ADMIN_LOCK_NAMESPACE}, ${USER_ADMIN_LOCK_KEY})`.execute(trx)
@@ -290,7 +281,7 @@ t.test('own password: a wrong current one is 403 and counts like a failed login;
   const admin = await adminCall(app)
   const token = await userWithSession(app, admin, 'judy')
   const other = await loginToken(app, { username: 'judy', password: PASSWORD })
-  const judy = as(app, token)
+  const judy = apiAs(app, token)
 
   const short = await judy('POST', '/api/v1/auth/password', { currentPassword: PASSWORD, newPassword: 'short' })
   t.same(short.body, { statusCode: 400, error: 'Bad Request', message: 'newPassword: at least 12 characters' })
@@ -304,7 +295,7 @@ t.test('own password: a wrong current one is 403 and counts like a failed login;
   t.equal((await whoami(app, token)).statusCode, 401, 'the calling session ended')
   t.equal((await whoami(app, other)).statusCode, 401, 'the other session ended')
   t.equal((await apiLogin(app, { username: 'judy', password: PASSWORD })).statusCode, 401)
-  const fresh = as(app, await loginToken(app, { username: 'judy', password: 'my new password!' }))
+  const fresh = apiAs(app, await loginToken(app, { username: 'judy', password: 'my new password!' }))
   t.same((await auditRows(app, 'auth.password_change')).map((r) => [r.actor, r.targets, r.details]), [['judy', ['judy'], {}]])
 
   // LOGIN_RATE_LIMIT=2 (the right password above started the count afresh): two wrong ones spend it.

@@ -2,10 +2,10 @@
  * API tokens on two instances sharing one database: revoking a token on one, or disabling its
  * owner, makes the other refuse it within 1 s, although it answers the token from its cache.
  */
-import t, { type Test } from 'tap'
+import t from 'tap'
 import { revokeUserCredentials } from '../../src/auth/sessions.js'
-import { build, metric } from '../helpers/app.js'
-import { ADMIN_ENV, loginToken, sessionToken, tokenHeader, whoami } from '../helpers/auth.js'
+import { build } from '../helpers/app.js'
+import { ADMIN_ENV, createApiToken, loginToken, sessionToken, tokenHeader, untilCached, whoami } from '../helpers/auth.js'
 import { waitFor } from '../helpers/context.js'
 import { createTestDatabase } from '../helpers/database.js'
 
@@ -13,32 +13,16 @@ import { createTestDatabase } from '../helpers/database.js'
 const DEADLINE_MS = 1000
 const MARGIN_MS = 500
 
-type App = Awaited<ReturnType<typeof build>>
-
-async function createToken (app: App, session: string, name: string): Promise<{ id: string, token: string }> {
-  const res = await app.inject({ method: 'POST', url: '/api/v1/tokens', headers: tokenHeader(session), payload: { name } })
-  if (res.statusCode !== 201) throw new Error(`token not created: ${res.statusCode} ${res.body}`)
-  return res.json()
-}
-
-/** Checks the token on the app until it is cached there: the next check counts as a cache hit. */
-async function cachedOn (t: Test, app: App, token: string): Promise<void> {
-  t.equal((await whoami(app, token)).statusCode, 200)
-  const hits = await metric(app, 'reaktor_session_cache_hits_total')
-  t.equal((await whoami(app, token)).statusCode, 200)
-  t.equal(await metric(app, 'reaktor_session_cache_hits_total'), hits + 1, 'answered from that instance\'s cache')
-}
-
 t.test('a token revoked on one instance is refused on the other within 1 s', async (t) => {
   const databaseUrl = await createTestDatabase(t)
   const a = await build(t, { whoami: true, env: ADMIN_ENV, databaseUrl })
   const b = await build(t, { whoami: true, env: ADMIN_ENV, databaseUrl })
   const session = await loginToken(a)
-  const { id, token } = await createToken(a, session, 'revoked')
-  const other = await createToken(a, session, 'kept')
+  const { id, token } = await createApiToken(a, session, { name: 'revoked' })
+  const other = await createApiToken(a, session, { name: 'kept' })
   t.equal((await whoami(b, token)).json().kind, 'token', 'B takes a token A issued')
-  await cachedOn(t, b, token)
-  await cachedOn(t, b, other.token)
+  await untilCached(b, token)
+  await untilCached(b, other.token, 'the other token')
 
   const res = await a.inject({ method: 'DELETE', url: `/api/v1/tokens/${id}`, headers: tokenHeader(session) })
   t.equal(res.statusCode, 200)
@@ -56,11 +40,11 @@ t.test('disabling the owner ends its tokens on both instances', async (t) => {
   const a = await build(t, { whoami: true, env: ADMIN_ENV, databaseUrl })
   const b = await build(t, { whoami: true, env: ADMIN_ENV, databaseUrl })
   const bob = await sessionToken(a, 'bob')
-  const { token } = await createToken(a, bob, 'bob script')
-  const alice = await createToken(a, await loginToken(a), 'alice script')
+  const { token } = await createApiToken(a, bob, { name: 'bob script' })
+  const alice = await createApiToken(a, await loginToken(a), { name: 'alice script' })
   for (const app of [a, b]) {
-    await cachedOn(t, app, token)
-    await cachedOn(t, app, alice.token)
+    await untilCached(app, token)
+    await untilCached(app, alice.token, 'another user\'s token')
   }
 
   const user = await a.db.selectFrom('users').select('id').where('username', '=', 'bob').executeTakeFirstOrThrow()

@@ -1,5 +1,7 @@
 import type { FastifyInstance, LightMyRequestResponse } from 'fastify'
 import { SESSION_COOKIE } from '../../src/auth/types.js'
+import { metric } from './app.js'
+import { waitFor } from './context.js'
 
 export const ADMIN = { username: 'alice', password: 'correct horse battery staple' }
 export const ADMIN_ENV = { ADMIN_USERNAME: ADMIN.username, ADMIN_PASSWORD: ADMIN.password }
@@ -67,6 +69,40 @@ export async function whoami (app: FastifyInstance, token?: string, headers: Rec
     url: '/api/v1/test/whoami',
     headers: { ...tokenHeader(token), ...headers }
   })
+}
+
+/**
+ * Checks `token` on an app built with `whoami: true` until a check is answered from that node's
+ * session cache (the cache serves only while its listener's pings are recent, which two busy cores
+ * can delay), so that only a revocation notice can end it there.
+ */
+export async function untilCached (app: FastifyInstance, token: string, what = 'the token'): Promise<void> {
+  await waitFor(async () => {
+    const hits = await metric(app, 'reaktor_session_cache_hits_total')
+    if ((await whoami(app, token)).statusCode !== 200) throw new Error(`${what} is refused before it could be cached`)
+    return await metric(app, 'reaktor_session_cache_hits_total') > hits
+  }, { what: `${what} to be answered from the cache` })
+}
+
+/** What a client's call answered: the status, the JSON body (null when empty) and the headers. */
+export interface ApiAnswer { statusCode: number, body: any, headers: Record<string, unknown> }
+export type ApiClient = (method: 'GET' | 'POST' | 'PATCH' | 'DELETE', url: string, payload?: object) => Promise<ApiAnswer>
+
+/** The calls of a client holding `token` (a session or an API token), sent in X-Service-Token. */
+export function apiAs (app: FastifyInstance, token: string): ApiClient {
+  return async (method, url, payload) => {
+    const res = await app.inject({ method, url, headers: tokenHeader(token), payload })
+    return { statusCode: res.statusCode, body: res.body === '' ? null : res.json(), headers: res.headers }
+  }
+}
+
+export interface CreatedApiToken { id: string, token: string, name: string, createdAt: string, expiresAt: string | null }
+
+/** `POST /api/v1/tokens` with a login session's token (fails the test unless created). */
+export async function createApiToken (app: FastifyInstance, session: string, body: object = { name: 'script' }): Promise<CreatedApiToken> {
+  const res = await apiAs(app, session)('POST', '/api/v1/tokens', body)
+  if (res.statusCode !== 201) throw new Error(`token not created: ${res.statusCode} ${JSON.stringify(res.body)}`)
+  return res.body
 }
 
 /** An API request of a logged-in client: the status and the JSON body of the answer. */

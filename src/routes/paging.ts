@@ -1,0 +1,35 @@
+import type { FastifyInstance, FastifyRequest } from 'fastify'
+import type { FastifySchemaValidationError } from 'fastify/types/schema.js'
+
+/** The bounds of a paged list's `limit`. */
+export interface PageLimit { min: number, max: number, default: number }
+
+/** What `limit` must be, for messages. */
+export function limitRule ({ min, max, default: byDefault }: PageLimit): string {
+  return `limit must be an integer from ${min} to ${max} (default ${byDefault})`
+}
+
+/**
+ * The preValidation of a paged list: the validator coerces the text to a number, which would take
+ * "0x10", "1e2" or " 10" for one, so `limit` must be digits only.
+ */
+export function digitsOnlyLimit (rule: string): (this: FastifyInstance, request: FastifyRequest) => Promise<void> {
+  return async function (this: FastifyInstance, request: FastifyRequest): Promise<void> {
+    const { limit } = request.query as Record<string, unknown>
+    if (typeof limit === 'string' && !/^[0-9]+$/.test(limit)) throw this.httpErrors.badRequest(rule)
+  }
+}
+
+/**
+ * The schemaErrorFormatter of a paged list: a query error says what is allowed rather than which
+ * schema keyword failed (a repeated parameter reads as an array, which "must be integer" would not
+ * explain); other errors read as Fastify's own.
+ */
+export function pagingErrors (rule: string, beforeRule: (error: FastifySchemaValidationError) => string): (errors: FastifySchemaValidationError[], dataVar: string) => Error {
+  return (errors, dataVar) => {
+    const first = errors[0]
+    if (dataVar === 'querystring' && first?.instancePath === '/limit') return new Error(rule)
+    if (dataVar === 'querystring' && first?.instancePath === '/before') return new Error(beforeRule(first))
+    return new Error(errors.map((e) => `${dataVar}${e.instancePath} ${e.message ?? 'is invalid'}`).join(', '))
+  }
+}

@@ -3,7 +3,7 @@ import type { AuditAction } from '../audit.js'
 import type { Database, Role, User } from '../db/schema.js'
 import { Errors } from '../errors.js'
 import { revokeUserCredentials } from './sessions.js'
-import { normalizeUsername } from './user-rules.js'
+import { normalizeUsername, usernameKey } from './user-rules.js'
 import { usernameIs } from './users.js'
 
 type Db = Kysely<Database>
@@ -92,7 +92,7 @@ async function keepAnAdmin (trx: Trx, user: User): Promise<void> {
 }
 
 export async function listUsers (db: Db): Promise<UserView[]> {
-  const rows = await db.selectFrom('users').selectAll().orderBy(sql`lower(username)`).orderBy('id').execute()
+  const rows = await db.selectFrom('users').selectAll().orderBy('username_key').execute()
   return rows.map(userView)
 }
 
@@ -107,9 +107,9 @@ export async function getUser (db: Db, username: string): Promise<UserView> {
 export async function createUser (ctx: ChangeContext, input: { username: string, role: Role, passwordHash: string, generated: boolean }): Promise<UserView> {
   const username = normalizeUsername(input.username)
   return await asAdmin(ctx, async (trx) => {
-    // No conflict target: the unique index on lower(username) is the one that decides.
+    // No conflict target: the unique index on username_key is the one that decides.
     const user = await trx.insertInto('users')
-      .values({ username, role: input.role, password_hash: input.passwordHash })
+      .values({ username, username_key: usernameKey(username), role: input.role, password_hash: input.passwordHash })
       .onConflict((oc) => oc.doNothing())
       .returningAll()
       .executeTakeFirst()

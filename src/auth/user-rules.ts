@@ -20,6 +20,16 @@ export function normalizeUsername (raw: string): string {
   return raw.trim()
 }
 
+/**
+ * What usernames are compared by (stored unique as `users.username_key`): trimmed, composed (NFC),
+ * in lower case as JavaScript maps it, so `Émile`, ` émile ` and a decomposed `émile` are one user.
+ * Computed here rather than with the database's `lower()`, which folds ASCII only in a C-locale
+ * database (the embedded one, and many others).
+ */
+export function usernameKey (raw: string): string {
+  return normalizeUsername(raw).normalize('NFC').toLowerCase()
+}
+
 /** The rule a username breaks (after trimming), or null when it is a valid one. */
 export function usernameProblem (raw: string): string | null {
   const name = normalizeUsername(raw)

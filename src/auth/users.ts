@@ -1,17 +1,17 @@
 import { sql, type Kysely, type RawBuilder, type SqlBool } from 'kysely'
 import type { Database, User } from '../db/schema.js'
 import { dummyPasswordHash, verifyPassword } from './password.js'
-import { normalizeUsername } from './user-rules.js'
+import { usernameKey } from './user-rules.js'
 
 type Db = Kysely<Database>
 
 /**
  * The condition on `users` that finds the user of a name as people type it: trimmed, any case,
- * compared as the unique lower(username) index compares (one lookup on it). Every lookup by name
- * uses it, so the login, the user routes and the reset command find the same user.
+ * by its key (usernameKey; one lookup on the unique index). Every lookup by name uses it, so the
+ * login, the user routes and the reset command find the same user.
  */
 export function usernameIs (username: string): RawBuilder<SqlBool> {
-  return sql<SqlBool>`lower(username) = lower(${normalizeUsername(username)})`
+  return sql<SqlBool>`username_key = ${usernameKey(username)}`
 }
 
 /** The user of a name as people type it (usernameIs). */
@@ -23,12 +23,12 @@ export async function findUserByUsername (db: Db, username: string): Promise<Use
  * Creates the admin unless a user of that name (in any case) exists; an existing user (its password
  * and role) is left untouched. Returns true when this call created it. `on conflict do nothing`
  * makes concurrent starts of several nodes safe: exactly one insert wins. No conflict target: the
- * unique index on lower(username) must count too.
+ * unique index on username_key must count too.
  */
 export async function createUserIfMissing (db: Db, username: string, passwordHash: string): Promise<boolean> {
   const row = await db.insertInto('users')
     // New users default to operator; the one made from ADMIN_USERNAME is the admin its name says.
-    .values({ username, password_hash: passwordHash, role: 'admin' })
+    .values({ username, username_key: usernameKey(username), password_hash: passwordHash, role: 'admin' })
     .onConflict((oc) => oc.doNothing())
     .returning('id')
     .executeTakeFirst()
@@ -42,8 +42,8 @@ export async function createUserIfMissing (db: Db, username: string, passwordHas
  */
 export async function createFirstUser (db: Db, username: string, passwordHash: string): Promise<boolean> {
   const result = await sql<{ id: string }>`
-    insert into users (username, password_hash, role)
-    select ${username}, ${passwordHash}, 'admin'
+    insert into users (username, username_key, password_hash, role)
+    select ${username}, ${usernameKey(username)}, ${passwordHash}, 'admin'
     where not exists (select 1 from users)
     on conflict do nothing
     returning id`.execute(db)

@@ -5,11 +5,14 @@
  */
 import t from 'tap'
 import type { FastifyInstance } from 'fastify'
-import { sql } from 'kysely'
+import { Migrator, sql } from 'kysely'
+import { createDatabase } from '../../src/db/index.js'
+import { migrations } from '../../src/db/migrations/index.js'
 import { USER_ADMIN_LOCK_KEY, USER_ADMIN_LOCK_NAMESPACE } from '../../src/auth/user-admin.js'
 import { build } from '../helpers/app.js'
 import { ADMIN, ADMIN_ENV, apiAs, apiLogin, loginToken, whoami, type ApiClient } from '../helpers/auth.js'
 import { waitFor } from '../helpers/context.js'
+import { createTestDatabase } from '../helpers/database.js'
 
 const PASSWORD = 'a long enough password'
 
@@ -91,6 +94,20 @@ t.test('create: a generated password is returned once (no-store), a user is neve
   const created = await auditRows(app, 'user.create')
   t.same(created.map((r) => [r.actor, r.targets, r.details]), [['alice', ['Bob'], { role: 'operator', generatedPassword: true }], ['alice', ['carol'], { role: 'admin', generatedPassword: false }]])
   t.notMatch(JSON.stringify(await app.db.selectFrom('audit').selectAll().execute()), made.body.password, 'no password in the audit table')
+})
+
+t.test('names beyond ASCII are one user in any case and either Unicode form: unique, found and logged in as', async (t) => {
+  const app = await build(t, { env: ADMIN_ENV })
+  const admin = await adminCall(app)
+  t.equal((await admin('POST', '/api/v1/users', { username: 'Émile Ørsted', role: 'operator', password: PASSWORD })).statusCode, 201)
+  // Lower case, upper case, and the decomposed form (e + combining acute accent).
+  for (const name of ['émile ørsted', 'ÉMILE ØRSTED', 'E\u0301mile Ørsted']) {
+    const taken = await admin('POST', '/api/v1/users', { username: name, role: 'operator', password: PASSWORD })
+    t.equal(taken.statusCode, 409, `${JSON.stringify(name)} is taken`)
+    t.equal((await admin('GET', `/api/v1/users/${encodeURIComponent(name)}`)).body.username, 'Émile Ørsted', `${JSON.stringify(name)} finds the user`)
+    t.equal((await apiLogin(app, { username: name, password: PASSWORD })).statusCode, 200, `${JSON.stringify(name)} logs in`)
+  }
+  t.equal((await admin('GET', '/api/v1/users')).body.users.length, 2, 'alice and Émile, nobody else')
 })
 
 t.test('the rules: each violation is 400 naming the field and the rule', async (t) => {
@@ -347,4 +364,16 @@ t.test('ADMIN_USERNAME is trimmed, must follow the username rules, and is create
 t.test('the first-run admin is an admin', async (t) => {
   const app = await build(t)
   t.same(await app.db.selectFrom('users').select(['username', 'role']).execute(), [{ username: 'admin', role: 'admin' }])
+})
+
+t.test('the upgrade refuses, naming them, two existing users whose names differ only in case', async (t) => {
+  const databaseUrl = await createTestDatabase(t)
+  const { db } = createDatabase(databaseUrl)
+  t.teardown(async () => await db.destroy())
+  const migrator = new Migrator({ db, provider: { getMigrations: async () => migrations } })
+  t.equal((await migrator.migrateTo('20261127000300_run_requests')).error, undefined)
+  await sql`insert into users (username, password_hash) values ('Åsa', 'x'), ('åsa', 'x')`.execute(db)
+  const { error } = await migrator.migrateToLatest()
+  t.match(String(error), /users: "Åsa" and "åsa" differ only in case or spaces; rename all but one before upgrading/)
+  t.same((await sql<{ n: number }>`select count(*)::int as n from api_tokens`.execute(db).catch(() => ({ rows: [] }))).rows, [], 'nothing of the migration was applied')
 })

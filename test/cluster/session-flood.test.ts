@@ -114,7 +114,8 @@ t.test('sessions issued before tokens were tagged stay valid until they expire; 
   const { db } = createDatabase(databaseUrl)
   const migrator = new Migrator({ db, provider: { getMigrations: async () => migrations } })
   t.equal((await migrator.migrateTo('20261125000000_partitions')).error, undefined)
-  const user = await db.insertInto('users').values({ username: 'old-timer', password_hash: 'x' }).returning('id').executeTakeFirstOrThrow()
+  // Written as that version wrote it (no username_key yet: the accounts migration derives it).
+  const user = (await sql<{ id: string }>`insert into users (username, password_hash) values ('Old-Timer', 'x') returning id`.execute(db)).rows[0]
   const oldToken = fakeToken()
   await db.insertInto('sessions').values({ user_id: user.id, token_hash: tokenDigest(oldToken), expires_at: sql<Date>`now() + interval '1 hour'` }).execute()
   t.equal((await migrator.migrateToLatest()).error, undefined)
@@ -123,12 +124,13 @@ t.test('sessions issued before tokens were tagged stay valid until they expire; 
   const app = await build(t, { whoami: true, databaseUrl })
   const me = await whoami(app, oldToken)
   t.equal(me.statusCode, 200, 'the session of the earlier format still works')
-  t.equal(me.json().username, 'old-timer')
+  t.equal(me.json().username, 'Old-Timer')
+  t.same((await app.db.selectFrom('users').select('username_key').where('id', '=', user.id).execute()), [{ username_key: 'old-timer' }], 'the migration derived its key')
 
   // On a database without such sessions, a made-up untagged token is refused without a lookup.
   const fresh = await build(t, { whoami: true })
   const madeUp = fakeToken()
-  const other = await fresh.db.insertInto('users').values({ username: 'x', password_hash: 'x' }).returning('id').executeTakeFirstOrThrow()
+  const other = await fresh.db.insertInto('users').values({ username: 'x', username_key: 'x', password_hash: 'x' }).returning('id').executeTakeFirstOrThrow()
   // (Even one whose row exists, as no node of this version writes one: it stands for a lookup skipped.)
   await fresh.db.insertInto('sessions').values({ user_id: other.id, token_hash: tokenDigest(madeUp), expires_at: sql<Date>`now() + interval '1 hour'`, tagged: true }).execute()
   t.equal((await whoami(fresh, madeUp)).statusCode, 401)
@@ -136,7 +138,7 @@ t.test('sessions issued before tokens were tagged stay valid until they expire; 
 
 t.test('a rolling upgrade: a node of the earlier version, still running after the migration, issues untagged tokens; they work on this version', async (t) => {
   const fresh = await build(t, { whoami: true })
-  const user = await fresh.db.insertInto('users').values({ username: 'mid-upgrade', password_hash: 'x' }).returning('id').executeTakeFirstOrThrow()
+  const user = await fresh.db.insertInto('users').values({ username: 'mid-upgrade', username_key: 'mid-upgrade', password_hash: 'x' }).returning('id').executeTakeFirstOrThrow()
   const refused = fakeToken()
   t.equal((await whoami(fresh, refused)).statusCode, 401, 'no untagged session live yet: a made-up token is refused')
   // The earlier version's login: a random token, its row written as that version writes it.

@@ -1,5 +1,6 @@
 import type { FastifyInstance, LightMyRequestResponse } from 'fastify'
 import { SESSION_COOKIE } from '../../src/auth/types.js'
+import { usernameKey } from '../../src/auth/user-rules.js'
 import { metric } from './app.js'
 import { waitFor } from './context.js'
 
@@ -54,7 +55,7 @@ let users = 0
 /** A user with a live session, made through the auth code (no login route); returns the session token. */
 export async function sessionToken (app: FastifyInstance, username = `user${++users}-${process.pid}`): Promise<string> {
   const user = await app.db.insertInto('users')
-    .values({ username, password_hash: 'not-a-usable-hash' })
+    .values({ username, username_key: usernameKey(username), password_hash: 'not-a-usable-hash' })
     .returning('id')
     .executeTakeFirstOrThrow()
   const session = await app.sessions.create(user.id)

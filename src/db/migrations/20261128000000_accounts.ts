@@ -6,24 +6,35 @@ import { sql, type Kysely } from 'kysely'
  * Accounts: roles and disabling on `users`, API tokens for scripts, and the audit table.
  *
  * - `users.role`: existing users were all admins (the first-run admin, ADMIN_USERNAME); new ones
- *   default to operator. Usernames become unique without regard to case; a database holding two
- *   names that differ only in case cannot take this migration, and says which.
+ *   default to operator. Usernames become unique without regard to case through `username_key`
+ *   (trimmed, NFC, lower case as JavaScript maps it: every script, not only ASCII as `lower()` in a
+ *   database of the C locale does); a database holding two names with the same key cannot take
+ *   this migration, and says which.
  * - `api_tokens`: like sessions, only the SHA-256 of the token is stored; revoking deletes the row.
  * - `audit`: one row per privileged action, newest read first by id; pruned by `at`.
  */
 export async function up (db: Kysely<any>): Promise<void> {
-  const clash = await sql<{ name: string }>`
-    select lower(username) as name from users group by lower(username) having count(*) > 1 limit 1`.execute(db)
-  if (clash.rows.length > 0) {
-    throw new Error(`users: several usernames differ only in case (${JSON.stringify(clash.rows[0].name)}); rename all but one before upgrading`)
-  }
   await db.schema.alterTable('users')
     .addColumn('role', 'text', (c) => c.notNull().defaultTo('admin').check(sql`role in ('admin', 'operator')`))
     .addColumn('disabled_at', 'timestamptz')
     .addColumn('updated_at', 'timestamptz', (c) => c.notNull().defaultTo(sql`now()`))
     .execute()
   await db.schema.alterTable('users').alterColumn('role', (c) => c.setDefault('operator')).execute()
-  await db.schema.createIndex('users_username_lower_key').unique().on('users').expression(sql`lower(username)`).execute()
+  await db.schema.alterTable('users').addColumn('username_key', 'text').execute()
+  const users = await db.selectFrom('users').select(['id', 'username']).execute()
+  const seen = new Map<string, string>()
+  for (const { id, username } of users) {
+    // The same rule as the service's usernameKey (src/auth/user-rules.ts), frozen here.
+    const key = (username as string).trim().normalize('NFC').toLowerCase()
+    const other = seen.get(key)
+    if (other !== undefined) {
+      throw new Error(`users: ${JSON.stringify(other)} and ${JSON.stringify(username)} differ only in case or spaces; rename all but one before upgrading`)
+    }
+    seen.set(key, username as string)
+    await db.updateTable('users').set({ username_key: key }).where('id', '=', id).execute()
+  }
+  await db.schema.alterTable('users').alterColumn('username_key', (c) => c.setNotNull()).execute()
+  await db.schema.createIndex('users_username_key_unique').unique().on('users').column('username_key').execute()
   // Ending every session of a user (disable, delete, password change) finds them by user.
   await db.schema.createIndex('sessions_user_id_idx').on('sessions').column('user_id').execute()
 
@@ -55,6 +66,5 @@ export async function down (db: Kysely<any>): Promise<void> {
   await db.schema.dropTable('audit').execute()
   await db.schema.dropTable('api_tokens').execute()
   await db.schema.dropIndex('sessions_user_id_idx').execute()
-  await db.schema.dropIndex('users_username_lower_key').execute()
-  await db.schema.alterTable('users').dropColumn('updated_at').dropColumn('disabled_at').dropColumn('role').execute()
+  await db.schema.alterTable('users').dropColumn('username_key').dropColumn('updated_at').dropColumn('disabled_at').dropColumn('role').execute()
 }

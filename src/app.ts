@@ -68,13 +68,13 @@ export const REDACT = [
   '*.headers.cookie',
   '*.headers.authorization',
   '*.headers["set-cookie"]',
-  'password',
-  'token',
-  '*.password',
-  '*.token',
-  // Request bodies one level down (`{ req: { body } }`).
-  '*.*.password',
-  '*.*.token'
+  // The secret-bearing body fields (login, users, own password, tokens), wherever a line carries them.
+  ...['password', 'currentPassword', 'newPassword', 'token'].flatMap((field) => [
+    field,
+    `*.${field}`,
+    // Request bodies one level down (`{ req: { body } }`).
+    `*.*.${field}`
+  ])
 ]
 
 function trustHops (hops: number): (address: string, hop: number) => boolean {

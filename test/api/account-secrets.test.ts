@@ -84,6 +84,9 @@ t.test('no password or token of the account routes is logged or audited', async 
   t.equal((await call(apiToken, 'POST', '/api/v1/tokens', { name: 'minted' })).statusCode, 403)
   t.equal((await call(apiToken, 'POST', '/api/v1/auth/logout')).statusCode, 400)
   t.equal((await call(admin, 'GET', '/api/v1/audit?limit=500')).statusCode, 200)
+  // A token pasted where its id belongs, or put in a query string, is in the request line.
+  t.equal((await call(bobAgain, 'DELETE', `/api/v1/tokens/${apiToken}`)).statusCode, 404)
+  t.equal((await call(apiToken, 'GET', `/api/v1/polling?token=${apiToken}`)).statusCode, 200)
   t.equal((await call(apiToken, 'DELETE', `/api/v1/tokens/${String(created.body.id)}`)).statusCode, 200)
   t.equal((await call(apiToken, 'GET', '/api/v1/tokens')).statusCode, 401, 'revoked')
 
@@ -102,6 +105,7 @@ t.test('no password or token of the account routes is logged or audited', async 
   const output = lines.join('')
   t.match(output, /audit: user\.create/, 'the actions were logged')
   t.match(output, /audit: token\.revoke/)
+  t.match(output, /"url":"\/api\/v1\/tokens\/reaktor_pat_\[redacted\]"/, 'the request line is logged without the token')
   const { rows } = await sql<{ text: string }>`select row_to_json(a)::text as text from audit a`.execute(app.db)
   t.ok(rows.length > 10, `${rows.length} audit rows`)
   const audit = rows.map((r) => r.text).join('\n')

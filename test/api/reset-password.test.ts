@@ -8,6 +8,8 @@ import { randomBytes } from 'node:crypto'
 import { performance } from 'node:perf_hooks'
 import t from 'tap'
 import type { FastifyInstance } from 'fastify'
+import { sql } from 'kysely'
+import { resetPassword } from '../../src/auth/reset-password.js'
 import { ADMIN, ADMIN_ENV, apiLogin, loginToken, whoami } from '../helpers/auth.js'
 import { build, metric } from '../helpers/app.js'
 import { waitFor } from '../helpers/context.js'
@@ -118,4 +120,15 @@ t.test('a bad password, an unknown user or bad usage change nothing', async (t) 
   t.equal((await whoami(app, session)).statusCode, 200, 'the session is still live')
   t.equal((await apiLogin(app, ADMIN)).statusCode, 200, 'the old password still logs in')
   t.same(await resetAudit(app), [], 'nothing audited')
+})
+
+t.test('a username with non-ASCII letters is found as the service finds it, in any case', async (t) => {
+  const app = await build(t, { env: ADMIN_ENV })
+  await app.db.insertInto('users').values({ username: 'Åsa Øberg', password_hash: 'old', role: 'admin' }).execute()
+  for (const typed of ['Åsa Øberg', 'åsa øberg']) {
+    const found = (await app.db.selectFrom('users').select('username').where(sql<string>`lower(username)`, '=', sql<string>`lower(${typed})`).execute()).map((u) => u.username)
+    const reset = await resetPassword(app.db, typed, 'new', { node: NODE_ID, via: 'command line' })
+    t.same(reset === null ? [] : [reset.username], found, `${typed}: the command finds whom a login finds`)
+  }
+  t.ok((await resetPassword(app.db, 'Åsa Øberg', 'newer', { node: NODE_ID, via: 'command line' })) !== null, 'the exact name is always found')
 })

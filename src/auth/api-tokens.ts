@@ -115,17 +115,26 @@ export class ApiTokenStore {
     return { userId: row.user_id, username: row.username, role: row.role, kind: 'token', expiresAt: row.expires_at, tokenId: row.id }
   }
 
-  /** Stores a token's digest for user `userId` (named `owner`), in the caller's transaction; the expiry is computed by PostgreSQL, whose clock `find` compares against. */
-  async insert (db: Db, { userId, owner, name, digest, expiresInMs }: { userId: string, owner: string, name: string, digest: Buffer, expiresInMs: number | null }): Promise<ApiTokenView> {
-    const row = await db.insertInto('api_tokens')
-      .values({
-        user_id: userId,
-        name,
-        token_hash: digest,
-        expires_at: expiresInMs === null ? null : sql<Date>`now() + make_interval(secs => ${expiresInMs / 1000})`
-      })
-      .returning(['id', 'name', 'created_at', 'last_used_at', 'expires_at'])
-      .executeTakeFirstOrThrow()
+  /**
+   * Stores a token's digest for user `userId` (named `owner`), in the caller's transaction, while
+   * the login session `sessionDigest` that asks for it is live; null (nothing stored) otherwise.
+   * The user's row is locked FOR SHARE first: a disable, delete or password change holds it while
+   * it ends the user's credentials, so it either commits before (the session is found revoked, or
+   * the user disabled) or waits for this insert and then deletes the token with the others: no
+   * token outlives the change that ended the session which made it. The expiry is computed by
+   * PostgreSQL, whose clock `find` compares against.
+   */
+  async insert (db: Db, { userId, owner, sessionDigest, name, digest, expiresInMs }: { userId: string, owner: string, sessionDigest: Buffer, name: string, digest: Buffer, expiresInMs: number | null }): Promise<ApiTokenView | null> {
+    const user = await db.selectFrom('users').select('id').where('id', '=', userId).where('disabled_at', 'is', null).forShare().executeTakeFirst()
+    if (user === undefined) return null
+    // A statement of its own: it reads what committed while the lock above was waited for.
+    const { rows } = await sql<{ id: string, name: string, created_at: Date, last_used_at: Date | null, expires_at: Date | null }>`
+      insert into api_tokens (user_id, name, token_hash, expires_at)
+      select ${userId}, ${name}, ${digest}, ${expiresInMs === null ? null : sql`now() + make_interval(secs => ${expiresInMs / 1000})`}
+      where exists (select 1 from sessions where token_hash = ${sessionDigest} and user_id = ${userId} and revoked_at is null and expires_at > now())
+      returning id, name, created_at, last_used_at, expires_at`.execute(db)
+    const row = rows[0]
+    if (row === undefined) return null
     return { id: row.id, name: row.name, owner, createdAt: row.created_at, lastUsedAt: row.last_used_at, expiresAt: row.expires_at }
   }
 

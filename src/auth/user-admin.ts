@@ -27,6 +27,8 @@ export interface ChangeContext {
   audit: AuditRecorder
   /** The acting user's id: it must still be an enabled admin when the change takes the lock. */
   actorId: string
+  /** The SHA-256 of the session or API token the request came with: it must still be live then too. */
+  credential: { kind: 'session' | 'token', digest: Buffer }
 }
 
 /** A user as the API shows it: never the hash. */
@@ -57,17 +59,29 @@ async function locked<T> (db: Db, change: (trx: Trx) => Promise<T>): Promise<T> 
   })
 }
 
+/** Whether a session (not revoked or expired) or API token (not revoked or expired) is still live. */
+async function credentialLive (trx: Trx, { kind, digest }: ChangeContext['credential']): Promise<boolean> {
+  const row = kind === 'session'
+    ? await trx.selectFrom('sessions').select('id').where('token_hash', '=', digest).where('revoked_at', 'is', null).where('expires_at', '>', sql<Date>`now()`).executeTakeFirst()
+    : await trx.selectFrom('api_tokens').select('id').where('token_hash', '=', digest)
+      .where((eb) => eb.or([eb('expires_at', 'is', null), eb('expires_at', '>', sql<Date>`now()`)])).executeTakeFirst()
+  return row !== undefined
+}
+
 /**
  * An admin's change, under the lock. The caller's role was read when its request was
  * authenticated, maybe before a change that demoted, disabled or deleted it committed: read again
- * here, so such a request changes nothing (403).
+ * here, so such a request changes nothing (403). So is its credential: a logout, a revoked token
+ * or a password change (which ends every credential) committed while the request waited leaves it
+ * nothing to act with (401).
  */
-async function asAdmin<T> ({ db, actorId }: ChangeContext, change: (trx: Trx) => Promise<T>): Promise<T> {
+async function asAdmin<T> ({ db, actorId, credential }: ChangeContext, change: (trx: Trx) => Promise<T>): Promise<T> {
   return await locked(db, async (trx) => {
     const actor = await trx.selectFrom('users').select('id')
       .where('id', '=', actorId).where('role', '=', 'admin').where('disabled_at', 'is', null)
       .executeTakeFirst()
     if (actor === undefined) throw new Errors.Forbidden('This needs the admin role')
+    if (!await credentialLive(trx, credential)) throw new Errors.Unauthorized()
     return await change(trx)
   })
 }

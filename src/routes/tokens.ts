@@ -1,7 +1,7 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import { tokenDigest } from '../auth/sessions.js'
 import type { ApiTokenView } from '../auth/api-tokens.js'
-import type { AuthSession } from '../auth/types.js'
+import { TOKEN_HEADER, type AuthSession } from '../auth/types.js'
 import { isDuration, parseDuration } from '../duration.js'
 import { Errors } from '../errors.js'
 import { described, ErrorBody } from '../schemas/common.js'
@@ -54,7 +54,11 @@ const routes: FastifyPluginAsyncTypebox = async (fastify) => {
     if (expiresInMs !== null && (expiresInMs < MIN_EXPIRY_MS || expiresInMs > MAX_EXPIRY_MS)) throw new Errors.ApiTokenExpiry(TOKEN_EXPIRY.min, TOKEN_EXPIRY.max)
     const token = apiTokens.issue()
     const created = await db.transaction().execute(async (trx) => {
-      const row = await apiTokens.insert(trx, { userId: auth.userId, owner: auth.username, name, digest: tokenDigest(token), expiresInMs })
+      // authenticate() accepted the header as this login session's token.
+      const sessionDigest = tokenDigest(request.headers[TOKEN_HEADER] as string)
+      const row = await apiTokens.insert(trx, { userId: auth.userId, owner: auth.username, sessionDigest, name, digest: tokenDigest(token), expiresInMs })
+      // The session ended (or its user was disabled or deleted) since it was checked.
+      if (row === null) throw new Errors.Unauthorized()
       await fastify.audit(request, { action: 'token.create', targets: [row.id], details: { name, owner: row.owner, expiresAt: row.expiresAt?.toISOString() ?? null } }, trx)
       return row
     })

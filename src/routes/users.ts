@@ -3,6 +3,8 @@ import { Type } from 'typebox'
 import type { FastifyRequest, FastifySchemaValidationError } from 'fastify'
 import { hashPassword, randomPassword } from '../auth/password.js'
 import { changeOwnPassword, createUser, deleteUser, getUser, listUsers, resetPassword, updateUser, type AuditRecorder, type ChangeContext } from '../auth/user-admin.js'
+import { tokenDigest } from '../auth/sessions.js'
+import { TOKEN_HEADER } from '../auth/types.js'
 import { usernameProblem } from '../auth/user-rules.js'
 import { Errors } from '../errors.js'
 import { described, ErrorBody } from '../schemas/common.js'
@@ -52,7 +54,13 @@ const routes: FastifyPluginAsyncTypebox = async (fastify) => {
   const recorder = (request: FastifyRequest): AuditRecorder => async (trx, action, targets, details) =>
     await fastify.audit(request, { action, targets, details }, trx)
   // authenticate() ran first: request.auth is set on every route here.
-  const change = (request: FastifyRequest): ChangeContext => ({ db: fastify.db, audit: recorder(request), actorId: request.auth?.userId ?? '' })
+  const change = (request: FastifyRequest): ChangeContext => ({
+    db: fastify.db,
+    audit: recorder(request),
+    actorId: request.auth?.userId ?? '',
+    // authenticate() accepted the header: a single string, the token of this session or API token.
+    credential: { kind: request.auth?.kind ?? 'session', digest: tokenDigest(request.headers[TOKEN_HEADER] as string) }
+  })
   const admin = { preHandler: fastify.requireAdmin, schemaErrorFormatter: ruleMessage }
   const tags = ['users']
 

@@ -121,10 +121,10 @@ t.test('a username with letters beyond ASCII is found as the login finds it', as
   const databaseUrl = await createTestDatabase(t)
   const name = 'Zoë Ørsted'
   const app = await build(t, { databaseUrl, env: { ADMIN_USERNAME: name, ADMIN_PASSWORD: ADMIN.password } })
-  for (const typed of [name, ' zoë Ørsted ']) {
+  for (const typed of [name, ' zOË øRSTED ']) {
     t.equal((await apiLogin(app, { username: typed, password: ADMIN.password })).statusCode, 200, `${JSON.stringify(typed)}: the login finds the user`)
   }
-  for (const typed of [name, ' zoë Ørsted ']) {
+  for (const typed of [name, ' zOË øRSTED ']) {
     const password = `new password for ${typed.trim()}`
     const run = await resetCommand(databaseUrl, ['--password-stdin', typed], password)
     t.equal(run.code, 0, `${JSON.stringify(typed)}: the command finds the user too (${run.stderr.trim()})`)

@@ -10,12 +10,12 @@ import pg from 'pg'
 import t from 'tap'
 import { ApiTokenStore, LAST_USED_INTERVAL_MS } from '../../src/auth/api-tokens.js'
 import { SessionCache } from '../../src/auth/session-cache.js'
-import { createSessionService } from '../../src/auth/sessions.js'
+import { createSessionService, revokeUserCredentials } from '../../src/auth/sessions.js'
 import { loadTokenTagger } from '../../src/auth/token-tag.js'
 import { SESSION_COOKIE } from '../../src/auth/types.js'
 import type { Database } from '../../src/db/schema.js'
 import { build, metric } from '../helpers/app.js'
-import { ADMIN, ADMIN_ENV, apiAs, createApiToken, loginToken, logout, sessionToken, tokenHeader, whoami } from '../helpers/auth.js'
+import { ADMIN, ADMIN_ENV, apiAs, createApiToken, loginToken, logout, sessionToken, tokenHeader, whoami, type ApiClient } from '../helpers/auth.js'
 import { waitFor } from '../helpers/context.js'
 import { createTestDatabase } from '../helpers/database.js'
 
@@ -134,6 +134,35 @@ t.test('creating a token needs a login session, a printable name and a bounded e
   t.ok(ttl > 55_000 && ttl < 65_000, `expires a minute after creation (${ttl} ms)`)
   const decade = await createApiToken(app, session, { name: 'long-lived', expiresIn: '3650d' })
   t.ok(Date.parse(decade.expiresAt!) > Date.now() + 3649 * 86_400_000, 'ten years is allowed')
+})
+
+t.test('a token asked for while its user is disabled or its password changed does not outlive the change', async (t) => {
+  const app = await build(t, { whoami: true, env: ADMIN_ENV })
+  for (const change of ['password', 'disable'] as const) {
+    const username = `racer-${change}`
+    const session = await sessionToken(app, username)
+    const user = await app.db.selectFrom('users').select('id').where('username', '=', username).executeTakeFirstOrThrow()
+    let answer: ReturnType<ApiClient> | undefined
+    // The change, as the user routes make it: the user's row locked, changed, every credential ended;
+    // the token request, already past authentication, runs before it commits.
+    await app.db.transaction().execute(async (trx) => {
+      await trx.selectFrom('users').select('id').where('id', '=', user.id).forUpdate().execute()
+      if (change === 'password') await trx.updateTable('users').set({ password_hash: 'changed' }).where('id', '=', user.id).execute()
+      else await trx.updateTable('users').set({ disabled_at: sql<Date>`now()` }).where('id', '=', user.id).execute()
+      await revokeUserCredentials(trx, user.id)
+      let settled = false
+      answer = apiAs(app, session)('POST', '/api/v1/tokens', { name: 'racing' }).finally(() => { settled = true })
+      // Either it is answered, or it waits for the change: then the change commits.
+      await waitFor(async () => settled || (await sql<{ n: number }>`
+        select count(*)::int as n from pg_stat_activity
+        where datname = current_database() and wait_event_type = 'Lock' and pid <> pg_backend_pid()`.execute(app.db)).rows[0].n > 0,
+      { what: 'the token request to be answered or to wait for the change' })
+    })
+    const res = await answer!
+    t.equal(res.statusCode, 401, `${change}: the ended session gets no token`)
+    t.same(Object.keys(res.body).sort(), ['error', 'message', 'statusCode'])
+    t.same(await app.db.selectFrom('api_tokens').select('id').where('user_id', '=', user.id).execute(), [], `${change}: no token of the user is stored`)
+  }
 })
 
 t.test('logout with an API token answers 400 naming its DELETE, and the token keeps working', async (t) => {

@@ -3,6 +3,7 @@
  * usernames and passwords, the last enabled admin, the own-password route, and what each change
  * ends.
  */
+import { createHash } from 'node:crypto'
 import t from 'tap'
 import type { FastifyInstance } from 'fastify'
 import { Migrator, sql } from 'kysely'
@@ -271,6 +272,33 @@ t.test('a request authenticated before its caller was demoted changes nothing', 
   t.equal(res?.statusCode, 403)
   t.equal(res?.body.message, 'This needs the admin role')
   t.equal(await app.db.selectFrom('users').select('id').where('username', '=', 'made-by-hal').executeTakeFirst(), undefined, 'nothing created')
+})
+
+t.test('a request whose session or token ended while it waited for another change changes nothing', async (t) => {
+  const app = await build(t, { env: ADMIN_ENV })
+  const alice = await adminCall(app)
+  const halSession = await userWithSession(app, alice, 'hal', 'admin')
+  const halToken = (await apiAs(app, halSession)('POST', '/api/v1/tokens', { name: 'hal script' })).body.token as string
+  for (const [kind, credential] of [['session', halSession], ['token', halToken]] as const) {
+    const username = `made-with-${kind}`
+    let answer: ReturnType<ApiClient> | undefined
+    // Another change holds the lock while hal's request, already past authentication, waits for it;
+    // meanwhile hal's credential ends (a logout, a revoked token: neither takes the lock).
+    await app.db.transaction().execute(async (trx) => {
+      await sql`select pg_advisory_xact_lock(${USER_ADMIN_LOCK_NAMESPACE}, ${USER_ADMIN_LOCK_KEY})`.execute(trx)
+      answer = apiAs(app, credential)('POST', '/api/v1/users', { username, role: 'admin', password: PASSWORD })
+      await waitFor(async () => (await sql<{ n: number }>`
+        select count(*)::int as n from pg_locks where locktype = 'advisory' and not granted and classid = ${USER_ADMIN_LOCK_NAMESPACE}`.execute(app.db)).rows[0].n === 1,
+      { what: 'the request to wait for the lock' })
+      const digest = createHash('sha256').update(credential).digest()
+      if (kind === 'session') await app.db.updateTable('sessions').set({ revoked_at: sql<Date>`now()` }).where('token_hash', '=', digest).execute()
+      else await app.db.deleteFrom('api_tokens').where('token_hash', '=', digest).execute()
+    })
+    const res = await answer
+    t.equal(res?.statusCode, 401, `${kind}: refused as ended`)
+    t.same(Object.keys(res?.body ?? {}).sort(), ERROR_KEYS)
+    t.equal(await app.db.selectFrom('users').select('id').where('username', '=', username).executeTakeFirst(), undefined, `${kind}: nothing created`)
+  }
 })
 
 t.test('an admin password reset ends the user\'s sessions; the new password works, the old does not', async (t) => {

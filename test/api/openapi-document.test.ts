@@ -78,6 +78,10 @@ t.test('the document is public, valid OpenAPI 3.1, lists every API route and doc
     if (route.schema?.body !== undefined || route.schema?.params !== undefined || route.schema?.querystring !== undefined) {
       t.ok(op.responses['400'] !== undefined, `${name}: validates its input, documents 400`)
     }
+    // A body is parsed before anything else: one too large, or not JSON, is refused by every such route.
+    if (route.schema?.body !== undefined) {
+      t.same(['413', '415'].filter((code) => op.responses[code] === undefined), [], `${name}: takes a JSON body, documents 413 and 415`)
+    }
     if ([route.preHandler].flat().includes(app.requireAdmin)) t.ok(op.responses['403'] !== undefined, `${name}: admins only, documents 403`)
   }
 

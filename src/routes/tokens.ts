@@ -5,6 +5,7 @@ import type { AuthSession } from '../auth/types.js'
 import { isDuration, parseDuration } from '../duration.js'
 import { Errors } from '../errors.js'
 import { strictJsonBodies } from './json-body.js'
+import { ruleMessage } from './users.js'
 import { described, ErrorBody } from '../schemas/common.js'
 import { CreatedToken, CreateTokenBody, RevokedToken, TOKEN_EXPIRY, TokenIdParams, TokenList } from '../schemas/tokens.js'
 
@@ -31,6 +32,7 @@ const routes: FastifyPluginAsyncTypebox = async (fastify) => {
   }
 
   fastify.post('/tokens', {
+    schemaErrorFormatter: ruleMessage,
     schema: {
       operationId: 'createApiToken',
       tags: ['tokens'],

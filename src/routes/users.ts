@@ -3,10 +3,11 @@ import { Type } from 'typebox'
 import type { FastifyRequest, FastifySchemaValidationError } from 'fastify'
 import { hashPassword, randomPassword } from '../auth/password.js'
 import { changeOwnPassword, createUser, deleteUser, getUser, listUsers, resetPassword, updateUser, type AuditRecorder, type ChangeContext } from '../auth/user-admin.js'
-import { usernameProblem } from '../auth/user-rules.js'
+import { PRINTABLE_RULE, usernameProblem } from '../auth/user-rules.js'
 import { Errors } from '../errors.js'
 import { strictJsonBodies } from './json-body.js'
-import { described, ErrorBody } from '../schemas/common.js'
+import { described, ErrorBody, STORED_TEXT_PATTERN } from '../schemas/common.js'
+import { DURATION_PATTERN, TOKEN_NAME_PATTERN } from '../schemas/tokens.js'
 import { CreateUserBody, OwnPasswordBody, OwnPasswordResult, ResetPasswordBody, UpdateUserBody, UserList, UserParams, UserSchema, UserWithPassword } from '../schemas/users.js'
 
 const invalid = described(ErrorBody, 'A username or password rule is broken: the message names the field and the rule')
@@ -17,6 +18,13 @@ const lastAdmin = described(ErrorBody, 'The change would leave no enabled admin'
 const unavailable = described(ErrorBody, 'The database is unavailable; retry shortly')
 const notJson = described(ErrorBody, 'The body is not application/json')
 const tooLarge = described(ErrorBody, 'The body is larger than the service accepts')
+
+/** What each pattern of the account schemas means, for a person. */
+const PATTERN_RULES: Record<string, string> = {
+  [STORED_TEXT_PATTERN]: 'no NUL or unpaired surrogate characters',
+  [TOKEN_NAME_PATTERN]: PRINTABLE_RULE,
+  [DURATION_PATTERN]: 'an integer and a unit (ms, s, m, h or d), e.g. 90d'
+}
 
 /**
  * Schema errors of these routes in the wording of the rules (`password: at least 12 characters`),
@@ -33,7 +41,7 @@ export function ruleMessage (errors: FastifySchemaValidationError[], dataVar: st
       case 'required': return `${String(params.missingProperty)}: required`
       case 'enum': return `${field}: one of ${(params.allowedValues as string[]).join(', ')}`
       case 'minProperties': return 'at least one field to change'
-      case 'pattern': return `${field}: no NUL or unpaired surrogate characters`
+      case 'pattern': return PATTERN_RULES[String(params.pattern)] === undefined ? undefined : `${field}: ${PATTERN_RULES[String(params.pattern)]}`
       case 'additionalProperties': return `${field === '' ? '' : `${field}.`}${String(params.additionalProperty)}: not a field of this request`
       case 'type': return `${field === '' ? dataVar : field}: must be ${String(params.type)}`
       default: return undefined

@@ -39,9 +39,13 @@ const CASES: Case[] = [
   { name: 'a number as one\'s own new password', method: 'POST', url: '/api/v1/auth/password', body: JSON.stringify({ currentPassword: ADMIN.password, newPassword: 123456789012345 }), status: 400, message: /^newPassword: must be string$/ },
   { name: 'an unknown field on one\'s own password', method: 'POST', url: '/api/v1/auth/password', body: JSON.stringify({ currentPassword: ADMIN.password, newPassword: 'a new long password', everywhere: true }), status: 400, message: /^everywhere: not a field of this request$/ },
   { name: 'a login sent as text/plain', method: 'POST', url: '/api/v1/auth/login', body: JSON.stringify(ADMIN), type: 'text/plain', status: 415, message: /application\/json, not text\/plain/ },
-  { name: 'a number as a token name', method: 'POST', url: '/api/v1/tokens', body: '{"name":123}', status: 400, message: /name must be string/ },
-  { name: 'an array as a token name', method: 'POST', url: '/api/v1/tokens', body: '{"name":["x"]}', status: 400, message: /name must be string/ },
-  { name: 'an unknown field on a token', method: 'POST', url: '/api/v1/tokens', body: '{"name":"x","scopes":["read"]}', status: 400, message: /must NOT have additional properties/ },
+  { name: 'a number as a token name', method: 'POST', url: '/api/v1/tokens', body: '{"name":123}', status: 400, message: /^name: must be string$/ },
+  { name: 'an array as a token name', method: 'POST', url: '/api/v1/tokens', body: '{"name":["x"]}', status: 400, message: /^name: must be string$/ },
+  { name: 'an unknown field on a token', method: 'POST', url: '/api/v1/tokens', body: '{"name":"x","scopes":["read"]}', status: 400, message: /^scopes: not a field of this request$/ },
+  { name: 'a zero-width space in a token name', method: 'POST', url: '/api/v1/tokens', body: '{"name":"deploy\\u200b"}', status: 400, message: /^name: printable characters only/ },
+  { name: 'a right-to-left override in a token name', method: 'POST', url: '/api/v1/tokens', body: '{"name":"\\u202etropxe"}', status: 400, message: /^name: printable characters only/ },
+  { name: 'a line separator in a token name', method: 'POST', url: '/api/v1/tokens', body: '{"name":"a\\u2028b"}', status: 400, message: /^name: printable characters only/ },
+  { name: 'an expiresIn in words', method: 'POST', url: '/api/v1/tokens', body: '{"name":"x","expiresIn":"soon"}', status: 400, message: /^expiresIn: an integer and a unit/ },
   { name: 'a token sent as text/plain', method: 'POST', url: '/api/v1/tokens', body: '{"name":"x"}', type: 'text/plain', status: 415, message: /application\/json, not text\/plain/ }
 ]
 

@@ -52,6 +52,8 @@ t.test('the document is public, valid OpenAPI 3.1, lists every API route and doc
   const ids = operations.map(({ op }) => op.operationId)
   t.same(ids.filter((id, i) => ids.indexOf(id) !== i), [], 'operationIds are unique')
   t.same(doc.security, [{ serviceToken: [] }], 'the token is required document-wide')
+  t.match(doc.components.securitySchemes.serviceToken, { type: 'apiKey', in: 'header', name: 'X-Service-Token', description: /session token.*API token/ },
+    'the scheme says an API token serves as well as a session token')
   for (const { name, op } of operations) {
     t.match(op.operationId, /^[a-z][a-zA-Z0-9]*$/, `${name}: a camelCase operationId`)
     t.ok(Array.isArray(op.tags) && op.tags.length > 0 && typeof op.summary === 'string' && op.summary.length > 0, `${name}: tags and summary`)

@@ -5,6 +5,10 @@ import { AUDIT_LIMIT, AuditEntry, AuditPage, AuditQuery } from '../schemas/audit
 import { described, ErrorBody } from '../schemas/common.js'
 
 const LIMIT_RULE = `limit must be an integer from ${AUDIT_LIMIT.min} to ${AUDIT_LIMIT.max} (default ${AUDIT_LIMIT.default})`
+const FILTER_RULES: Record<string, string> = Object.fromEntries((['action', 'actor'] as const).map((name) => {
+  const { minLength, maxLength } = AuditQuery.properties[name] as { minLength?: number, maxLength?: number }
+  return [`/${name}`, `${name} must be ${String(minLength)} to ${String(maxLength)} characters, without NUL or unpaired surrogate characters, given once`]
+}))
 
 /**
  * A query error says what is allowed rather than which schema keyword failed (a repeated parameter
@@ -14,6 +18,7 @@ function auditErrors (errors: FastifySchemaValidationError[], dataVar: string): 
   const first = errors[0]
   if (dataVar === 'querystring' && first?.instancePath === '/limit') return new Error(LIMIT_RULE)
   if (dataVar === 'querystring' && first?.instancePath === '/before') return new Error(`${BEFORE_RULE}, given once`)
+  if (dataVar === 'querystring' && FILTER_RULES[first?.instancePath] !== undefined) return new Error(FILTER_RULES[first.instancePath])
   return new Error(errors.map((e) => `${dataVar}${e.instancePath} ${e.message ?? 'is invalid'}`).join(', '))
 }
 

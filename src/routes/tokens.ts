@@ -100,8 +100,9 @@ const routes: FastifyPluginAsyncTypebox = async (fastify) => {
     }
   }, async (request) => {
     const auth = principal(request.auth)
-    const { id } = request.params
-    if (!UUID.test(id)) throw new Errors.ApiTokenNotFound()
+    if (!UUID.test(request.params.id)) throw new Errors.ApiTokenNotFound()
+    // The id as created and listed: an id sent in capitals finds the same token and must be recorded as it.
+    const id = request.params.id.toLowerCase()
     const removed = await db.transaction().execute(async (trx) => {
       const row = await apiTokens.remove(trx, id, auth.role === 'admin' ? null : auth.userId)
       if (row === undefined) throw new Errors.ApiTokenNotFound()

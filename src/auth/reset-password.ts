@@ -28,7 +28,8 @@ export interface PasswordReset {
 export async function resetPassword (db: Kysely<Database>, username: string, passwordHash: string, { node, via }: { node: string, via: string }): Promise<PasswordReset | null> {
   return await db.transaction().execute(async (trx) => {
     const user = await trx.selectFrom('users').select(['id', 'username', 'disabled_at'])
-      .where(sql<string>`lower(username)`, '=', username.toLowerCase())
+      // lower() on both sides, as the unique index and the API compare names (toLowerCase differs from it).
+      .where(sql<string>`lower(username)`, '=', sql<string>`lower(${username})`)
       .forUpdate()
       .executeTakeFirst()
     if (user === undefined) return null

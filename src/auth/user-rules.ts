@@ -13,7 +13,11 @@ export const PASSWORD_MAX = 1024
  * separators: text that does not show as itself (or at all) in a list of users or a log line,
  * so two names that look the same could be different accounts.
  */
-const UNPRINTABLE = /[\p{Cc}\p{Cf}\p{Cn}\p{Cs}\p{Co}\p{Zl}\p{Zp}]/u
+export const UNPRINTABLE_CLASS = '\\p{Cc}\\p{Cf}\\p{Cn}\\p{Cs}\\p{Co}\\p{Zl}\\p{Zp}'
+const UNPRINTABLE = new RegExp(`[${UNPRINTABLE_CLASS}]`, 'u')
+
+/** The rule UNPRINTABLE enforces, in the words of the 400 answers. */
+export const PRINTABLE_RULE = 'printable characters only (no control, format, unassigned or line-separator characters)'
 
 /** The stored form of a username: what a login, a lookup and a create compare (case aside). */
 export function normalizeUsername (raw: string): string {
@@ -35,6 +39,6 @@ export function usernameProblem (raw: string): string | null {
   const name = normalizeUsername(raw)
   if (name.length === 0) return 'username: at least 1 character after trimming spaces'
   if ([...name].length > USERNAME_MAX) return `username: at most ${USERNAME_MAX} characters`
-  if (UNPRINTABLE.test(name)) return 'username: printable characters only (no control, format, unassigned or line-separator characters)'
+  if (UNPRINTABLE.test(name)) return `username: ${PRINTABLE_RULE}`
   return null
 }

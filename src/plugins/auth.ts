@@ -131,7 +131,12 @@ export default fp(async (fastify) => {
       throw err
     })
     // By id too: a name freed by a delete and taken again is another user.
-    if (user === null || user.id !== request.auth?.userId) return null
+    if (user === null || user.id !== request.auth?.userId) {
+      // A stolen session guessing its user's password is a failed login as much as a guess at the
+      // login form: recorded as one, and, like one, without making the answer wait for its row.
+      void fastify.audit(request, { action: 'auth.login_failed', targets: [], details: { route: request.routeOptions.url } })
+      return null
+    }
     if (attempt !== null) throttle.succeeded(attempt.username, attempt.address)
     return user.passwordHash
   })

@@ -53,17 +53,17 @@ export default fp(async (fastify) => {
       info: {
         title: 'reaktor-service API',
         version: 'v1',
-        description: 'Polling reaktor control, aktor calls and session login. Every operation except auth/login needs the X-Service-Token header: ' +
-          'a token from auth/login. This document is public, at /api/v1/openapi.json; /docs renders it and can try the operations out.'
+        description: 'Polling reaktor control, aktor calls, accounts and the audit log. Every operation except auth/login needs the X-Service-Token header: ' +
+          'a session token from auth/login, or an API token for scripts (createApiToken). This document is public, at /api/v1/openapi.json; /docs renders it and can try the operations out.'
       },
       components: {
-        securitySchemes: { serviceToken: { type: 'apiKey', in: 'header', name: 'X-Service-Token' } }
+        securitySchemes: { serviceToken: { type: 'apiKey', in: 'header', name: 'X-Service-Token', description: 'A session token (login) or an API token (reaktor_pat_…)' } }
       },
       security: [{ serviceToken: [] }],
       tags: [
         { name: 'polling', description: 'Start, stop and inspect polling reaktors' },
         { name: 'aktor', description: 'Call standard reaktors' },
-        { name: 'auth', description: 'Session tokens' },
+        { name: 'auth', description: 'Session tokens: login, logout, one\'s own password' },
         { name: 'users', description: 'User administration (admins) and one\'s own password' },
         { name: 'tokens', description: 'API tokens for scripts' },
         { name: 'audit', description: 'The audit log of privileged actions' }

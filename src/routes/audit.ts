@@ -5,6 +5,10 @@ import { described, ErrorBody } from '../schemas/common.js'
 import { digitsOnlyLimit, limitRule, pagingErrors } from './paging.js'
 
 const LIMIT_RULE = limitRule(AUDIT_LIMIT)
+const FILTER_RULES: Record<string, string> = Object.fromEntries((['action', 'actor'] as const).map((name) => {
+  const { minLength, maxLength } = AuditQuery.properties[name] as { minLength?: number, maxLength?: number }
+  return [`/${name}`, `${name} must be ${String(minLength)} to ${String(maxLength)} characters, without NUL or unpaired surrogate characters, given once`]
+}))
 
 /** `GET /audit`: the audit log, newest first, paged by cursor; admins only. */
 const routes: FastifyPluginAsyncTypebox = async (fastify) => {
@@ -12,7 +16,7 @@ const routes: FastifyPluginAsyncTypebox = async (fastify) => {
   fastify.addSchema(AuditEntry)
 
   fastify.get('/audit', {
-    schemaErrorFormatter: pagingErrors(LIMIT_RULE, () => `${BEFORE_RULE}, given once`),
+    schemaErrorFormatter: pagingErrors(LIMIT_RULE, () => `${BEFORE_RULE}, given once`, FILTER_RULES),
     preValidation: digitsOnlyLimit(LIMIT_RULE),
     preHandler: fastify.requireAdmin,
     schema: {

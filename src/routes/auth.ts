@@ -3,12 +3,14 @@ import { TOKEN_HEADER } from '../auth/types.js'
 import { Errors } from '../errors.js'
 import { LoginBody, LoginResult, LogoutResult } from '../schemas/auth.js'
 import { described, ErrorBody } from '../schemas/common.js'
+import { strictJsonBodies } from './json-body.js'
 
 /**
  * `/api/v1/auth/*`: token login for API clients, and logout. Registered outside the authenticated
  * scope so that login is reachable; logout protects itself.
  */
 const routes: FastifyPluginAsyncTypebox = async (fastify) => {
+  strictJsonBodies(fastify)
   fastify.post('/auth/login', {
     preHandler: fastify.limitLoginAttempts,
     schema: {
@@ -22,6 +24,8 @@ const routes: FastifyPluginAsyncTypebox = async (fastify) => {
         200: LoginResult,
         400: ErrorBody,
         401: described(ErrorBody, 'Wrong username or password (the same answer for both)'),
+        413: described(ErrorBody, 'The body is larger than the service accepts'),
+        415: described(ErrorBody, 'The body is not application/json'),
         429: ErrorBody,
         500: ErrorBody,
         503: ErrorBody

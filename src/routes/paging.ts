@@ -23,13 +23,15 @@ export function digitsOnlyLimit (rule: string): (this: FastifyInstance, request:
 /**
  * The schemaErrorFormatter of a paged list: a query error says what is allowed rather than which
  * schema keyword failed (a repeated parameter reads as an array, which "must be integer" would not
- * explain); other errors read as Fastify's own.
+ * explain), also for the list's filters given in `filterRules`; other errors read as Fastify's own.
  */
-export function pagingErrors (rule: string, beforeRule: (error: FastifySchemaValidationError) => string): (errors: FastifySchemaValidationError[], dataVar: string) => Error {
+export function pagingErrors (rule: string, beforeRule: (error: FastifySchemaValidationError) => string, filterRules: Record<string, string> = {}): (errors: FastifySchemaValidationError[], dataVar: string) => Error {
   return (errors, dataVar) => {
     const first = errors[0]
     if (dataVar === 'querystring' && first?.instancePath === '/limit') return new Error(rule)
     if (dataVar === 'querystring' && first?.instancePath === '/before') return new Error(beforeRule(first))
+    // Other query parameters with a rule of their own (`/name` → what is allowed).
+    if (dataVar === 'querystring' && first !== undefined && Object.hasOwn(filterRules, first.instancePath)) return new Error(filterRules[first.instancePath])
     return new Error(errors.map((e) => `${dataVar}${e.instancePath} ${e.message ?? 'is invalid'}`).join(', '))
   }
 }

@@ -3,6 +3,7 @@ import { Ajv } from 'ajv'
 import { MAX_REAKTOR_ID_LENGTH } from '../apps/registry.js'
 import { isChange } from '../scheduler/index.js'
 import { described, ErrorBody } from '../schemas/common.js'
+import { requireJson } from './json-body.js'
 import { BULK_BODY_LIMIT, BulkAnswer, BulkByApp, BulkByIds, BulkSelection, type BulkSelectionType } from '../schemas/polling-bulk.js'
 
 /*
@@ -13,8 +14,6 @@ import { BULK_BODY_LIMIT, BulkAnswer, BulkByApp, BulkByIds, BulkSelection, type 
 const strict = new Ajv({ allErrors: false, coerceTypes: false, removeAdditional: false, useDefaults: false, strict: false })
 const byIds = strict.compile(BulkByIds)
 const byApp = strict.compile(BulkByApp)
-
-const JSON_TYPE = /^application\/json\s*(;|$)/i
 
 /**
  * The unknown ids an audit line names: a few, cut to the longest id that can be registered. All of
@@ -62,10 +61,7 @@ const routes: FastifyPluginAsyncTypebox = async (fastify) => {
     fastify.post(`/polling/${action}`, {
       bodyLimit: BULK_BODY_LIMIT,
       // Fastify also parses text/plain, as a string: `{"ids": [...]}` sent so would read "body must be an object".
-      preValidation: async (request) => {
-        const type = request.headers['content-type']
-        if (type !== undefined && !JSON_TYPE.test(type)) throw fastify.httpErrors.unsupportedMediaType(`Send the body as application/json, not ${type.split(';')[0]}`)
-      },
+      preValidation: async (request) => { requireJson(fastify, request) },
       validatorCompiler: () => checkSelection,
       schema: {
         tags: ['polling'],

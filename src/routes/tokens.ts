@@ -4,6 +4,8 @@ import type { ApiTokenView } from '../auth/api-tokens.js'
 import { TOKEN_HEADER, type AuthSession } from '../auth/types.js'
 import { isDuration, parseDuration } from '../duration.js'
 import { Errors } from '../errors.js'
+import { strictJsonBodies } from './json-body.js'
+import { ruleMessage } from './users.js'
 import { described, ErrorBody } from '../schemas/common.js'
 import { CreatedToken, CreateTokenBody, RevokedToken, TOKEN_EXPIRY, TokenIdParams, TokenList } from '../schemas/tokens.js'
 
@@ -22,6 +24,7 @@ function view (token: ApiTokenView): { id: string, name: string, owner: string, 
 /** `/api/v1/tokens`: API tokens for scripts (inside the authenticated scope: request.auth is set). */
 const routes: FastifyPluginAsyncTypebox = async (fastify) => {
   const { db, apiTokens } = fastify
+  strictJsonBodies(fastify)
   const principal = (auth: AuthSession | null): AuthSession => {
     // The scope's authenticate hook ran first: there is always one.
     if (auth === null) throw new Errors.Unauthorized()
@@ -29,6 +32,7 @@ const routes: FastifyPluginAsyncTypebox = async (fastify) => {
   }
 
   fastify.post('/tokens', {
+    schemaErrorFormatter: ruleMessage,
     schema: {
       operationId: 'createApiToken',
       tags: ['tokens'],
@@ -41,6 +45,8 @@ const routes: FastifyPluginAsyncTypebox = async (fastify) => {
         400: described(ErrorBody, 'Invalid name or expiresIn: the message says which rule the input broke'),
         401: Unauthenticated,
         403: described(ErrorBody, 'Presented with an API token: create tokens with a login session'),
+        413: described(ErrorBody, 'The body is larger than the service accepts'),
+        415: described(ErrorBody, 'The body is not application/json'),
         500: Internal,
         503: Unavailable
       }
@@ -98,8 +104,9 @@ const routes: FastifyPluginAsyncTypebox = async (fastify) => {
     }
   }, async (request) => {
     const auth = principal(request.auth)
-    const { id } = request.params
-    if (!UUID.test(id)) throw new Errors.ApiTokenNotFound()
+    if (!UUID.test(request.params.id)) throw new Errors.ApiTokenNotFound()
+    // The id as created and listed: an id sent in capitals finds the same token and must be recorded as it.
+    const id = request.params.id.toLowerCase()
     const removed = await db.transaction().execute(async (trx) => {
       const row = await apiTokens.remove(trx, id, auth.role === 'admin' ? null : auth.userId)
       if (row === undefined) throw new Errors.ApiTokenNotFound()

@@ -5,9 +5,11 @@ import { hashPassword, randomPassword } from '../auth/password.js'
 import { changeOwnPassword, createUser, deleteUser, getUser, listUsers, resetPassword, updateUser, type AuditRecorder, type ChangeContext } from '../auth/user-admin.js'
 import { tokenDigest } from '../auth/sessions.js'
 import { TOKEN_HEADER } from '../auth/types.js'
-import { usernameProblem } from '../auth/user-rules.js'
+import { PRINTABLE_RULE, usernameProblem } from '../auth/user-rules.js'
 import { Errors } from '../errors.js'
-import { described, ErrorBody } from '../schemas/common.js'
+import { strictJsonBodies } from './json-body.js'
+import { described, ErrorBody, STORED_TEXT_PATTERN } from '../schemas/common.js'
+import { DURATION_PATTERN, TOKEN_NAME_PATTERN } from '../schemas/tokens.js'
 import { CreateUserBody, OwnPasswordBody, OwnPasswordResult, ResetPasswordBody, UpdateUserBody, UserList, UserParams, UserSchema, UserWithPassword } from '../schemas/users.js'
 
 const invalid = described(ErrorBody, 'A username or password rule is broken: the message names the field and the rule')
@@ -16,6 +18,15 @@ const forbidden = described(ErrorBody, 'The caller is not an admin')
 const unknownUser = described(ErrorBody, 'No user of this name (compared without regard to case)')
 const lastAdmin = described(ErrorBody, 'The change would leave no enabled admin')
 const unavailable = described(ErrorBody, 'The database is unavailable; retry shortly')
+const notJson = described(ErrorBody, 'The body is not application/json')
+const tooLarge = described(ErrorBody, 'The body is larger than the service accepts')
+
+/** What each pattern of the account schemas means, for a person. */
+const PATTERN_RULES: Record<string, string> = {
+  [STORED_TEXT_PATTERN]: 'no NUL or unpaired surrogate characters',
+  [TOKEN_NAME_PATTERN]: PRINTABLE_RULE,
+  [DURATION_PATTERN]: 'an integer and a unit (ms, s, m, h or d), e.g. 90d'
+}
 
 /**
  * Schema errors of these routes in the wording of the rules (`password: at least 12 characters`),
@@ -32,7 +43,8 @@ export function ruleMessage (errors: FastifySchemaValidationError[], dataVar: st
       case 'required': return `${String(params.missingProperty)}: required`
       case 'enum': return `${field}: one of ${(params.allowedValues as string[]).join(', ')}`
       case 'minProperties': return 'at least one field to change'
-      case 'pattern': return `${field}: no NUL or unpaired surrogate characters`
+      case 'pattern': return PATTERN_RULES[String(params.pattern)] === undefined ? undefined : `${field}: ${PATTERN_RULES[String(params.pattern)]}`
+      case 'additionalProperties': return `${field === '' ? '' : `${field}.`}${String(params.additionalProperty)}: not a field of this request`
       case 'type': return `${field === '' ? dataVar : field}: must be ${String(params.type)}`
       default: return undefined
     }
@@ -51,6 +63,7 @@ function check (...problems: Array<string | null>): void {
  * `POST /api/v1/auth/password`, every user's own password. Registered in the authenticated scope.
  */
 const routes: FastifyPluginAsyncTypebox = async (fastify) => {
+  strictJsonBodies(fastify)
   const recorder = (request: FastifyRequest): AuditRecorder => async (trx, action, targets, details) =>
     await fastify.audit(request, { action, targets, details }, trx)
   // authenticate() ran first: request.auth is set on every route here.
@@ -87,6 +100,8 @@ const routes: FastifyPluginAsyncTypebox = async (fastify) => {
         401: unauthorized,
         403: forbidden,
         409: described(ErrorBody, 'The username is taken (compared without regard to case)'),
+        413: tooLarge,
+        415: notJson,
         500: ErrorBody,
         503: unavailable
       }
@@ -120,7 +135,7 @@ const routes: FastifyPluginAsyncTypebox = async (fastify) => {
       summary: 'Change the role of a user, or disable or enable it (both in one change)',
       params: UserParams,
       body: UpdateUserBody,
-      response: { 200: described(UserSchema, 'The user after the change'), 400: invalid, 401: unauthorized, 403: forbidden, 404: unknownUser, 409: lastAdmin, 500: ErrorBody, 503: unavailable }
+      response: { 200: described(UserSchema, 'The user after the change'), 400: invalid, 401: unauthorized, 403: forbidden, 404: unknownUser, 409: lastAdmin, 413: tooLarge, 415: notJson, 500: ErrorBody, 503: unavailable }
     }
   }, async (request) => {
     const user = await updateUser(change(request), request.params.username, request.body)
@@ -142,6 +157,8 @@ const routes: FastifyPluginAsyncTypebox = async (fastify) => {
         401: unauthorized,
         403: forbidden,
         404: unknownUser,
+        413: tooLarge,
+        415: notJson,
         500: ErrorBody,
         503: unavailable
       }
@@ -184,6 +201,8 @@ const routes: FastifyPluginAsyncTypebox = async (fastify) => {
         401: unauthorized,
         403: described(ErrorBody, 'The current password is wrong (counted like a failed login)'),
         429: described(ErrorBody, 'Too many wrong passwords or failed logins: retry after `Retry-After` seconds'),
+        413: tooLarge,
+        415: notJson,
         500: ErrorBody,
         503: unavailable
       }

@@ -6,8 +6,10 @@ import { Type, type Static, type TInteger, type TOptional, type TSchema, type TS
  * something other than what was sent). Ajv compiles patterns with the `u` flag, where the range
  * matches only unpaired surrogates: characters outside the BMP pass.
  */
+export const STORED_TEXT_PATTERN = '^[^\\u0000\\uD800-\\uDFFF]*$'
+
 export function StoredText (options: TStringOptions = {}): TString {
-  return Type.String({ ...options, pattern: '^[^\\u0000\\uD800-\\uDFFF]*$' })
+  return Type.String({ ...options, pattern: STORED_TEXT_PATTERN })
 }
 
 /** The optional `limit` of a paged list: how many `what`, within the list's bounds. */

@@ -1,17 +1,25 @@
 import { Type } from 'typebox'
+import { UNPRINTABLE_CLASS } from '../auth/user-rules.js'
 import { described, StoredText } from './common.js'
 import { MAX_ID_PARAM_LENGTH } from './polling.js'
 
 /** The shortest and longest lifetime a token may be given (without expiresIn it never expires). */
 export const TOKEN_EXPIRY = { min: '1m', max: '3650d' } as const
 
+/**
+ * Printable as usernames are: no control characters (they would garble the listing and the logs),
+ * and no format ones either (a right-to-left override or a zero-width space makes a name in the
+ * listing read as another), no lone surrogate.
+ */
+export const TOKEN_NAME_PATTERN = `^[^${UNPRINTABLE_CLASS}]+$`
+export const DURATION_PATTERN = '^[0-9]+(ms|s|m|h|d)$'
+
 /** `POST /api/v1/tokens` */
 export const CreateTokenBody = Type.Object({
-  // Printable: no control characters (they would garble the listing and the logs), no lone surrogate.
-  name: Type.String({ minLength: 1, maxLength: 100, pattern: '^[^\\p{Cc}\\p{Cs}]+$', description: 'What the token is for, e.g. the script using it: 1 to 100 printable characters' }),
+  name: Type.String({ minLength: 1, maxLength: 100, pattern: TOKEN_NAME_PATTERN, description: 'What the token is for, e.g. the script using it: 1 to 100 printable characters' }),
   expiresIn: Type.Optional(Type.String({
     maxLength: 20,
-    pattern: '^[0-9]+(ms|s|m|h|d)$',
+    pattern: DURATION_PATTERN,
     description: `Lifetime: an integer and a unit (ms, s, m, h, d), from ${TOKEN_EXPIRY.min} to ${TOKEN_EXPIRY.max}; left out, the token never expires`
   }))
 }, { additionalProperties: false })

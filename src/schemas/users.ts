@@ -28,22 +28,22 @@ export const CreateUserBody = Type.Object({
   username: UsernameInput,
   role: RoleSchema,
   password: Type.Optional(NewPassword)
-})
+}, { additionalProperties: false })
 
 /** `PATCH /api/v1/users/{username}`: at least one of the two. */
 export const UpdateUserBody = Type.Object({
   role: Type.Optional(RoleSchema),
   disabled: Type.Optional(Type.Boolean())
-}, { minProperties: 1 })
+}, { minProperties: 1, additionalProperties: false })
 
 /** `POST /api/v1/users/{username}/password` */
-export const ResetPasswordBody = Type.Object({ password: Type.Optional(NewPassword) })
+export const ResetPasswordBody = Type.Object({ password: Type.Optional(NewPassword) }, { additionalProperties: false })
 
 /** `POST /api/v1/auth/password` */
 export const OwnPasswordBody = Type.Object({
   currentPassword: Type.String({ maxLength: PASSWORD_MAX }),
   newPassword: NewPassword
-})
+}, { additionalProperties: false })
 
 export const UserList = Type.Object({ users: Type.Array(UserSchema) }, { description: 'Every user, by username' })
 

@@ -193,7 +193,13 @@ t.test('a bad limit or before is 400 saying what is allowed', async (t) => {
     [`?before=${respelled}`, /before must be the nextBefore of a previous page \(an opaque cursor\)/],
     [`?before=${cursor}&before=${cursor}`, /before must be the nextBefore of a previous page, given once/],
     ['?before=%00', /before must be the nextBefore/],
-    ['?action=%00', /querystring\/action/]
+    // A cursor of the run history is not one of the audit log.
+    ['?before=AAZhGcfj9RAAAAAAAAAAGHqZQMwJ7y4Y_2aIIA', /before must be the nextBefore of a previous page \(an opaque cursor\)/],
+    ['?action=%00', /^action must be 1 to 100 characters, without NUL or unpaired surrogate characters, given once$/],
+    ['?action=', /^action must be 1 to 100 characters/],
+    ['?action=polling.run&action=polling.stop', /^action must be .*, given once$/],
+    ['?actor=alice&actor=bob', /^actor must be 1 to 200 characters, .*, given once$/],
+    [`?actor=${'a'.repeat(201)}`, /^actor must be 1 to 200 characters/]
   ]
   for (const [query, message] of cases) {
     const res = await get(app, token, query)

@@ -52,6 +52,8 @@ t.test('the document is public, valid OpenAPI 3.1, lists every API route and doc
   const ids = operations.map(({ op }) => op.operationId)
   t.same(ids.filter((id, i) => ids.indexOf(id) !== i), [], 'operationIds are unique')
   t.same(doc.security, [{ serviceToken: [] }], 'the token is required document-wide')
+  t.match(doc.components.securitySchemes.serviceToken, { type: 'apiKey', in: 'header', name: 'X-Service-Token', description: /session token.*API token/ },
+    'the scheme says an API token serves as well as a session token')
   for (const { name, op } of operations) {
     t.match(op.operationId, /^[a-z][a-zA-Z0-9]*$/, `${name}: a camelCase operationId`)
     t.ok(Array.isArray(op.tags) && op.tags.length > 0 && typeof op.summary === 'string' && op.summary.length > 0, `${name}: tags and summary`)
@@ -77,6 +79,10 @@ t.test('the document is public, valid OpenAPI 3.1, lists every API route and doc
     if (op === undefined) continue // reported above
     if (route.schema?.body !== undefined || route.schema?.params !== undefined || route.schema?.querystring !== undefined) {
       t.ok(op.responses['400'] !== undefined, `${name}: validates its input, documents 400`)
+    }
+    // A body is parsed before anything else: one too large, or not JSON, is refused by every such route.
+    if (route.schema?.body !== undefined) {
+      t.same(['413', '415'].filter((code) => op.responses[code] === undefined), [], `${name}: takes a JSON body, documents 413 and 415`)
     }
     if ([route.preHandler].flat().includes(app.requireAdmin)) t.ok(op.responses['403'] !== undefined, `${name}: admins only, documents 403`)
   }

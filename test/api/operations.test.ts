@@ -42,7 +42,7 @@ t.test('the OpenAPI document describes /api/v1 and needs no token', async (t) =>
     const responses = doc.paths[path][method].responses
     t.ok(responses['400'] !== undefined && responses['500'] !== undefined, `${method.toUpperCase()} ${path} documents 400 and 500`)
   }
-  t.same(doc.components.securitySchemes.serviceToken, { type: 'apiKey', in: 'header', name: 'X-Service-Token' })
+  t.match(doc.components.securitySchemes.serviceToken, { type: 'apiKey', in: 'header', name: 'X-Service-Token', description: /API token/ })
 })
 
 t.test('GET /metrics serves Prometheus text with process, HTTP and polling metrics', async (t) => {

@@ -59,9 +59,11 @@ if (skip !== false) {
     const appTab = await context.newPage()
     // The example UI refreshes every second and, once it finds no token, goes to the login page on
     // its own. Its timers wait for the test's word, so that the tab is still the same page when the
-    // test asks its helper.
+    // test asks its helper: installed fake time still flows with real time (the sign-in needs it),
+    // so it is paused once the UI is up; a refresh due within those 10 ms finds the token still live.
     await appTab.clock.install()
     await signInThroughAppUi(appTab, base)
+    await appTab.clock.pauseAt(await appTab.evaluate(() => Date.now()) + 10)
     const token = await appTab.evaluate(() => (window as any).getServiceAuthToken() as string | null)
     t.type(token, 'string', 'the app UI\'s helper has the session token')
     t.equal(await apiStatus(base, token!), 200, 'which the API accepts')

@@ -28,6 +28,8 @@ t.test('a cluster of real processes: spread, control, failover, fencing, rolling
   const databaseUrl = await createTestDatabase(t)
   const cluster = new Cluster(t, databaseUrl)
   const figures: Record<string, unknown> = {}
+  /** When the test ended a node's lock session (pg_terminate_backend): its results not yet written are lost. */
+  const lockLosses: number[] = []
 
   // Two nodes boot at once: exactly one of them sees the cold start.
   await Promise.all([cluster.start('node-a'), cluster.start('node-b')])
@@ -159,6 +161,7 @@ t.test('a cluster of real processes: spread, control, failover, fencing, rolling
       await waitFor(async () => some(await cluster.ledger("node_id = $1 and reaktor_id = any($2) and started_at >= $3 and ended_at is null and started_at > now() - interval '40 ms'",
         [victim, victimsBusy, since])), { timeoutMs: 5000, intervalMs: 10, what: `a run in flight on ${victim}` })
       const terminatedAt = Date.now()
+      lockLosses.push(terminatedAt)
       // The last round wakes the other nodes as soon as the locks are free: one of them takes the
       // partitions over while the victim has not yet heard that its session ended (the fencing
       // window), long before the victim reconnects (250 ms ± 20 % later).
@@ -266,9 +269,20 @@ t.test('a cluster of real processes: spread, control, failover, fencing, rolling
         t.equal(r.outcome, 'run aborted: lock connection lost', `${r.reaktor_id}@${r.node_id} began as its lock was lost, and was fenced`)
       }
     }
-    const paced = runs.filter((r) => r.reaktor_id === 'paced').map((r) => ms(r.started_at))
-    const bursts = paced.filter((at, i) => i + 2 < paced.length && paced[i + 2] - at < 2900)
-    t.same(bursts, [], `paced (3 s, false): never three runs within 3 s (${paced.length} runs)`)
+    // A run whose result never reached the database is run again at once, by design: the store
+    // still holds the schedule from before it. That is a run killed with its process (or whose
+    // process was killed before the batched result was written), or one whose node lost its lock
+    // (the takeover's generation refuses the fenced node's late write). Three runs of `paced`
+    // within 3 s are a burst of catch-up runs unless such a loss falls between the first and the third.
+    const paced = runs.filter((r) => r.reaktor_id === 'paced')
+    const losses = [...lockLosses, ...cluster.history.flatMap((p) => p.killedAt !== undefined ? [p.killedAt] : [])]
+    const bursts = paced.flatMap((first, i) => {
+      const third = paced[i + 2]
+      if (third === undefined || ms(third.started_at) - ms(first.started_at) >= 2900) return []
+      if (losses.some((at) => ms(first.started_at) <= at && at <= ms(third.started_at))) return []
+      return [paced.slice(i, i + 3).map((r) => `${r.node_id} ${r.started_at.toISOString()}..${r.ended_at?.toISOString() ?? '-'} ${r.outcome ?? '-'}`)]
+    })
+    t.same(bursts, [], `paced (3 s, false): never three runs within 3 s without a lost run among them (${paced.length} runs)`)
   })
 
   await t.test('with every node gone, the next boot is a cold start: autoStart:false reaktors stop', async (t) => {

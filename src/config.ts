@@ -96,22 +96,23 @@ function duration (env: Env, name: string, fallback: string): number {
 }
 
 /** A day: shorter retentions of the audit table are refused as likely typos (`90m` for `90d`). */
-export const MIN_AUDIT_RETENTION_MS = 86_400_000
+const MIN_AUDIT_RETENTION_MS = 86_400_000
 /** 100 years: far beyond any policy, and well inside what PostgreSQL can subtract from now(). */
-export const MAX_AUDIT_RETENTION_MS = 36_500 * 86_400_000
+const MAX_AUDIT_RETENTION_MS = 36_500 * 86_400_000
 
 function auditRetention (env: Env): number {
   const raw = read(env, 'AUDIT_RETENTION') ?? '90d'
-  if (raw === '0') return 0
-  const rule = 'expected 0 (keep forever) or a duration from 1d to 36500d (an integer followed by ms, s, m, h or d, for example 90d)'
-  let ms: number
+  let ms: number | undefined
   try {
-    ms = parseDuration(raw)
+    // A bare 0 has no unit, which parseDuration requires.
+    ms = raw === '0' ? 0 : parseDuration(raw)
   } catch {
-    throw new ConfigError('AUDIT_RETENTION', `${JSON.stringify(raw)} is not allowed; ${rule}`)
+    // Refused below, with the rule.
   }
   if (ms === 0) return 0
-  if (ms < MIN_AUDIT_RETENTION_MS || ms > MAX_AUDIT_RETENTION_MS) throw new ConfigError('AUDIT_RETENTION', `${JSON.stringify(raw)} is not allowed; ${rule}`)
+  if (ms === undefined || ms < MIN_AUDIT_RETENTION_MS || ms > MAX_AUDIT_RETENTION_MS) {
+    throw new ConfigError('AUDIT_RETENTION', `${JSON.stringify(raw)} is not allowed; expected 0 (keep forever) or a duration from 1d to 36500d (an integer followed by ms, s, m, h or d, for example 90d)`)
+  }
   return ms
 }
 

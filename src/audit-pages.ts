@@ -6,7 +6,7 @@ import { loadCursorKey, SignedCursors } from './signed-cursor.js'
 const ID_BYTES = 8
 
 /** The `nextBefore` cursors of the audit log: the id of a page's last entry, tagged. */
-export class AuditCursors {
+class AuditCursors {
   private readonly cursors: SignedCursors
 
   constructor (sharedKey: Buffer) {
@@ -56,7 +56,7 @@ export const BEFORE_RULE = 'before must be the nextBefore of a previous page'
  * next page starts below the last id shown, whatever was written or pruned meanwhile, so no entry
  * is shown twice or skipped. One statement; one more row than asked tells whether an older page exists.
  */
-export class AuditLog {
+class AuditLog {
   constructor (private readonly db: Kysely<Database>, private readonly cursors: AuditCursors) {}
 
   async page ({ limit, before, action, actor }: AuditPageQuery): Promise<AuditPage | { invalid: string }> {

@@ -2,9 +2,9 @@ import { sql, type Kysely } from 'kysely'
 import type { Database } from './db/schema.js'
 
 /** Rows per delete statement: short statements, short row locks, however much is due. */
-export const AUDIT_PRUNE_CHUNK = 5000
+const AUDIT_PRUNE_CHUNK = 5000
 /** How often a node prunes (± a tenth, so that the nodes of a cluster drift apart). */
-export const AUDIT_PRUNE_EVERY_MS = 3_600_000
+const AUDIT_PRUNE_EVERY_MS = 3_600_000
 
 interface PrunerLogger {
   info: (obj: object, msg: string) => void

@@ -4,7 +4,7 @@ import { StoredText } from './common.js'
 import { ReaktorIdParams } from './polling.js'
 
 /** The most ids one bulk request may name. */
-export const MAX_BULK_IDS = 10_000
+const MAX_BULK_IDS = 10_000
 
 /**
  * The largest body of a bulk request: room for MAX_BULK_IDS of the longest registrable ids, each

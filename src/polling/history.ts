@@ -35,7 +35,7 @@ export class RunHistory {
     private readonly db: Kysely<Database>,
     private readonly cursors: HistoryCursors,
     private readonly reaktors: ReadonlyMap<string, RegisteredPollingReaktor>,
-    private readonly enabled = true
+    private readonly enabled: boolean
   ) {}
 
   /**

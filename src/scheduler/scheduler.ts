@@ -192,7 +192,7 @@ export class Scheduler {
       if (this.phase !== 'starting') throw new Error('scheduler stopped while starting')
       if (!this.lock.alive) throw new Error('the scheduler lock connection was lost while starting')
       this.ctx.joined = true
-      this.log.info({ nodeId: this.nodeId, coldStart: cold, reaktors: this.settings.reaktors.size, partitions: this.ctx.partitions, inserted: applied.inserted, stopped: applied.stopped },
+      this.log.info({ nodeId: this.nodeId, coldStart: cold, reaktors: this.settings.reaktors.size, partitions: this.ctx.partitions, inserted: applied.inserted, stopped: applied.stoppedIds.length },
         cold ? 'scheduler started: cluster cold start, restart rules applied' : 'scheduler started: joined a live cluster')
     } catch (err) {
       this.phase = 'stopped'

@@ -130,8 +130,8 @@ export async function announce (db: Kysely<Database>, ids: readonly string[]): P
  */
 export async function applyBootRules (
   db: Kysely<Database>, regs: readonly BootRegistration[], at: Date, coldStart: boolean
-): Promise<{ inserted: number, stopped: number, startedIds: string[], stoppedIds: string[] }> {
-  if (regs.length === 0) return { inserted: 0, stopped: 0, startedIds: [], stoppedIds: [] }
+): Promise<{ inserted: number, startedIds: string[], stoppedIds: string[] }> {
+  if (regs.length === 0) return { inserted: 0, startedIds: [], stoppedIds: [] }
   const ids = regs.map((r) => r.reaktorId)
   const intervals = regs.map((r) => r.interval)
   const autos = regs.map((r) => r.autoStart)
@@ -164,7 +164,7 @@ export async function applyBootRules (
       await sql`update polling_reaktors set owner = null where owner is not null`.execute(trx)
       await sql`update reaktor_partitions set owner = null where owner is not null`.execute(trx)
     }
-    return { inserted: inserted.length, stopped: stoppedIds.length, startedIds: inserted.filter((r) => r.state === 'running').map((r) => r.reaktor_id), stoppedIds }
+    return { inserted: inserted.length, startedIds: inserted.filter((r) => r.state === 'running').map((r) => r.reaktor_id), stoppedIds }
   })
 }
 

@@ -1,4 +1,5 @@
-export { Scheduler, UnknownReaktorError, LegacyNodeRunning, type SchedulerOptions, type OwnershipShare, isChange, type ControlAction, type ControlOutcome, type ControlResult } from './scheduler.js'
+export { Scheduler, UnknownReaktorError, LegacyNodeRunning, type SchedulerOptions, type OwnershipShare } from './scheduler.js'
+export { isChange, type ControlAction, type ControlOutcome } from './control.js'
 export { effectiveIntervalMs } from './options.js'
 export { REAKTOR_LOCK_NAMESPACE, CLUSTER_LOCK_NAMESPACE, PARTITION_LOCK_NAMESPACE, LockRefused, LockConnectionLost } from './lock-connection.js'
 export { partitionOf, DEFAULT_PARTITIONS, MAX_PARTITIONS } from './partitions.js'

@@ -14,7 +14,6 @@ import * as store from './store.js'
 
 export { LegacyNodeRunning, UnknownReaktorError, type RunEnd, type SchedulerOptions } from './options.js'
 export type { OwnershipShare } from './partitions.js'
-export { isChange, type ControlAction, type ControlOutcome, type ControlResult } from './control.js'
 
 type Phase = 'idle' | 'starting' | 'running' | 'stopping' | 'stopped'
 

@@ -1,8 +1,6 @@
 import type { FastifyInstance, FastifyRequest } from 'fastify'
 import type { FastifySchemaValidationError } from 'fastify/types/schema.js'
-
-/** The bounds of a paged list's `limit`. */
-export interface PageLimit { min: number, max: number, default: number }
+import type { PageLimit } from '../schemas/common.js'
 
 /** What `limit` must be, for messages. */
 export function limitRule ({ min, max, default: byDefault }: PageLimit): string {

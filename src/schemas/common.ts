@@ -12,8 +12,11 @@ export function StoredText (options: TStringOptions = {}): TString {
   return Type.String({ ...options, pattern: STORED_TEXT_PATTERN })
 }
 
+/** The bounds of a paged list's `limit`. */
+export interface PageLimit { min: number, max: number, default: number }
+
 /** The optional `limit` of a paged list: how many `what`, within the list's bounds. */
-export function PageLimitParam ({ min, max, default: byDefault }: { min: number, max: number, default: number }, what: string): TOptional<TInteger> {
+export function PageLimitParam ({ min, max, default: byDefault }: PageLimit, what: string): TOptional<TInteger> {
   return Type.Optional(Type.Integer({ minimum: min, maximum: max, default: byDefault, description: `How many ${what}, ${min} to ${max} (default ${byDefault})` }))
 }
 

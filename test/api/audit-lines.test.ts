@@ -8,7 +8,7 @@ import { ADMIN, loginToken, sessionToken, tokenHeader } from '../helpers/auth.js
 import { auditService } from '../helpers/audit.js'
 
 t.test('one audit line per action with the user of the token and the node; refused requests write none; no token in the log', async (t) => {
-  const { app, lines } = await auditService(t)
+  const { app, lines, audits } = await auditService(t)
   const bobName = `bob-${process.pid}`
   const tokens = { [ADMIN.username]: await loginToken(app), [bobName]: await sessionToken(app, bobName) }
   const send = async (user: string | null, method: 'GET' | 'POST', url: string, payload?: unknown, contentType = 'application/json'): Promise<number> => {
@@ -20,7 +20,6 @@ t.test('one audit line per action with the user of the token and the node; refus
     })
     return res.statusCode
   }
-  const audits = (): Array<Record<string, any>> => lines.map((l) => JSON.parse(l)).filter((l) => l.audit !== undefined).map((l) => l.audit)
 
   t.equal(await send(bobName, 'POST', '/api/v1/polling/a/start'), 200)
   t.equal(await send(ADMIN.username, 'POST', '/api/v1/polling/a/run'), 202)

@@ -147,9 +147,9 @@ t.test('runner: halted or handed over, it ignores a request', async (t) => {
   t.equal(p.runs.length + q.runs.length, 0, 'no run')
 
   // Halted with a request pending: the run in flight ends, nothing follows.
-  const { first, p: r, ...stopped } = await runInFlight(t, 'stopped-in-flight')
-  stopped.runner.runNow()
-  const halted = stopped.runner.halt()
+  const { first, p: r, runner: stopped } = await runInFlight(t, 'stopped-in-flight')
+  stopped.runNow()
+  const halted = stopped.halt()
   first.resolve(false)
   await halted
   await turns()

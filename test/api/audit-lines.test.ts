@@ -4,25 +4,11 @@
  * documented), and no line of the log carries a session token.
  */
 import t from 'tap'
-import pino from 'pino'
-import { buildApp, loggerOptions } from '../../src/app.js'
-import { ADMIN, ADMIN_ENV, loginToken, sessionToken, tokenHeader } from '../helpers/auth.js'
-import { testConfig } from '../helpers/app.js'
-import { createTestDatabase } from '../helpers/database.js'
-import { logOutput } from '../helpers/log.js'
-import { FAST_SCHEDULER, probe } from '../helpers/scheduler.js'
+import { ADMIN, loginToken, sessionToken, tokenHeader } from '../helpers/auth.js'
+import { auditService } from '../helpers/audit.js'
 
 t.test('one audit line per action with the user of the token and the node; refused requests write none; no token in the log', async (t) => {
-  const config = await testConfig(t, ADMIN_ENV)
-  const { stream, lines } = logOutput()
-  const app = await buildApp({
-    config,
-    databaseUrl: await createTestDatabase(t),
-    logger: pino({ ...loggerOptions(config), level: 'info' }, stream),
-    apps: [{ name: 'audit-app', version: '1.0.0', pollingReaktors: ['a', 'b'].map((id) => probe(id, () => false, { interval: '1h' }).registration) }],
-    scheduler: FAST_SCHEDULER
-  })
-  t.teardown(async () => await app.close())
+  const { app, lines, audits } = await auditService(t)
   const bobName = `bob-${process.pid}`
   const tokens = { [ADMIN.username]: await loginToken(app), [bobName]: await sessionToken(app, bobName) }
   const send = async (user: string | null, method: 'GET' | 'POST', url: string, payload?: unknown, contentType = 'application/json'): Promise<number> => {
@@ -34,7 +20,6 @@ t.test('one audit line per action with the user of the token and the node; refus
     })
     return res.statusCode
   }
-  const audits = (): Array<Record<string, any>> => lines.map((l) => JSON.parse(l)).filter((l) => l.audit !== undefined).map((l) => l.audit)
 
   t.equal(await send(bobName, 'POST', '/api/v1/polling/a/start'), 200)
   t.equal(await send(ADMIN.username, 'POST', '/api/v1/polling/a/run'), 202)

@@ -6,39 +6,13 @@
  * one writes none; an action whose row cannot be stored is not undone.
  */
 import t from 'tap'
-import pino from 'pino'
 import pg from 'pg'
 import { sql } from 'kysely'
 import type { FastifyInstance } from 'fastify'
-import { buildApp, loggerOptions } from '../../src/app.js'
 import { STATEMENT_TIMEOUT_MS } from '../../src/db/index.js'
-import { ADMIN, ADMIN_ENV, apiLogin, loginToken, logout, sessionToken, tokenHeader } from '../helpers/auth.js'
-import { testConfig } from '../helpers/app.js'
-import { waitFor, type TestContext } from '../helpers/context.js'
-import { createTestDatabase } from '../helpers/database.js'
-import { logOutput } from '../helpers/log.js'
-import { FAST_SCHEDULER, probe } from '../helpers/scheduler.js'
-
-interface Service {
-  app: FastifyInstance
-  databaseUrl: string
-  lines: string[]
-}
-
-async function service (t: TestContext, env: Record<string, string> = {}): Promise<Service> {
-  const config = await testConfig(t, { ...ADMIN_ENV, ...env })
-  const databaseUrl = await createTestDatabase(t)
-  const { stream, lines } = logOutput()
-  const app = await buildApp({
-    config,
-    databaseUrl,
-    logger: pino({ ...loggerOptions(config), level: 'info' }, stream),
-    apps: [{ name: 'audit-app', version: '1.0.0', pollingReaktors: ['a', 'b'].map((id) => probe(id, () => false, { interval: '1h' }).registration) }],
-    scheduler: FAST_SCHEDULER
-  })
-  t.teardown(async () => await app.close())
-  return { app, databaseUrl, lines }
-}
+import { ADMIN, apiLogin, loginToken, logout, sessionToken, tokenHeader } from '../helpers/auth.js'
+import { auditService } from '../helpers/audit.js'
+import { waitFor } from '../helpers/context.js'
 
 async function get (app: FastifyInstance, token: string | undefined, query: string): Promise<{ statusCode: number, body: any }> {
   const res = await app.inject({ method: 'GET', url: `/api/v1/audit${query}`, headers: tokenHeader(token) })
@@ -51,7 +25,7 @@ async function rowCount (app: FastifyInstance, action: string): Promise<number> 
 }
 
 t.test('every privileged action is a row, read back newest first with actor, address and node', async (t) => {
-  const { app } = await service(t)
+  const { app } = await auditService(t)
   const node = app.config.nodeId
   const login = await apiLogin(app, ADMIN, {}, '10.0.0.7')
   t.equal(login.statusCode, 200)
@@ -99,7 +73,7 @@ t.test('every privileged action is a row, read back newest first with actor, add
 })
 
 t.test('pages newest first across pages: no row lost or repeated while rows are written', async (t) => {
-  const { app } = await service(t)
+  const { app } = await auditService(t)
   const token = await loginToken(app)
   await sql`insert into audit (action, actor, node, targets) select 'polling.start', 'script', 'n', array['r' || i] from generate_series(1, 130) as i`.execute(app.db)
   const { rows: [{ max }] } = await sql<{ max: string }>`select max(id) as max from audit`.execute(app.db)
@@ -127,7 +101,7 @@ t.test('pages newest first across pages: no row lost or repeated while rows are 
 })
 
 t.test('filters: action exactly, actor without regard to case; paging keeps the filter', async (t) => {
-  const { app } = await service(t)
+  const { app } = await auditService(t)
   const token = await loginToken(app)
   await sql`
     insert into audit (action, actor, node)
@@ -157,7 +131,7 @@ t.test('filters: action exactly, actor without regard to case; paging keeps the 
 })
 
 t.test('admins only: an operator is refused 403, no token 401', async (t) => {
-  const { app } = await service(t)
+  const { app } = await auditService(t)
   const operator = await sessionToken(app)
   const refused = await get(app, operator, '')
   t.equal(refused.statusCode, 403)
@@ -168,7 +142,7 @@ t.test('admins only: an operator is refused 403, no token 401', async (t) => {
 })
 
 t.test('a bad limit or before is 400 saying what is allowed', async (t) => {
-  const { app } = await service(t)
+  const { app } = await auditService(t)
   const token = await loginToken(app)
   const { body: { nextBefore } } = await get(app, token, '?limit=1')
   await sql`insert into audit (action, node) values ('polling.run', 'n')`.execute(app.db)
@@ -211,7 +185,7 @@ t.test('a bad limit or before is 400 saying what is allowed', async (t) => {
 })
 
 t.test('a failed login answers without waiting for its row; a throttled one (429) writes none', async (t) => {
-  const { app, databaseUrl } = await service(t, { LOGIN_RATE_LIMIT: '2' })
+  const { app, databaseUrl } = await auditService(t, { LOGIN_RATE_LIMIT: '2' })
   // Another session holds the audit table: any insert waits until it lets go.
   const blocker = new pg.Client({ connectionString: databaseUrl })
   await blocker.connect()
@@ -243,7 +217,7 @@ t.test('a failed login answers without waiting for its row; a throttled one (429
 })
 
 t.test('a polling action whose row cannot be stored is not undone: its one audit line is an error with the entry', async (t) => {
-  const { app, lines } = await service(t)
+  const { app, lines } = await auditService(t)
   const token = await loginToken(app)
   await sql`alter table audit rename to audit_away`.execute(app.db)
   const res = await app.inject({ method: 'POST', url: '/api/v1/polling/a/start', headers: tokenHeader(token) })

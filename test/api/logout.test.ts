@@ -7,10 +7,9 @@ import { performance } from 'node:perf_hooks'
 import t from 'tap'
 import type { FastifyInstance } from 'fastify'
 import { SESSION_COOKIE } from '../../src/auth/types.js'
-import { ADMIN, ADMIN_ENV, formLogin, sessionCookie, sessionToken, untilCached, whoami } from '../helpers/auth.js'
+import { ADMIN, ADMIN_ENV, formLogin, sessionCookie, sessionToken, twoNodes, untilCached, whoami } from '../helpers/auth.js'
 import { build } from '../helpers/app.js'
 import { waitFor } from '../helpers/context.js'
-import { createTestDatabase } from '../helpers/database.js'
 
 /** `POST /logout` as the home page's form sends it (no fields), with the session cookie if any. */
 async function formLogout (app: FastifyInstance, cookie: string | undefined, headers: Record<string, string> = {}) {
@@ -102,9 +101,7 @@ t.test('GET /logout signs nobody out', async (t) => {
 })
 
 t.test('a sign-out on one node ends the session on another node that had it cached, within 1 s', async (t) => {
-  const databaseUrl = await createTestDatabase(t)
-  const nodeA = await build(t, { whoami: true, databaseUrl, env: ADMIN_ENV })
-  const nodeB = await build(t, { whoami: true, databaseUrl, env: ADMIN_ENV })
+  const [nodeA, nodeB] = await twoNodes(t)
   const cookie = await signIn(nodeA)
   // Node B answers from its cache, where only a revocation notice can end the session.
   await untilCached(nodeB, cookie, 'the session on node B')

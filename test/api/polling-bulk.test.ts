@@ -4,19 +4,15 @@
  * every reaktor as it was), and the audit lines of every start and stop.
  */
 import pg from 'pg'
-import pino from 'pino'
 import t from 'tap'
 import type { FastifyInstance } from 'fastify'
-import { buildApp, loggerOptions } from '../../src/app.js'
 import { NOTIFY_CHANNEL } from '../../src/scheduler/index.js'
 import { MAX_REAKTOR_ID_LENGTH } from '../../src/apps/registry.js'
 import type { AppDefinition } from '../../src/apps/types.js'
-import { testConfig } from '../helpers/app.js'
+import { buildLogged } from '../helpers/app.js'
 import { ADMIN, ADMIN_ENV, loginToken, tokenHeader } from '../helpers/auth.js'
 import { waitFor, type TestContext } from '../helpers/context.js'
-import { createTestDatabase } from '../helpers/database.js'
-import { logOutput } from '../helpers/log.js'
-import { FAST_SCHEDULER, probe } from '../helpers/scheduler.js'
+import { probe } from '../helpers/scheduler.js'
 
 interface Service {
   app: FastifyInstance
@@ -35,12 +31,7 @@ function reaktors (ids: string[], autoStart = false): AppDefinition['pollingReak
 }
 
 async function service (t: TestContext, apps: AppDefinition[]): Promise<Service> {
-  const databaseUrl = await createTestDatabase(t)
-  const config = await testConfig(t, ADMIN_ENV)
-  const { stream, lines } = logOutput()
-  const logger = pino({ ...loggerOptions(config), level: 'info' }, stream)
-  const app = await buildApp({ config, databaseUrl, logger, apps, scheduler: FAST_SCHEDULER })
-  t.teardown(async () => await app.close())
+  const { app, databaseUrl, audits } = await buildLogged(t, ADMIN_ENV, apps)
   const token = await loginToken(app)
   const call: Service['call'] = async (method, url, payload, headers = {}) => {
     const res = await app.inject({
@@ -51,7 +42,6 @@ async function service (t: TestContext, apps: AppDefinition[]): Promise<Service>
     })
     return { statusCode: res.statusCode, body: res.json() }
   }
-  const audits = (): Array<Record<string, any>> => lines.map((l) => JSON.parse(l)).filter((l) => l.audit !== undefined).map((l) => l.audit)
   const states = async (): Promise<Record<string, string>> => {
     const res = await call('GET', '/api/v1/polling')
     return Object.fromEntries((res.body.pollingReaktors as Array<{ reaktorDefinitionId: string, state: string }>).map((s) => [s.reaktorDefinitionId, s.state]))

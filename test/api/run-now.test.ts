@@ -4,16 +4,12 @@
  * flight, a stop that races with a request, the audit line of every request, and the OpenAPI entry.
  */
 import t from 'tap'
-import pino from 'pino'
 import type { FastifyInstance } from 'fastify'
-import { buildApp } from '../../src/app.js'
 import type { PollingReaktorRegistration } from '../../src/sdk/types.js'
 import { ADMIN, ADMIN_ENV, loggedIn, type ApiCall } from '../helpers/auth.js'
-import { testConfig } from '../helpers/app.js'
+import { buildLogged } from '../helpers/app.js'
 import { deferred, waitFor, type TestContext } from '../helpers/context.js'
-import { createTestDatabase } from '../helpers/database.js'
-import { logOutput } from '../helpers/log.js'
-import { FAST_SCHEDULER, probe } from '../helpers/scheduler.js'
+import { probe } from '../helpers/scheduler.js'
 
 /** The owner hears the request's NOTIFY and starts the run: 50 ms promised, 150 ms of margin for two busy cores. */
 const RUN_STARTS_WITHIN_MS = 200
@@ -22,18 +18,8 @@ interface Service { app: FastifyInstance, call: ApiCall, audit: () => Array<Reco
 
 /** The service with these reaktors, logging at info into memory: `audit()` gives the audit objects written so far. */
 async function service (t: TestContext, pollingReaktors: PollingReaktorRegistration[]): Promise<Service> {
-  const { stream, lines } = logOutput()
-  const config = await testConfig(t, ADMIN_ENV)
-  const app = await buildApp({
-    config,
-    databaseUrl: await createTestDatabase(t),
-    logger: pino({ level: 'info' }, stream),
-    apps: [{ name: 'run-now-test', version: '1.0.0', pollingReaktors }],
-    scheduler: FAST_SCHEDULER
-  })
-  t.teardown(async () => await app.close())
-  const audit = (): Array<Record<string, any>> => lines.map((l) => JSON.parse(l)).filter((l) => l.audit !== undefined).map((l) => l.audit)
-  return { app, call: await loggedIn(app), audit }
+  const { app, audits } = await buildLogged(t, ADMIN_ENV, [{ name: 'run-now-test', version: '1.0.0', pollingReaktors }])
+  return { app, call: await loggedIn(app), audit: audits }
 }
 
 t.test('202: the owner runs it at once, the status shows the run, and each request writes one audit line', async (t) => {

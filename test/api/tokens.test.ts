@@ -16,7 +16,7 @@ import { SESSION_COOKIE } from '../../src/auth/types.js'
 import type { Database } from '../../src/db/schema.js'
 import { build, metric } from '../helpers/app.js'
 import { ADMIN, ADMIN_ENV, apiAs, createApiToken, loginToken, logout, sessionToken, tokenHeader, whoami, type ApiClient } from '../helpers/auth.js'
-import { waitFor } from '../helpers/context.js'
+import { waitFor, type TestContext } from '../helpers/context.js'
 import { createTestDatabase } from '../helpers/database.js'
 
 /** The secret-scanner pattern the README documents, read from it so that the two cannot drift apart. */
@@ -274,11 +274,14 @@ t.test('a failed last-used write is logged at debug and never fails the check', 
   t.ok(debug[0].obj.err instanceof Error)
 })
 
-t.test('listing: your own tokens, an admin everyone\'s with the owner; never a secret', async (t) => {
+/** An app with the admin logged in (alice) and two operators with sessions (bob, carol): their tokens. */
+async function threeUsers (t: TestContext): Promise<{ app: App, alice: string, bob: string, carol: string }> {
   const app = await build(t, { whoami: true, env: ADMIN_ENV })
-  const alice = await loginToken(app)
-  const bob = await sessionToken(app, 'bob')
-  const carol = await sessionToken(app, 'carol')
+  return { app, alice: await loginToken(app), bob: await sessionToken(app, 'bob'), carol: await sessionToken(app, 'carol') }
+}
+
+t.test('listing: your own tokens, an admin everyone\'s with the owner; never a secret', async (t) => {
+  const { app, alice, bob, carol } = await threeUsers(t)
   const a = await createApiToken(app, alice, { name: 'a1' })
   const b = await createApiToken(app, bob, { name: 'b1', expiresIn: '30d' })
   const c = await createApiToken(app, carol, { name: 'c1' })
@@ -297,10 +300,7 @@ t.test('listing: your own tokens, an admin everyone\'s with the owner; never a s
 })
 
 t.test('revoking: your own or, for an admin, anyone\'s; someone else\'s, unknown and malformed ids are 404', async (t) => {
-  const app = await build(t, { whoami: true, env: ADMIN_ENV })
-  const alice = await loginToken(app)
-  const bob = await sessionToken(app, 'bob')
-  const carol = await sessionToken(app, 'carol')
+  const { app, alice, bob, carol } = await threeUsers(t)
   const c1 = await createApiToken(app, carol, { name: 'c1' })
   const c2 = await createApiToken(app, carol, { name: 'c2' })
   const b1 = await createApiToken(app, bob, { name: 'b1' })

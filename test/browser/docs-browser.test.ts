@@ -4,13 +4,11 @@
  * with a token and try an operation out ("Try it out" → Execute) and read its 200.
  */
 import { mkdir } from 'node:fs/promises'
-import type { AddressInfo } from 'node:net'
 import path from 'node:path'
 import t from 'tap'
 import type { Browser } from 'playwright-core'
-import { browserSkip, launchChromium } from '../helpers/browser.js'
+import { browserSkip, launchChromium, listeningApp } from '../helpers/browser.js'
 import { ADMIN_ENV, loginToken } from '../helpers/auth.js'
-import { build } from '../helpers/app.js'
 import { probe } from '../helpers/scheduler.js'
 
 const ARTIFACTS = path.join(import.meta.dirname, '..', 'artifacts')
@@ -27,9 +25,7 @@ if (skip !== false) {
   t.before(async () => { browser = await launchChromium(t) })
 
   t.test('the docs page renders under its CSP, loads only from the service, and tries an operation out with a token', async (t) => {
-    const app = await build(t, { env: ADMIN_ENV, apps: [{ name: 'docs-app', version: '1.0.0', pollingReaktors: [probe('docs-reaktor', () => false, { interval: '1h' }).registration] }] })
-    await app.listen({ port: 0, host: '127.0.0.1' })
-    const base = `http://127.0.0.1:${(app.server.address() as AddressInfo).port}`
+    const { app, base } = await listeningApp(t, { env: ADMIN_ENV, apps: [{ name: 'docs-app', version: '1.0.0', pollingReaktors: [probe('docs-reaktor', () => false, { interval: '1h' }).registration] }] })
     const token = await loginToken(app)
 
     const context = await browser.newContext({ viewport: { width: 1280, height: 900 } })

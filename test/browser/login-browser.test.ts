@@ -3,14 +3,11 @@
  * else breaks, the form logs in and lands on the redirect target with the cookie the app-UI helper
  * reads, and a cross-site form post is refused by the browser-sent headers.
  */
-import http from 'node:http'
-import type { AddressInfo } from 'node:net'
 import t from 'tap'
 import type { Browser } from 'playwright-core'
-import { browserSkip, launchChromium } from '../helpers/browser.js'
+import { browserSkip, CROSS_SITE_FLAG, crossSitePage, launchChromium, listeningApp } from '../helpers/browser.js'
 import { SESSION_COOKIE } from '../../src/auth/types.js'
 import { ADMIN, ADMIN_ENV } from '../helpers/auth.js'
-import { build } from '../helpers/app.js'
 import type { TestContext } from '../helpers/context.js'
 
 const skip = browserSkip()
@@ -19,14 +16,11 @@ if (skip !== false) {
 } else {
   let browser: Browser
   t.before(async () => {
-    // The resolver rule gives the attacker page its own site.
-    browser = await launchChromium(t, ['--host-resolver-rules=MAP attacker.test 127.0.0.1'])
+    browser = await launchChromium(t, [CROSS_SITE_FLAG])
   })
 
   async function startService (t: TestContext): Promise<string> {
-    const app = await build(t, { env: ADMIN_ENV })
-    await app.listen({ port: 0, host: '127.0.0.1' })
-    return `http://127.0.0.1:${(app.server.address() as AddressInfo).port}`
+    return (await listeningApp(t, { env: ADMIN_ENV })).base
   }
 
   t.test('the login page renders under its CSP, logs in and returns to the redirect path', async (t) => {
@@ -70,15 +64,9 @@ if (skip !== false) {
 
   t.test('a cross-site page cannot log the browser in (login CSRF)', async (t) => {
     const base = await startService(t)
-    const attacker = http.createServer((_req, res) => {
-      res.setHeader('content-type', 'text/html')
-      res.end(`<!doctype html><form id="f" method="post" action="${base}/login">
+    const attackerUrl = await crossSitePage(t, `<!doctype html><form id="f" method="post" action="${base}/login">
         <input name="username" value="${ADMIN.username}"><input name="password" value="${ADMIN.password}">
         <input name="redirect" value="/healthz"></form><script>document.getElementById('f').submit()</script>`)
-    })
-    await new Promise<void>((resolve) => attacker.listen(0, '127.0.0.1', resolve))
-    t.teardown(() => attacker.close())
-    const attackerUrl = `http://attacker.test:${(attacker.address() as AddressInfo).port}/`
 
     const context = await browser.newContext()
     t.teardown(async () => await context.close())

@@ -4,15 +4,12 @@
  * is refused by the API), and a cross-site page cannot sign the browser out.
  */
 import fs from 'node:fs'
-import http from 'node:http'
-import type { AddressInfo } from 'node:net'
 import path from 'node:path'
 import t from 'tap'
 import type { Browser, BrowserContext, Page } from 'playwright-core'
-import { browserSkip, launchChromium } from '../helpers/browser.js'
+import { browserSkip, CROSS_SITE_FLAG, crossSitePage, launchChromium, listeningApp } from '../helpers/browser.js'
 import { SESSION_COOKIE } from '../../src/auth/types.js'
 import { ADMIN, ADMIN_ENV } from '../helpers/auth.js'
-import { build } from '../helpers/app.js'
 import { waitFor, type TestContext } from '../helpers/context.js'
 import { ARTIFACTS_DIR, EXAMPLE_APPS_DIR } from '../helpers/paths.js'
 
@@ -24,14 +21,11 @@ if (skip !== false) {
 } else {
   let browser: Browser
   t.before(async () => {
-    // The resolver rule gives the attacker page its own site.
-    browser = await launchChromium(t, ['--host-resolver-rules=MAP attacker.test 127.0.0.1'])
+    browser = await launchChromium(t, [CROSS_SITE_FLAG])
   })
 
   async function startService (t: TestContext) {
-    const app = await build(t, { env: { ...ADMIN_ENV, REAKTOR_APPS_DIR: EXAMPLE_APPS_DIR } })
-    await app.listen({ port: 0, host: '127.0.0.1' })
-    return { app, base: `http://127.0.0.1:${(app.server.address() as AddressInfo).port}` }
+    return await listeningApp(t, { env: { ...ADMIN_ENV, REAKTOR_APPS_DIR: EXAMPLE_APPS_DIR } })
   }
 
   async function newContext (t: TestContext): Promise<BrowserContext> {
@@ -108,14 +102,8 @@ if (skip !== false) {
 
   t.test('a cross-site page cannot sign the browser out', async (t) => {
     const { base } = await startService(t)
-    const attacker = http.createServer((_req, res) => {
-      res.setHeader('content-type', 'text/html')
-      res.end(`<!doctype html><form id="f" method="post" action="${base}/logout"></form>
+    const attackerUrl = await crossSitePage(t, `<!doctype html><form id="f" method="post" action="${base}/logout"></form>
         <script>document.getElementById('f').submit()</script>`)
-    })
-    await new Promise<void>((resolve) => attacker.listen(0, '127.0.0.1', resolve))
-    t.teardown(() => attacker.close())
-    const attackerUrl = `http://attacker.test:${(attacker.address() as AddressInfo).port}/`
 
     const context = await newContext(t)
     const tab = await context.newPage()

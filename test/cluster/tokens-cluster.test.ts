@@ -4,19 +4,15 @@
  */
 import t from 'tap'
 import { revokeUserCredentials } from '../../src/auth/sessions.js'
-import { build } from '../helpers/app.js'
-import { ADMIN_ENV, createApiToken, loginToken, sessionToken, tokenHeader, untilCached, whoami } from '../helpers/auth.js'
+import { createApiToken, loginToken, sessionToken, tokenHeader, twoNodes, untilCached, whoami } from '../helpers/auth.js'
 import { waitFor } from '../helpers/context.js'
-import { createTestDatabase } from '../helpers/database.js'
 
 /** The promise is 1 s; 500 ms more for two cores busy with other test files. */
 const DEADLINE_MS = 1000
 const MARGIN_MS = 500
 
 t.test('a token revoked on one instance is refused on the other within 1 s', async (t) => {
-  const databaseUrl = await createTestDatabase(t)
-  const a = await build(t, { whoami: true, env: ADMIN_ENV, databaseUrl })
-  const b = await build(t, { whoami: true, env: ADMIN_ENV, databaseUrl })
+  const [a, b] = await twoNodes(t)
   const session = await loginToken(a)
   const { id, token } = await createApiToken(a, session, { name: 'revoked' })
   const other = await createApiToken(a, session, { name: 'kept' })
@@ -36,9 +32,7 @@ t.test('a token revoked on one instance is refused on the other within 1 s', asy
 })
 
 t.test('disabling the owner ends its tokens on both instances', async (t) => {
-  const databaseUrl = await createTestDatabase(t)
-  const a = await build(t, { whoami: true, env: ADMIN_ENV, databaseUrl })
-  const b = await build(t, { whoami: true, env: ADMIN_ENV, databaseUrl })
+  const [a, b] = await twoNodes(t)
   const bob = await sessionToken(a, 'bob')
   const { token } = await createApiToken(a, bob, { name: 'bob script' })
   const alice = await createApiToken(a, await loginToken(a), { name: 'alice script' })

@@ -6,7 +6,7 @@
 import t from 'tap'
 import type { FastifyInstance } from 'fastify'
 import { build } from '../helpers/app.js'
-import { ADMIN_ENV, createApiToken, loginToken, tokenHeader, untilCached, whoami } from '../helpers/auth.js'
+import { ADMIN_ENV, createApiToken, loginToken, tokenHeader, twoNodes, untilCached, whoami } from '../helpers/auth.js'
 import { waitFor } from '../helpers/context.js'
 import { createTestDatabase } from '../helpers/database.js'
 
@@ -20,9 +20,7 @@ async function call (app: FastifyInstance, token: string, method: 'POST' | 'PATC
 }
 
 t.test('a disable, delete or password change on one instance ends the user\'s session and API tokens on the other within 1 s', async (t) => {
-  const databaseUrl = await createTestDatabase(t)
-  const a = await build(t, { whoami: true, env: ADMIN_ENV, databaseUrl })
-  const b = await build(t, { whoami: true, env: ADMIN_ENV, databaseUrl })
+  const [a, b] = await twoNodes(t)
   const admin = await loginToken(a)
 
   const changes: Array<[string, (username: string, token: string) => Promise<number>, number]> = [

@@ -1,10 +1,14 @@
 import path from 'node:path'
 import fp from 'fastify-plugin'
 import Fastify, { type FastifyInstance, type RouteOptions } from 'fastify'
-import { app as servicePlugin, buildApp, serverOptions, type AppOptions } from '../../src/app.js'
+import pino from 'pino'
+import { app as servicePlugin, buildApp, loggerOptions, serverOptions, type AppOptions } from '../../src/app.js'
+import type { AppDefinition } from '../../src/apps/types.js'
 import { loadConfig, type Config } from '../../src/config.js'
 import { tempDir, type TestContext } from './context.js'
 import { createTestDatabase } from './database.js'
+import { logOutput } from './log.js'
+import { FAST_SCHEDULER } from './scheduler.js'
 
 /** A validated config for tests: quiet, its own DATA_DIR, no apps unless given. */
 export async function testConfig (t: TestContext, env: Record<string, string> = {}): Promise<Config> {
@@ -49,6 +53,29 @@ export async function build (t: TestContext, opts: BuildOptions = {}): Promise<F
   }
   await fastify.ready()
   return fastify
+}
+
+export interface LoggedApp {
+  app: FastifyInstance
+  databaseUrl: string
+  /** Every line of the service's log at info and above, as written. */
+  lines: string[]
+  /** The audit objects of those lines, in order. */
+  audits: () => Array<Record<string, any>>
+}
+
+/**
+ * Builds the app as production does, with its real logger (at info, into `lines`), on a fresh
+ * database and with the scheduler paced for tests; closed at teardown.
+ */
+export async function buildLogged (t: TestContext, env: Record<string, string>, apps: AppDefinition[]): Promise<LoggedApp> {
+  const config = await testConfig(t, env)
+  const databaseUrl = await createTestDatabase(t)
+  const { stream, lines } = logOutput()
+  const app = await buildApp({ config, databaseUrl, logger: pino({ ...loggerOptions(config), level: 'info' }, stream), apps, scheduler: FAST_SCHEDULER })
+  t.teardown(async () => await app.close())
+  const audits = (): Array<Record<string, any>> => lines.map((l) => JSON.parse(l)).filter((l) => l.audit !== undefined).map((l) => l.audit)
+  return { app, databaseUrl, lines, audits }
 }
 
 /** The value of an unlabelled metric as `GET /metrics` shows it (NaN when absent). */

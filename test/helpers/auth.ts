@@ -1,8 +1,9 @@
 import type { FastifyInstance, LightMyRequestResponse } from 'fastify'
 import { SESSION_COOKIE } from '../../src/auth/types.js'
 import { usernameKey } from '../../src/auth/user-rules.js'
-import { metric } from './app.js'
-import { waitFor } from './context.js'
+import { build, metric } from './app.js'
+import { waitFor, type TestContext } from './context.js'
+import { createTestDatabase } from './database.js'
 
 export const ADMIN = { username: 'alice', password: 'correct horse battery staple' }
 export const ADMIN_ENV = { ADMIN_USERNAME: ADMIN.username, ADMIN_PASSWORD: ADMIN.password }
@@ -83,6 +84,12 @@ export async function untilCached (app: FastifyInstance, token: string, what = '
     if ((await whoami(app, token)).statusCode !== 200) throw new Error(`${what} is refused before it could be cached`)
     return await metric(app, 'reaktor_session_cache_hits_total') > hits
   }, { what: `${what} to be answered from the cache` })
+}
+
+/** Two nodes built with `whoami: true` and `ADMIN_ENV` on one fresh database: a change on one, seen by the other. */
+export async function twoNodes (t: TestContext): Promise<[FastifyInstance, FastifyInstance]> {
+  const databaseUrl = await createTestDatabase(t)
+  return [await build(t, { whoami: true, env: ADMIN_ENV, databaseUrl }), await build(t, { whoami: true, env: ADMIN_ENV, databaseUrl })]
 }
 
 /** What a client's call answered: the status, the JSON body (null when empty) and the headers. */

@@ -1,5 +1,9 @@
 import { existsSync } from 'node:fs'
+import http from 'node:http'
+import type { AddressInfo } from 'node:net'
+import type { FastifyInstance } from 'fastify'
 import { chromium, type Browser } from 'playwright-core'
+import { build, type BuildOptions } from './app.js'
 import type { TestContext } from './context.js'
 
 /** Debian's Chromium (never a browser downloaded by npm). */
@@ -25,4 +29,24 @@ export async function launchChromium (t: TestContext, extraArgs: string[] = []):
   const browser = await chromium.launch({ executablePath: CHROMIUM, args: [...CHROMIUM_FLAGS, ...extraArgs] })
   t.teardown(async () => await browser.close())
   return browser
+}
+
+/** The app built as `build` does, listening on loopback for a browser; `base` is its origin. */
+export async function listeningApp (t: TestContext, opts: BuildOptions = {}): Promise<{ app: FastifyInstance, base: string }> {
+  const app = await build(t, opts)
+  return { app, base: await app.listen({ port: 0, host: '127.0.0.1' }) }
+}
+
+/** The browser flag that gives `crossSitePage` its own site (a different host than the service's). */
+export const CROSS_SITE_FLAG = '--host-resolver-rules=MAP attacker.test 127.0.0.1'
+
+/** A page of another site (needs `CROSS_SITE_FLAG`) that serves `html`; its URL. */
+export async function crossSitePage (t: TestContext, html: string): Promise<string> {
+  const server = http.createServer((_req, res) => {
+    res.setHeader('content-type', 'text/html')
+    res.end(html)
+  })
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
+  t.teardown(() => server.close())
+  return `http://attacker.test:${(server.address() as AddressInfo).port}/`
 }

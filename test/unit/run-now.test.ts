@@ -50,6 +50,16 @@ function runnerOf (t: TestContext, p: ReturnType<typeof probe>, opts: { interval
   return { runner, ended }
 }
 
+/** A started runner (hourly) whose first run is in flight until `first` gives its result; later runs find no work. */
+async function runInFlight (t: TestContext, name: string): Promise<{ first: { resolve: (result: boolean) => void }, p: ReturnType<typeof probe>, runner: ReaktorRunner, ended: Ended[] }> {
+  const first = deferred<boolean>()
+  const p = probe(name, async (n) => n === 1 ? await first.promise : false)
+  const { runner, ended } = runnerOf(t, p, { intervalMs: 3_600_000 })
+  runner.start(null)
+  await waitFor(() => p.runs.length === 1, { what: 'the first run' })
+  return { first, p, runner, ended }
+}
+
 /** The last run's record schedules the next one an interval after that run ended (not sooner). */
 function nextAfterInterval (t: Test, ended: Ended[], intervalMs: number, what: string): void {
   const { record } = ended[ended.length - 1]
@@ -58,11 +68,7 @@ function nextAfterInterval (t: Test, ended: Ended[], intervalMs: number, what: s
 }
 
 t.test('runner: a run in flight and five requests: exactly one more run, right after it, then the interval', async (t) => {
-  const first = deferred<boolean>()
-  const p = probe('coalesce', async (n) => n === 1 ? await first.promise : false)
-  const { runner, ended } = runnerOf(t, p, { intervalMs: 3_600_000 })
-  runner.start(null)
-  await waitFor(() => p.runs.length === 1, { what: 'the first run' })
+  const { first, p, runner, ended } = await runInFlight(t, 'coalesce')
   for (let i = 0; i < 5; i++) t.equal(runner.runNow(), true, `request ${i + 1} accepted`)
   await turns()
   t.equal(p.runs.length, 1, 'no run beside the one in flight')
@@ -86,11 +92,7 @@ t.test('runner: a run in flight and five requests: exactly one more run, right a
 })
 
 t.test('runner: a `true` result with a request in flight runs again at once, once', async (t) => {
-  const first = deferred<boolean>()
-  const p = probe('drains', async (n) => n === 1 ? await first.promise : false)
-  const { runner, ended } = runnerOf(t, p, { intervalMs: 3_600_000 })
-  runner.start(null)
-  await waitFor(() => p.runs.length === 1, { what: 'the first run' })
+  const { first, p, runner, ended } = await runInFlight(t, 'drains')
   runner.runNow()
   runner.runNow()
   first.resolve(true)
@@ -145,13 +147,9 @@ t.test('runner: halted or handed over, it ignores a request', async (t) => {
   t.equal(p.runs.length + q.runs.length, 0, 'no run')
 
   // Halted with a request pending: the run in flight ends, nothing follows.
-  const first = deferred<boolean>()
-  const r = probe('stopped-in-flight', async (n) => n === 1 ? await first.promise : false)
-  const stopped = runnerOf(t, r, { intervalMs: 3_600_000 })
-  stopped.runner.start(null)
-  await waitFor(() => r.runs.length === 1, { what: 'the first run' })
-  stopped.runner.runNow()
-  const halted = stopped.runner.halt()
+  const { first, p: r, runner: stopped } = await runInFlight(t, 'stopped-in-flight')
+  stopped.runNow()
+  const halted = stopped.halt()
   first.resolve(false)
   await halted
   await turns()

@@ -4,7 +4,7 @@ import type { Database, Role, User } from '../db/schema.js'
 import { Errors } from '../errors.js'
 import { revokeUserCredentials } from './sessions.js'
 import { normalizeUsername, usernameKey } from './user-rules.js'
-import { usernameIs } from './users.js'
+import { findUserByUsername } from './users.js'
 
 type Db = Kysely<Database>
 type Trx = Transaction<Database>
@@ -88,10 +88,7 @@ async function asAdmin<T> ({ db, actorId, credential }: ChangeContext, change: (
 
 /** The user of a name (trimmed, any case), locked for the rest of the transaction; 404 when none. */
 async function lockUser (trx: Trx, username: string): Promise<User> {
-  const user = await trx.selectFrom('users').selectAll()
-    .where(usernameIs(username))
-    .forUpdate()
-    .executeTakeFirst()
+  const user = await findUserByUsername(trx, username, { forUpdate: true })
   if (user === undefined) throw new Errors.UserNotFound(normalizeUsername(username))
   return user
 }
@@ -111,9 +108,7 @@ export async function listUsers (db: Db): Promise<UserView[]> {
 }
 
 export async function getUser (db: Db, username: string): Promise<UserView> {
-  const user = await db.selectFrom('users').selectAll()
-    .where(usernameIs(username))
-    .executeTakeFirst()
+  const user = await findUserByUsername(db, username)
   if (user === undefined) throw new Errors.UserNotFound(normalizeUsername(username))
   return userView(user)
 }

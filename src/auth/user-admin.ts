@@ -2,7 +2,8 @@ import { sql, type Kysely, type Transaction } from 'kysely'
 import type { AuditAction } from '../audit.js'
 import type { Database, Role, User } from '../db/schema.js'
 import { Errors } from '../errors.js'
-import { revokeUserCredentials } from './sessions.js'
+import { findLiveToken } from './api-tokens.js'
+import { findLiveSession, revokeUserCredentials } from './sessions.js'
 import { normalizeUsername, usernameKey } from './user-rules.js'
 import { findUserByUsername } from './users.js'
 
@@ -59,13 +60,9 @@ async function locked<T> (db: Db, change: (trx: Trx) => Promise<T>): Promise<T> 
   })
 }
 
-/** Whether a session (not revoked or expired) or API token (not revoked or expired) is still live. */
+/** Whether a session or API token is still live: the very lookups that authenticate requests. */
 async function credentialLive (trx: Trx, { kind, digest }: ChangeContext['credential']): Promise<boolean> {
-  const row = kind === 'session'
-    ? await trx.selectFrom('sessions').select('id').where('token_hash', '=', digest).where('revoked_at', 'is', null).where('expires_at', '>', sql<Date>`now()`).executeTakeFirst()
-    : await trx.selectFrom('api_tokens').select('id').where('token_hash', '=', digest)
-      .where((eb) => eb.or([eb('expires_at', 'is', null), eb('expires_at', '>', sql<Date>`now()`)])).executeTakeFirst()
-  return row !== undefined
+  return (kind === 'session' ? await findLiveSession(trx, digest) : await findLiveToken(trx, digest)) !== null
 }
 
 /**

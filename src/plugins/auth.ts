@@ -214,7 +214,7 @@ export default fp(async (fastify) => {
   fastify.decorate('endCookieSession', async (request: FastifyRequest, reply: FastifyReply) => {
     // Every login session the cookie's values name, a planted one too: none stays usable here.
     const values = cookieValues(request.headers.cookie, sessionCookieName(https(request)))
-    const live = (await cookieSession(values, sessions.verify)).live.filter(({ session }) => session.kind === 'session')
+    const { live } = await cookieSession(values, loginSession)
     for (const { token } of live) await sessions.revoke(token)
     fastify.clearSessionCookie(request, reply)
     return live.map(({ session }) => session)

@@ -8,6 +8,7 @@ import { randomUUID } from 'node:crypto'
 import { STATUS_CODES } from 'node:http'
 import type { Config } from './config.js'
 import type { AppDefinition } from './apps/types.js'
+import { API_TOKEN_PREFIX } from './auth/api-tokens.js'
 import configPlugin from './plugins/config.js'
 import errorHandler from './plugins/error-handler.js'
 import hostsPlugin from './plugins/hosts.js'
@@ -82,7 +83,7 @@ function trustHops (hops: number): (address: string, hop: number) => boolean {
 }
 
 /** An API token anywhere in a text: its prefix makes it recognizable (src/auth/api-tokens.ts). */
-const API_TOKEN_IN_TEXT = /reaktor_pat_[A-Za-z0-9_-]+/g
+const API_TOKEN_IN_TEXT = new RegExp(`${API_TOKEN_PREFIX}[A-Za-z0-9_-]+`, 'g')
 
 /**
  * Fastify's request serializer, with any API token in the URL redacted: one pasted where its id
@@ -93,7 +94,7 @@ function requestLine (req: FastifyRequest): Record<string, unknown> {
   return {
     method: req.method,
     // Not every `req` logged is a request (a careless log call may pass anything): never throw.
-    url: typeof req.url === 'string' ? req.url.replace(API_TOKEN_IN_TEXT, 'reaktor_pat_[redacted]') : undefined,
+    url: typeof req.url === 'string' ? req.url.replace(API_TOKEN_IN_TEXT, `${API_TOKEN_PREFIX}[redacted]`) : undefined,
     version: req.headers?.['accept-version'],
     host: req.host,
     remoteAddress: req.ip,

@@ -38,6 +38,19 @@ export interface ApiTokenView {
 
 interface DebugLogger { debug: (obj: object, msg: string) => void }
 
+/** The live token of a digest (not expired, of an enabled user): one query on the unique token_hash index. */
+export async function findLiveToken (db: Db, digest: Buffer): Promise<AuthSession | null> {
+  const row = await db.selectFrom('api_tokens')
+    .innerJoin('users', 'users.id', 'api_tokens.user_id')
+    .select(['api_tokens.id', 'api_tokens.user_id', 'users.username', 'users.role', 'api_tokens.expires_at'])
+    .where('api_tokens.token_hash', '=', digest)
+    .where((eb) => eb.or([eb('api_tokens.expires_at', 'is', null), eb('api_tokens.expires_at', '>', sql<Date>`now()`)]))
+    .where('users.disabled_at', 'is', null)
+    .executeTakeFirst()
+  if (row === undefined) return null
+  return { userId: row.user_id, username: row.username, role: row.role, kind: 'token', expiresAt: row.expires_at, tokenId: row.id }
+}
+
 /**
  * Writes `last_used_at` off the request path, at most once a minute per token: a per-node memory of
  * the last write keeps repeated checks from costing a statement each, and the statement's own guard
@@ -102,17 +115,9 @@ export class ApiTokenStore {
     return this.tagger.tagged(token.slice(API_TOKEN_PREFIX.length))
   }
 
-  /** The live token of a digest (not expired, of an enabled user): one query on the unique token_hash index. */
+  /** The live token of a digest (findLiveToken), in this store's database. */
   async find (digest: Buffer): Promise<AuthSession | null> {
-    const row = await this.db.selectFrom('api_tokens')
-      .innerJoin('users', 'users.id', 'api_tokens.user_id')
-      .select(['api_tokens.id', 'api_tokens.user_id', 'users.username', 'users.role', 'api_tokens.expires_at'])
-      .where('api_tokens.token_hash', '=', digest)
-      .where((eb) => eb.or([eb('api_tokens.expires_at', 'is', null), eb('api_tokens.expires_at', '>', sql<Date>`now()`)]))
-      .where('users.disabled_at', 'is', null)
-      .executeTakeFirst()
-    if (row === undefined) return null
-    return { userId: row.user_id, username: row.username, role: row.role, kind: 'token', expiresAt: row.expires_at, tokenId: row.id }
+    return await findLiveToken(this.db, digest)
   }
 
   /**
@@ -122,7 +127,7 @@ export class ApiTokenStore {
    * it ends the user's credentials, so it either commits before (the session is found revoked, or
    * the user disabled) or waits for this insert and then deletes the token with the others: no
    * token outlives the change that ended the session which made it. The expiry is computed by
-   * PostgreSQL, whose clock `find` compares against.
+   * PostgreSQL, whose clock findLiveToken compares against.
    */
   async insert (db: Db, { userId, owner, sessionDigest, name, digest, expiresInMs }: { userId: string, owner: string, sessionDigest: Buffer, name: string, digest: Buffer, expiresInMs: number | null }): Promise<ApiTokenView | null> {
     const user = await db.selectFrom('users').select('id').where('id', '=', userId).where('disabled_at', 'is', null).forShare().executeTakeFirst()

@@ -3,7 +3,7 @@ import { insertAudit } from '../audit.js'
 import type { Database } from '../db/schema.js'
 import { revokeUserCredentials } from './sessions.js'
 import { PASSWORD_MAX, PASSWORD_MIN } from './user-rules.js'
-import { usernameIs } from './users.js'
+import { findUserByUsername } from './users.js'
 
 /** What is wrong with a new password, or null when it may be set. */
 export function passwordProblem (password: string): string | null {
@@ -28,10 +28,7 @@ export interface PasswordReset {
  */
 export async function resetPassword (db: Kysely<Database>, username: string, passwordHash: string, { node, via }: { node: string, via: string }): Promise<PasswordReset | null> {
   return await db.transaction().execute(async (trx) => {
-    const user = await trx.selectFrom('users').select(['id', 'username', 'disabled_at'])
-      .where(usernameIs(username))
-      .forUpdate()
-      .executeTakeFirst()
+    const user = await findUserByUsername(trx, username, { forUpdate: true })
     if (user === undefined) return null
     await trx.updateTable('users')
       .set({ password_hash: passwordHash, disabled_at: null, updated_at: sql<Date>`now()` })

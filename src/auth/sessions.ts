@@ -114,7 +114,7 @@ export function createSessionService (db: Db, ttlMs: number, tagger: TokenTagger
   const dead = new Set<string>()
   const wellFormed = (token: string | undefined): token is string => typeof token === 'string' && TOKEN_FORMAT.test(token)
   const used = (session: AuthSession): AuthSession => {
-    if (session.tokenId !== undefined) apiTokens?.lastUsed.record(session.tokenId)
+    if (session.kind === 'token') apiTokens?.lastUsed.record(session.tokenId)
     return session
   }
   return {

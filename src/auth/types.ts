@@ -14,17 +14,18 @@ export const SECURE_SESSION_COOKIE = `__Host-${SESSION_COOKIE}`
 export const TOKEN_HEADER = 'x-service-token'
 
 /** Who a request authenticated as: a login session or an API token, with its user's role. */
-export interface AuthSession {
+export type AuthSession = {
   userId: string
   username: string
   role: Role
-  /** `session`: a login (API or browser); `token`: an API token for scripts. */
-  kind: 'session' | 'token'
   /** Null only for an API token created without expiry. */
   expiresAt: Date | null
-  /** The API token's id (kind `token` only): what DELETE /api/v1/tokens/{id} names. */
-  tokenId?: string
-}
+} & (
+  /** A login (API or browser). */
+  | { kind: 'session' }
+  /** An API token for scripts; `tokenId` is what DELETE /api/v1/tokens/{id} names. */
+  | { kind: 'token', tokenId: string }
+)
 
 export interface SessionService {
   /**

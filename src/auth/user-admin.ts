@@ -2,9 +2,10 @@ import { sql, type Kysely, type Transaction } from 'kysely'
 import type { AuditAction } from '../audit.js'
 import type { Database, Role, User } from '../db/schema.js'
 import { Errors } from '../errors.js'
-import { revokeUserCredentials } from './sessions.js'
+import { findLiveToken } from './api-tokens.js'
+import { findLiveSession, revokeUserCredentials } from './sessions.js'
 import { normalizeUsername, usernameKey } from './user-rules.js'
-import { usernameIs } from './users.js'
+import { findUserByUsername } from './users.js'
 
 type Db = Kysely<Database>
 type Trx = Transaction<Database>
@@ -59,13 +60,9 @@ async function locked<T> (db: Db, change: (trx: Trx) => Promise<T>): Promise<T> 
   })
 }
 
-/** Whether a session (not revoked or expired) or API token (not revoked or expired) is still live. */
+/** Whether a session or API token is still live: the very lookups that authenticate requests. */
 async function credentialLive (trx: Trx, { kind, digest }: ChangeContext['credential']): Promise<boolean> {
-  const row = kind === 'session'
-    ? await trx.selectFrom('sessions').select('id').where('token_hash', '=', digest).where('revoked_at', 'is', null).where('expires_at', '>', sql<Date>`now()`).executeTakeFirst()
-    : await trx.selectFrom('api_tokens').select('id').where('token_hash', '=', digest)
-      .where((eb) => eb.or([eb('expires_at', 'is', null), eb('expires_at', '>', sql<Date>`now()`)])).executeTakeFirst()
-  return row !== undefined
+  return (kind === 'session' ? await findLiveSession(trx, digest) : await findLiveToken(trx, digest)) !== null
 }
 
 /**
@@ -88,10 +85,7 @@ async function asAdmin<T> ({ db, actorId, credential }: ChangeContext, change: (
 
 /** The user of a name (trimmed, any case), locked for the rest of the transaction; 404 when none. */
 async function lockUser (trx: Trx, username: string): Promise<User> {
-  const user = await trx.selectFrom('users').selectAll()
-    .where(usernameIs(username))
-    .forUpdate()
-    .executeTakeFirst()
+  const user = await findUserByUsername(trx, username, { forUpdate: true })
   if (user === undefined) throw new Errors.UserNotFound(normalizeUsername(username))
   return user
 }
@@ -111,9 +105,7 @@ export async function listUsers (db: Db): Promise<UserView[]> {
 }
 
 export async function getUser (db: Db, username: string): Promise<UserView> {
-  const user = await db.selectFrom('users').selectAll()
-    .where(usernameIs(username))
-    .executeTakeFirst()
+  const user = await findUserByUsername(db, username)
   if (user === undefined) throw new Errors.UserNotFound(normalizeUsername(username))
   return userView(user)
 }

@@ -10,13 +10,17 @@ type Db = Kysely<Database>
  * by its key (usernameKey; one lookup on the unique index). Every lookup by name uses it, so the
  * login, the user routes and the reset command find the same user.
  */
-export function usernameIs (username: string): RawBuilder<SqlBool> {
+function usernameIs (username: string): RawBuilder<SqlBool> {
   return sql<SqlBool>`username_key = ${usernameKey(username)}`
 }
 
-/** The user of a name as people type it (usernameIs). */
-export async function findUserByUsername (db: Db, username: string): Promise<User | undefined> {
-  return await db.selectFrom('users').selectAll().where(usernameIs(username)).executeTakeFirst()
+/**
+ * The user of a name as people type it (usernameIs). `forUpdate`: its row stays locked for the rest
+ * of the caller's transaction.
+ */
+export async function findUserByUsername (db: Db, username: string, { forUpdate = false } = {}): Promise<User | undefined> {
+  const query = db.selectFrom('users').selectAll().where(usernameIs(username))
+  return await (forUpdate ? query.forUpdate() : query).executeTakeFirst()
 }
 
 /**

@@ -10,7 +10,7 @@ import { createSessionService } from '../auth/sessions.js'
 import { loadTokenTagger } from '../auth/token-tag.js'
 import { cookieSession, cookieValues, plantedCookieScopes, sessionCookieName } from '../auth/session-cookie.js'
 import { TOKEN_HEADER, type AuthSession, type SessionService } from '../auth/types.js'
-import { verifyCredentials } from '../auth/users.js'
+import { verifyCredentials, type VerifiedUser } from '../auth/users.js'
 import { Errors } from '../errors.js'
 import { scrapeCounter, scrapeGauge } from '../metrics/read-at-scrape.js'
 
@@ -102,13 +102,7 @@ export default fp(async (fastify) => {
   })
 
   fastify.decorate('login', async (request: FastifyRequest, username: string, password: string) => {
-    const attempt = request.loginAttempt
-    const user = await verifyCredentials(db, username, password).catch((err: unknown) => {
-      // No answer about the password (the database is unavailable: 503, retry): not a failed login.
-      // A client retrying through an outage, as the 503 invites, must not find itself locked out after it.
-      if (attempt !== null) throttle.unanswered(attempt.username, attempt.address)
-      throw err
-    })
+    const user = await checkPassword(request, username, password)
     // Only while the user is still enabled and has the password just checked (see insertSession).
     const session = user === null ? null : await sessions.create(user.id, user.passwordHash)
     if (user === null || session === null) {
@@ -118,18 +112,14 @@ export default fp(async (fastify) => {
       void fastify.audit(request, { action: 'auth.login_failed', targets: [], actor: [...username].slice(0, MAX_AUDITED_USERNAME).join(''), details: { route: request.routeOptions.url } })
       return null
     }
-    if (attempt !== null) throttle.succeeded(attempt.username, attempt.address)
+    attemptSucceeded(request)
     request.log.info({ userId: user.id, username: user.username }, 'logged in')
     await fastify.audit(request, { action: 'auth.login', targets: [], actor: user.username, details: { route: request.routeOptions.url } })
     return session
   })
 
   fastify.decorate('checkOwnPassword', async (request: FastifyRequest, password: string) => {
-    const attempt = request.loginAttempt
-    const user = await verifyCredentials(db, request.auth?.username ?? '', password).catch((err: unknown) => {
-      if (attempt !== null) throttle.unanswered(attempt.username, attempt.address)
-      throw err
-    })
+    const user = await checkPassword(request, request.auth?.username ?? '', password)
     // By id too: a name freed by a delete and taken again is another user.
     if (user === null || user.id !== request.auth?.userId) {
       // A stolen session guessing its user's password is a failed login as much as a guess at the
@@ -137,7 +127,7 @@ export default fp(async (fastify) => {
       void fastify.audit(request, { action: 'auth.login_failed', targets: [], details: { route: request.routeOptions.url } })
       return null
     }
-    if (attempt !== null) throttle.succeeded(attempt.username, attempt.address)
+    attemptSucceeded(request)
     return user.passwordHash
   })
 
@@ -155,6 +145,22 @@ export default fp(async (fastify) => {
     request.log.warn({ limitedBy }, 'login rate limit exceeded')
     void reply.header('retry-after', String(retryAfterSeconds))
     throw new Errors.LoginRateLimited(retryAfterSeconds)
+  }
+  // The password check of the login routes and of the own-password change, counted in the same budgets.
+  const checkPassword = async (request: FastifyRequest, username: string, password: string): Promise<VerifiedUser | null> => {
+    try {
+      return await verifyCredentials(db, username, password)
+    } catch (err) {
+      // No answer about the password (the database is unavailable: 503, retry): not a failed login.
+      // A client retrying through an outage, as the 503 invites, must not find itself locked out after it.
+      const attempt = request.loginAttempt
+      if (attempt !== null) throttle.unanswered(attempt.username, attempt.address)
+      throw err
+    }
+  }
+  const attemptSucceeded = (request: FastifyRequest): void => {
+    const attempt = request.loginAttempt
+    if (attempt !== null) throttle.succeeded(attempt.username, attempt.address)
   }
   fastify.decorate('limitLoginAttempts', async (request: FastifyRequest, reply: FastifyReply) => {
     // Runs after body validation: the username is a string.
@@ -208,7 +214,7 @@ export default fp(async (fastify) => {
   fastify.decorate('endCookieSession', async (request: FastifyRequest, reply: FastifyReply) => {
     // Every login session the cookie's values name, a planted one too: none stays usable here.
     const values = cookieValues(request.headers.cookie, sessionCookieName(https(request)))
-    const live = (await cookieSession(values, sessions.verify)).live.filter(({ session }) => session.kind === 'session')
+    const { live } = await cookieSession(values, loginSession)
     for (const { token } of live) await sessions.revoke(token)
     fastify.clearSessionCookie(request, reply)
     return live.map(({ session }) => session)

@@ -52,12 +52,6 @@ export function ruleMessage (errors: FastifySchemaValidationError[], dataVar: st
   return new Error(rule ?? `${dataVar}${e.instancePath} ${e.message ?? 'is invalid'}`)
 }
 
-/** The rules a schema cannot say, with the same 400 body. */
-function check (...problems: Array<string | null>): void {
-  const problem = problems.find((p) => p !== null)
-  if (problem !== undefined && problem !== null) throw new Errors.InvalidUserInput(problem)
-}
-
 /**
  * `/api/v1/users`: user administration, admins only (README "Users and roles"), and
  * `POST /api/v1/auth/password`, every user's own password. Registered in the authenticated scope.
@@ -108,7 +102,9 @@ const routes: FastifyPluginAsyncTypebox = async (fastify) => {
     }
   }, async (request, reply) => {
     const { username, role } = request.body
-    check(usernameProblem(username))
+    // The rule a schema cannot say (the name after trimming), with the same 400 body.
+    const problem = usernameProblem(username)
+    if (problem !== null) throw new Errors.InvalidUserInput(problem)
     const generated = request.body.password === undefined
     const password = request.body.password ?? randomPassword()
     const user = await createUser(change(request), { username, role, passwordHash: await hashPassword(password), generated })

@@ -1,4 +1,5 @@
 import { Type } from 'typebox'
+import { API_TOKEN_PATTERN } from '../auth/api-tokens.js'
 import { UNPRINTABLE_CLASS } from '../auth/user-rules.js'
 import { described, StoredText } from './common.js'
 import { MAX_ID_PARAM_LENGTH } from './polling.js'
@@ -30,7 +31,7 @@ const Expiry = Type.Union([Timestamp, Type.Null()], { description: 'When it stop
 export const CreatedToken = Type.Object({
   id: Type.String({ format: 'uuid' }),
   name: Type.String(),
-  token: Type.String({ pattern: '^reaktor_pat_[A-Za-z0-9_-]{43}$', description: 'The API token, shown this once: send it as X-Service-Token' }),
+  token: Type.String({ pattern: API_TOKEN_PATTERN.source, description: 'The API token, shown this once: send it as X-Service-Token' }),
   createdAt: Timestamp,
   expiresAt: Expiry
 }, { description: 'The new token: keep it now, it is never shown again' })

@@ -35,6 +35,7 @@ function iso (date: Date | null | undefined): string | null {
 function toStatus (id: string, reaktor: RegisteredPollingReaktor, row: PollingReaktorRow | undefined, minIntervalMs: number): PollingStatusType {
   return {
     reaktorDefinitionId: id,
+    app: reaktor.app.name,
     state: row?.state ?? 'stopped',
     interval: reaktor.registration.interval,
     effectiveInterval: formatDuration(effectiveIntervalMs(reaktor, minIntervalMs)),

@@ -1,7 +1,7 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import { TOKEN_HEADER } from '../auth/types.js'
 import { Errors } from '../errors.js'
-import { LoginBody, LoginResult, LogoutResult } from '../schemas/auth.js'
+import { LoginBody, LoginResult, LogoutResult, WhoAmI } from '../schemas/auth.js'
 import { described, ErrorBody } from '../schemas/common.js'
 import { strictJsonBodies } from './json-body.js'
 
@@ -57,6 +57,26 @@ const routes: FastifyPluginAsyncTypebox = async (fastify) => {
     request.log.info({ userId: request.auth?.userId }, 'logged out')
     await fastify.audit(request, { action: 'auth.logout', targets: [] })
     return { message: 'Logged out; the session is revoked' }
+  })
+
+  fastify.get('/auth/me', {
+    onRequest: fastify.authenticate,
+    schema: {
+      tags: ['auth'],
+      operationId: 'whoAmI',
+      summary: 'The user and role of the presented session or API token',
+      response: { 200: described(WhoAmI, 'The user and role of the presented credential'), 401: ErrorBody, 500: ErrorBody, 503: ErrorBody }
+    }
+  }, async (request, reply) => {
+    const auth = request.auth!
+    void reply.header('cache-control', 'no-store')
+    return {
+      username: auth.username,
+      role: auth.role,
+      kind: auth.kind,
+      tokenId: auth.kind === 'token' ? auth.tokenId : undefined,
+      expiresAt: auth.expiresAt === null ? null : auth.expiresAt.toISOString()
+    }
   })
 }
 export default routes

@@ -17,6 +17,15 @@ export const LoginResult = Type.Object({
 /** `POST /api/v1/auth/logout` */
 export const LogoutResult = Type.Object({ message: Type.String() }, { description: 'The token is revoked' })
 
+/** `GET /api/v1/auth/me`: who the presented credential belongs to (a console or a CLI shows it, and the role decides what they offer). */
+export const WhoAmI = Type.Object({
+  username: Type.String(),
+  role: Type.Union([Type.Literal('admin'), Type.Literal('operator')]),
+  kind: Type.Union([Type.Literal('session'), Type.Literal('token')], { description: 'session: a login (API or browser); token: an API token' }),
+  tokenId: Type.Optional(Type.String({ description: 'The API token presented (kind token): what DELETE /api/v1/tokens/{id} names' })),
+  expiresAt: Type.Union([Type.String({ format: 'date-time' }), Type.Null()], { description: 'When the credential ends; null: an API token without expiry' })
+}, { description: 'The user and role of the presented credential' })
+
 /** `POST /login` (application/x-www-form-urlencoded, from the login page). */
 export const LoginFormBody = Type.Object({
   username: Username,

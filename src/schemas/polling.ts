@@ -25,6 +25,7 @@ export const RunOutcome = Type.Union(
 /** `state`, `interval`, `lastRun`, `nextRun`, plus the extras the README's "Operating polling reaktors" lists. */
 export const PollingStatusSchema = Type.Object({
   reaktorDefinitionId: Type.String(),
+  app: Type.String({ description: 'The name of the app that registers it (what the bulk routes\' `app` names)' }),
   state: Type.Union([Type.Literal('running'), Type.Literal('stopped')]),
   interval: Type.String({ description: 'The registered interval string' }),
   effectiveInterval: Type.String({ description: 'The interval actually used: at least the 3s minimum, e.g. "3s"' }),

@@ -21,6 +21,7 @@ t.test('the OpenAPI document describes /api/v1 and needs no token', async (t) =>
     '/api/v1/audit',
     '/api/v1/auth/login',
     '/api/v1/auth/logout',
+    '/api/v1/auth/me',
     '/api/v1/auth/password',
     '/api/v1/polling',
     '/api/v1/polling/start',

@@ -7,7 +7,7 @@ import { FAST_SCHEDULER, probe, schedulerClock, work } from '../helpers/schedule
 import type { PollingReaktorRegistration } from '../../src/sdk/types.js'
 import type { SchedulerOverrides } from '../../src/plugins/scheduler.js'
 
-const STATUS_KEYS = ['autoStart', 'blocked', 'consecutiveFailures', 'description', 'effectiveInterval', 'interval', 'label', 'lastDurationMs',
+const STATUS_KEYS = ['app', 'autoStart', 'blocked', 'consecutiveFailures', 'description', 'effectiveInterval', 'interval', 'label', 'lastDurationMs',
   'lastError', 'lastFailureAt', 'lastOutcome', 'lastRun', 'lastSuccessAt', 'nextRun', 'owner', 'reaktorDefinitionId', 'runningSince', 'state', 'updatedAt']
 
 function isIso (value: unknown): boolean {
@@ -26,7 +26,7 @@ t.test('start, stop and status: messages name the id, start/stop are idempotent,
   let res = await call('GET', '/api/v1/polling/report-sync/status')
   t.equal(res.statusCode, 200)
   t.same(Object.keys(res.body).sort(), STATUS_KEYS)
-  t.match(res.body, { reaktorDefinitionId: 'report-sync', state: 'stopped', interval: '200ms', effectiveInterval: '200ms', lastRun: null, nextRun: null, label: 'Report sync', description: 'Syncs reports', autoStart: false, lastError: null, consecutiveFailures: 0, owner: null })
+  t.match(res.body, { reaktorDefinitionId: 'report-sync', app: 'polling-test', state: 'stopped', interval: '200ms', effectiveInterval: '200ms', lastRun: null, nextRun: null, label: 'Report sync', description: 'Syncs reports', autoStart: false, lastError: null, consecutiveFailures: 0, owner: null })
   t.ok(isIso(res.body.updatedAt))
 
   res = await call('POST', '/api/v1/polling/report-sync/start')

@@ -1,0 +1,43 @@
+// The public REST API with the signed-in user's session token. A 401 (signed out, session ended,
+// user disabled) goes to the login page, which brings the user back to this very view.
+
+export class LoginRequired extends Error {}
+
+/** An API error: `status` and the service's `{statusCode, error, message}`. */
+export class ApiError extends Error {
+  constructor (status, message) {
+    super(message)
+    this.status = status
+  }
+}
+
+export function goToLogin () {
+  const here = window.location.pathname + window.location.search + window.location.hash
+  window.location.assign('/login?redirect=' + encodeURIComponent(here))
+}
+
+/** `api('GET', '/polling', undefined, {limit: 50})` → the parsed JSON answer, or throws ApiError. */
+export async function api (method, path, body, query) {
+  const token = typeof window.getServiceAuthToken === 'function' ? window.getServiceAuthToken() : null
+  if (!token) {
+    goToLogin()
+    throw new LoginRequired('not signed in')
+  }
+  const url = new URL('/api/v1' + path, window.location.origin)
+  for (const [key, value] of Object.entries(query ?? {})) {
+    if (value !== undefined && value !== null && value !== '') url.searchParams.set(key, String(value))
+  }
+  const headers = { 'X-Service-Token': token, Accept: 'application/json' }
+  if (body !== undefined) headers['Content-Type'] = 'application/json'
+  const res = await fetch(url, { method, headers, body: body === undefined ? undefined : JSON.stringify(body) })
+  if (res.status === 401) {
+    goToLogin()
+    throw new LoginRequired('session ended')
+  }
+  const data = res.status === 204 ? null : await res.json().catch(() => null)
+  if (!res.ok) throw new ApiError(res.status, (data && data.message) || `${method} ${path} answered ${res.status}`)
+  return data
+}
+
+/** An id or name as one path segment. */
+export const seg = (value) => encodeURIComponent(value)

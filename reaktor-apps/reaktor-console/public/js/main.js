@@ -1,0 +1,51 @@
+// The console shell: who is signed in, the navigation, and a hash router that mounts one view at a
+// time. A view is `mount(container, params, me) → unmount`; unmount stops its timers.
+import { api, LoginRequired } from './api.js'
+import { toast } from './ui.js'
+import * as reaktors from './views/reaktors.js'
+import * as reaktor from './views/reaktor.js'
+import * as users from './views/users.js'
+import * as tokens from './views/tokens.js'
+
+/** `#/…` → [view, nav item, params]; unknown hashes show the reaktors. */
+function route (hash) {
+  const path = hash.replace(/^#\/?/, '')
+  const [head, ...rest] = path.split('/')
+  if (head === 'reaktor' && rest.length > 0) return [reaktor, 'reaktors', { id: decodeURIComponent(rest.join('/')) }]
+  if (head === 'users') return [users, 'users', {}]
+  if (head === 'tokens') return [tokens, 'tokens', {}]
+  return [reaktors, 'reaktors', {}]
+}
+
+let unmount = null
+
+function show (me) {
+  const [view, nav, params] = route(window.location.hash)
+  if (typeof unmount === 'function') unmount()
+  for (const link of document.querySelectorAll('[data-nav]')) {
+    if (link.dataset.nav === nav) link.setAttribute('aria-current', 'page')
+    else link.removeAttribute('aria-current')
+  }
+  const container = document.getElementById('view')
+  container.replaceChildren()
+  unmount = view.mount(container, params, me)
+}
+
+async function start () {
+  let me
+  try {
+    me = await api('GET', '/auth/me')
+  } catch (err) {
+    if (!(err instanceof LoginRequired)) toast(err.message, true)
+    return
+  }
+  document.getElementById('who').textContent = `${me.username} (${me.role})`
+  for (const el of document.querySelectorAll('[data-admin]')) el.hidden = me.role !== 'admin'
+  window.addEventListener('hashchange', () => {
+    show(me)
+    document.getElementById('view').focus({ preventScroll: true })
+  })
+  show(me)
+}
+
+start()

@@ -1,0 +1,50 @@
+// Small DOM helpers shared by the views: no framework, no inline scripts (the app CSP allows none).
+
+/** `h('button', {type: 'button', onclick}, 'Start')`: an element with properties/attributes and children. */
+export function h (tag, props, ...children) {
+  const el = document.createElement(tag)
+  for (const [key, value] of Object.entries(props ?? {})) {
+    if (value === undefined || value === null || value === false) continue
+    if (key.startsWith('on') && typeof value === 'function') el.addEventListener(key.slice(2), value)
+    else if (key === 'class') el.className = value
+    else if (key === 'dataset') Object.assign(el.dataset, value)
+    else if (key in el && typeof value !== 'string') el[key] = value
+    else el.setAttribute(key, value === true ? '' : String(value))
+  }
+  for (const child of children.flat()) {
+    if (child === undefined || child === null || child === false) continue
+    el.append(child instanceof Node ? child : String(child))
+  }
+  return el
+}
+
+/** A short line in the status area (announced to screen readers); errors stay until the next one. */
+export function toast (text, isError = false) {
+  const el = document.getElementById('toast')
+  el.textContent = text
+  el.classList.toggle('error', isError)
+  el.classList.add('shown')
+  clearTimeout(toast.timer)
+  if (!isError) toast.timer = setTimeout(() => el.classList.remove('shown'), 4000)
+}
+
+/** `2026-11-25T10:00:00Z` → local date and time; null → an em dash. */
+export function formatTime (iso) {
+  if (!iso) return '—'
+  return new Date(iso).toLocaleString()
+}
+
+/** Seconds from now as "in 4s" / "12s ago" / "3m ago"; null → an em dash. */
+export function relative (iso, now = Date.now()) {
+  if (!iso) return '—'
+  const seconds = Math.round((new Date(iso).getTime() - now) / 1000)
+  const abs = Math.abs(seconds)
+  const text = abs < 60 ? `${abs}s` : abs < 3600 ? `${Math.floor(abs / 60)}m ${abs % 60}s` : abs < 86400 ? `${Math.floor(abs / 3600)}h ${Math.floor((abs % 3600) / 60)}m` : `${Math.floor(abs / 86400)}d`
+  return seconds === 0 ? 'now' : seconds > 0 ? `in ${text}` : `${text} ago`
+}
+
+/** Milliseconds as "850 ms" / "2.4 s"; null → an em dash. */
+export function formatDuration (ms) {
+  if (ms === null || ms === undefined) return '—'
+  return ms < 1000 ? `${ms} ms` : `${(ms / 1000).toFixed(ms < 10000 ? 1 : 0)} s`
+}

@@ -1,0 +1,6 @@
+import { h } from '../ui.js'
+
+export function mount (container) {
+  container.append(h('h1', null, 'users'))
+  return () => {}
+}

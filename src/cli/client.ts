@@ -1,0 +1,57 @@
+import { CliError, EXIT, type ExitCode } from './context.js'
+
+/** The default service address: `npm start` on this machine. */
+export const DEFAULT_URL = 'http://127.0.0.1:3000'
+
+export interface RequestOptions {
+  body?: unknown
+  query?: Record<string, string | number | boolean | undefined>
+  /** Send the token (default); login is the one call without. */
+  auth?: boolean
+  /** Answer null on this status instead of failing (e.g. 404 when asking whether something exists). */
+  allow?: number[]
+}
+
+/** The exit code of an API error status: scripts tell "not found" and "not allowed" from other failures. */
+export function exitCodeOf (status: number): ExitCode {
+  if (status === 401 || status === 403) return EXIT.auth
+  if (status === 404) return EXIT.notFound
+  return EXIT.error
+}
+
+/** The service's REST API, `/api/v1`, with the token in `X-Service-Token`. */
+export class ApiClient {
+  constructor (readonly url: string, private readonly token: string | undefined) {}
+
+  async request<T = any>(method: string, path: string, options: RequestOptions = {}): Promise<T> {
+    const target = new URL(`/api/v1${path}`, this.url)
+    for (const [key, value] of Object.entries(options.query ?? {})) {
+      if (value !== undefined) target.searchParams.set(key, String(value))
+    }
+    const headers: Record<string, string> = { accept: 'application/json' }
+    if (options.auth !== false) {
+      if (this.token === undefined) throw new CliError(EXIT.auth, `not logged in to ${this.url}: run "reaktor login", or set REAKTOR_TOKEN`)
+      headers['x-service-token'] = this.token
+    }
+    if (options.body !== undefined) headers['content-type'] = 'application/json'
+    let response: Response
+    try {
+      response = await fetch(target, { method, headers, body: options.body === undefined ? undefined : JSON.stringify(options.body), redirect: 'manual' })
+    } catch (err) {
+      const cause = (err as { cause?: { code?: string, message?: string } }).cause
+      throw new CliError(EXIT.error, `cannot reach ${this.url}: ${cause?.code ?? cause?.message ?? (err as Error).message}`)
+    }
+    const text = await response.text()
+    let body: any = null
+    try {
+      body = text === '' ? null : JSON.parse(text)
+    } catch {
+      // Not JSON (a proxy's error page): the status tells what happened.
+    }
+    if (response.ok) return body as T
+    if (options.allow?.includes(response.status) === true) return null as T
+    const message = typeof body?.message === 'string' ? body.message : `${method} ${target.pathname} answered ${response.status}`
+    const hint = response.status === 401 ? ' (run "reaktor login", or set REAKTOR_TOKEN)' : ''
+    throw new CliError(exitCodeOf(response.status), `${message}${hint}`)
+  }
+}

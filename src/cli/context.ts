@@ -1,0 +1,37 @@
+import type { Command } from 'commander'
+import type { ApiClient } from './client.js'
+
+/** Exit codes scripts rely on (README "Command line"). */
+export const EXIT = { ok: 0, error: 1, usage: 2, notFound: 3, auth: 4 } as const
+export type ExitCode = typeof EXIT[keyof typeof EXIT]
+
+/** A failure the command reports on stderr and turns into its exit code. */
+export class CliError extends Error {
+  constructor (readonly exitCode: ExitCode, message: string) {
+    super(message)
+    this.name = 'CliError'
+  }
+}
+
+/** Where a command reads and writes: the process's own streams and environment, or a test's. */
+export interface CliIo {
+  env: Record<string, string | undefined>
+  stdin: NodeJS.ReadableStream & { isTTY?: boolean, setRawMode?: (mode: boolean) => unknown }
+  stdout: { write: (text: string) => unknown, isTTY?: boolean }
+  stderr: { write: (text: string) => unknown, isTTY?: boolean }
+}
+
+/** What every command module gets: the streams, the global options, and the API. */
+export interface CliContext {
+  io: CliIo
+  /** `--json` was given: print JSON on stdout (the API's answer as is, unless a command says otherwise). */
+  json: () => boolean
+  /**
+   * The API of the service: `--url`, else REAKTOR_URL, else the stored login's URL, else
+   * http://127.0.0.1:3000; the token from REAKTOR_TOKEN, else the stored login (for its URL only).
+   */
+  api: () => Promise<ApiClient>
+}
+
+/** One command group: adds its commands to the program. */
+export type CommandModule = (program: Command, context: CliContext) => void

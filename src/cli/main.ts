@@ -1,0 +1,79 @@
+import { Command, CommanderError, Option } from 'commander'
+import { ApiClient, DEFAULT_URL } from './client.js'
+import { CliError, EXIT, type CliContext, type CliIo, type CommandModule } from './context.js'
+import { readStoredLogin } from './credentials.js'
+import { commandModules } from './commands/index.js'
+
+/** The version the CLI reports: the service's own (package.json). */
+const VERSION = '0.1.0'
+
+/** The URL and token the commands use (see CliContext.api). */
+export async function resolveApi (io: CliIo, urlOption: string | undefined): Promise<ApiClient> {
+  const stored = await readStoredLogin(io.env)
+  const url = urlOption ?? nonEmpty(io.env.REAKTOR_URL) ?? stored?.url ?? DEFAULT_URL
+  let parsed: URL
+  try {
+    parsed = new URL(url)
+  } catch {
+    throw new CliError(EXIT.usage, `not a URL: ${JSON.stringify(url)} (expected e.g. ${DEFAULT_URL})`)
+  }
+  if (parsed.protocol !== 'http:' && parsed.protocol !== 'https:') throw new CliError(EXIT.usage, `not an http(s) URL: ${url}`)
+  const token = nonEmpty(io.env.REAKTOR_TOKEN) ?? (stored !== undefined && sameService(stored.url, parsed) ? stored.token : undefined)
+  return new ApiClient(parsed.origin, token)
+}
+
+function nonEmpty (value: string | undefined): string | undefined {
+  return value === undefined || value.trim() === '' ? undefined : value.trim()
+}
+
+// A stored token goes only to the service it was made for: never to another URL given by --url or REAKTOR_URL.
+function sameService (storedUrl: string, url: URL): boolean {
+  try {
+    return new URL(storedUrl).origin === url.origin
+  } catch {
+    return false
+  }
+}
+
+/** The whole command tree, writing to `io`. */
+export function buildProgram (io: CliIo, modules: readonly CommandModule[] = commandModules): Command {
+  const program = new Command('reaktor')
+  program
+    .description('Operate a reaktor service: polling reaktors, users, API tokens, the audit log, and the database.')
+    .version(VERSION, '-V, --version')
+    .addOption(new Option('--json', 'print JSON for scripts instead of tables'))
+    .addOption(new Option('--url <url>', 'the service, e.g. http://127.0.0.1:3000 (default: REAKTOR_URL, else the stored login, else http://127.0.0.1:3000)'))
+    .configureOutput({ writeOut: (s) => io.stdout.write(s), writeErr: (s) => io.stderr.write(s), outputError: (s, write) => write(s) })
+    .exitOverride()
+    .showHelpAfterError('(add --help for usage)')
+    .addHelpText('after', `
+Environment: REAKTOR_URL and REAKTOR_TOKEN override the stored login.
+Exit codes: 0 ok, 1 error, 2 usage, 3 not found, 4 not authenticated or forbidden.`)
+  const context: CliContext = {
+    io,
+    json: () => program.opts().json === true,
+    api: async () => await resolveApi(io, program.opts().url as string | undefined)
+  }
+  for (const register of modules) register(program, context)
+  return program
+}
+
+/** Runs the CLI with `args` (without node and the script) and returns the exit code. */
+export async function main (args: readonly string[], io: CliIo): Promise<number> {
+  const program = buildProgram(io)
+  try {
+    await program.parseAsync([...args], { from: 'user' })
+    return EXIT.ok
+  } catch (err) {
+    if (err instanceof CommanderError) {
+      if (err.code === 'commander.helpDisplayed' || err.code === 'commander.version') return EXIT.ok
+      return EXIT.usage
+    }
+    if (err instanceof CliError) {
+      io.stderr.write(`reaktor: ${err.message}\n`)
+      return err.exitCode
+    }
+    io.stderr.write(`reaktor: ${(err as Error).message}\n`)
+    return EXIT.error
+  }
+}

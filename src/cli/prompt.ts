@@ -1,0 +1,69 @@
+import { CliError, EXIT, type CliIo } from './context.js'
+
+async function readAll (stream: AsyncIterable<Buffer | string>): Promise<string> {
+  const chunks: Buffer[] = []
+  for await (const chunk of stream) chunks.push(typeof chunk === 'string' ? Buffer.from(chunk) : chunk)
+  return Buffer.concat(chunks).toString('utf8')
+}
+
+/** A secret from stdin (`--password-stdin`): all of it, without the one line break `echo` adds. */
+export async function secretFromStdin (io: CliIo): Promise<string> {
+  return (await readAll(io.stdin as AsyncIterable<Buffer | string>)).replace(/\r?\n$/, '')
+}
+
+/** A line typed at the terminal, echoed (a username). */
+export async function promptLine (io: CliIo, question: string): Promise<string> {
+  return await promptTty(io, question, true)
+}
+
+/**
+ * A secret typed at the terminal, not echoed. Passwords never come from an argument (they would
+ * stay in the shell history and in the process list): a prompt, or stdin with `--password-stdin`.
+ */
+export async function promptSecret (io: CliIo, question: string): Promise<string> {
+  return await promptTty(io, question, false)
+}
+
+async function promptTty (io: CliIo, question: string, echo: boolean): Promise<string> {
+  const { stdin } = io
+  if (stdin.isTTY !== true || typeof stdin.setRawMode !== 'function') {
+    throw new CliError(EXIT.usage, `${question.replace(/:\s*$/, '')}: no terminal to ask on; pipe it in with --password-stdin`)
+  }
+  io.stderr.write(question)
+  stdin.setRawMode(true)
+  stdin.resume()
+  try {
+    return await new Promise<string>((resolve, reject) => {
+      let typed = ''
+      const onData = (data: Buffer | string): void => {
+        for (const ch of String(data)) {
+          if (ch === '\r' || ch === '\n' || ch === '\u0004') {
+            stdin.removeListener('data', onData)
+            io.stderr.write('\n')
+            resolve(typed)
+            return
+          }
+          if (ch === '\u0003') {
+            stdin.removeListener('data', onData)
+            io.stderr.write('\n')
+            reject(new CliError(EXIT.error, 'cancelled'))
+            return
+          }
+          if (ch === '\u007f' || ch === '\b') {
+            if (typed.length > 0) {
+              typed = [...typed].slice(0, -1).join('')
+              if (echo) io.stderr.write('\b \b')
+            }
+            continue
+          }
+          typed += ch
+          if (echo) io.stderr.write(ch)
+        }
+      }
+      stdin.on('data', onData)
+    })
+  } finally {
+    stdin.setRawMode(false)
+    stdin.pause()
+  }
+}

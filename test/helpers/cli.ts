@@ -1,0 +1,37 @@
+import { spawn } from 'node:child_process'
+import fs from 'node:fs/promises'
+import os from 'node:os'
+import path from 'node:path'
+import type { TestContext } from './context.js'
+import { ROOT } from './paths.js'
+
+export interface CliResult { code: number | null, stdout: string, stderr: string }
+
+/** A folder of its own as the CLI's config home (XDG_CONFIG_HOME), removed after the test. */
+export async function cliHome (t: TestContext): Promise<string> {
+  const dir = await fs.mkdtemp(path.join(os.tmpdir(), 'reaktor-cli-'))
+  t.teardown(async () => await fs.rm(dir, { recursive: true, force: true }))
+  return dir
+}
+
+/**
+ * Runs `reaktor <args>` as a subprocess (bin/reaktor.js, as `npx reaktor` does), with only the
+ * given environment on top of PATH/HOME (no REAKTOR_* from the caller's), `stdin` written then
+ * closed. Killed after `timeoutMs`.
+ */
+export async function runCli (args: readonly string[], opts: { env?: Record<string, string>, stdin?: string, timeoutMs?: number } = {}): Promise<CliResult> {
+  const child = spawn(process.execPath, [path.join(ROOT, 'bin', 'reaktor.js'), ...args], {
+    cwd: ROOT,
+    env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? os.homedir(), NO_COLOR: '1', ...opts.env },
+    stdio: ['pipe', 'pipe', 'pipe']
+  })
+  let stdout = ''
+  let stderr = ''
+  child.stdout.setEncoding('utf8').on('data', (s: string) => { stdout += s })
+  child.stderr.setEncoding('utf8').on('data', (s: string) => { stderr += s })
+  child.stdin.end(opts.stdin ?? '')
+  const timer = setTimeout(() => child.kill('SIGKILL'), opts.timeoutMs ?? 30_000)
+  const code = await new Promise<number | null>((resolve) => child.on('close', resolve))
+  clearTimeout(timer)
+  return { code, stdout, stderr }
+}

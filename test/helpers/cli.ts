@@ -1,17 +1,14 @@
 import { spawn } from 'node:child_process'
-import fs from 'node:fs/promises'
 import os from 'node:os'
 import path from 'node:path'
-import type { TestContext } from './context.js'
+import { tempDir, type TestContext } from './context.js'
 import { ROOT } from './paths.js'
 
 export interface CliResult { code: number | null, stdout: string, stderr: string }
 
 /** A folder of its own as the CLI's config home (XDG_CONFIG_HOME), removed after the test. */
 export async function cliHome (t: TestContext): Promise<string> {
-  const dir = await fs.mkdtemp(path.join(os.tmpdir(), 'reaktor-cli-'))
-  t.teardown(async () => await fs.rm(dir, { recursive: true, force: true }))
-  return dir
+  return await tempDir(t, 'reaktor-cli-')
 }
 
 /**

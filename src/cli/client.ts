@@ -51,7 +51,8 @@ export class ApiClient {
     if (response.ok) return body as T
     if (options.allow?.includes(response.status) === true) return null as T
     const message = typeof body?.message === 'string' ? body.message : `${method} ${target.pathname} answered ${response.status}`
-    const hint = response.status === 401 ? ' (run "reaktor login", or set REAKTOR_TOKEN)' : ''
+    // The hint is for a refused token: a refused password (login itself) is no reason to log in again.
+    const hint = response.status === 401 && options.auth !== false ? ' (run "reaktor login", or set REAKTOR_TOKEN)' : ''
     throw new CliError(exitCodeOf(response.status), `${message}${hint}`)
   }
 }

@@ -36,7 +36,7 @@ export async function readStoredLogin (env: Record<string, string | undefined>):
   } catch {
     // Not JSON: the same answer as JSON of the wrong shape.
   }
-  throw new CliError(EXIT.error, `${file} is not a stored login: remove it, or run "reaktor login" again`)
+  throw new CliError(EXIT.error, `${file} is not a stored login: remove it, then run "reaktor login" again`)
 }
 
 /** Written owner-only (0600, in a 0700 folder), replaced in one rename: never readable by others, never half-written. */

@@ -45,7 +45,6 @@ export function buildProgram (io: CliIo, modules: readonly CommandModule[] = com
     .addOption(new Option('--url <url>', 'the service, e.g. http://127.0.0.1:3000 (default: REAKTOR_URL, else the stored login, else http://127.0.0.1:3000)'))
     .configureOutput({ writeOut: (s) => io.stdout.write(s), writeErr: (s) => io.stderr.write(s), outputError: (s, write) => write(s) })
     .exitOverride()
-    .showHelpAfterError('(add --help for usage)')
     .addHelpText('after', `
 Environment: REAKTOR_URL and REAKTOR_TOKEN override the stored login.
 Exit codes: 0 ok, 1 error, 2 usage, 3 not found, 4 not authenticated or forbidden.`)
@@ -55,7 +54,16 @@ Exit codes: 0 ok, 1 error, 2 usage, 3 not found, 4 not authenticated or forbidde
     api: async () => await resolveApi(io, program.opts().url as string | undefined)
   }
   for (const register of modules) register(program, context)
+  usageAfterErrors(program)
   return program
+}
+
+// A usage error (a missing id, an unknown choice) shows the failing command's own usage line:
+// enough to correct the call without scrolling through the whole help.
+function usageAfterErrors (command: Command): void {
+  const help = command.createHelp()
+  command.showHelpAfterError(`Usage: ${help.commandUsage(command)}\n(add --help for more)`)
+  for (const sub of command.commands) usageAfterErrors(sub)
 }
 
 /** Runs the CLI with `args` (without node and the script) and returns the exit code. */

@@ -1,0 +1,166 @@
+/**
+ * `reaktor polling …` as a subprocess against a listening service with a few polling reaktors:
+ * tables and `--json` of list, status and runs, the filters of list, single and bulk start/stop,
+ * run now, the next-page hint, and the exit codes (1, 2, 3, 4).
+ */
+import t from 'tap'
+import { ADMIN_ENV, apiAs, createApiToken, loginToken } from '../helpers/auth.js'
+import { listeningApp } from '../helpers/browser.js'
+import { cliHome, runCli, type CliResult } from '../helpers/cli.js'
+import { waitFor } from '../helpers/context.js'
+import { FAST_SCHEDULER, probe } from '../helpers/scheduler.js'
+
+/** Every reaktor runs once at its start, then an hour later: nothing changes while the test reads. */
+function reaktor (id: string, behaviour: () => unknown, autoStart: boolean, extra: object = {}): ReturnType<typeof probe>['registration'] {
+  return probe(id, behaviour, { interval: '1h', autoStart, ...extra }).registration
+}
+
+const { app, base } = await listeningApp(t, {
+  env: ADMIN_ENV,
+  scheduler: FAST_SCHEDULER,
+  apps: [
+    { name: 'cli-app', version: '1.0.0', pollingReaktors: [reaktor('alpha', () => false, true), reaktor('beta', () => false, false), reaktor('gamma', () => { throw new Error('boom') }, true)] },
+    { name: 'other-app', version: '1.0.0', pollingReaktors: [reaktor('delta', () => false, false, { label: 'Delta reaktor' })] }
+  ]
+})
+const session = await loginToken(app)
+const call = apiAs(app, session)
+const { token } = await createApiToken(app, session, { name: 'cli test' })
+const home = await cliHome(t)
+const env = { XDG_CONFIG_HOME: home, REAKTOR_URL: base, REAKTOR_TOKEN: token }
+const cli = async (...args: string[]): Promise<CliResult> => await runCli(args, { env })
+
+await waitFor(async () => {
+  const byId = Object.fromEntries((await call('GET', '/api/v1/polling')).body.pollingReaktors.map((s: any) => [s.reaktorDefinitionId, s]))
+  return byId.alpha?.lastOutcome === 'no_work' && byId.gamma?.consecutiveFailures === 1
+}, { what: 'the first runs of alpha and gamma in their status' })
+
+/** The cells of a table's lines (columns are two or more spaces apart; no cell here has two spaces). */
+function cells (table: string): string[][] {
+  return table.trimEnd().split('\n').map((line) => line.split(/ {2,}/))
+}
+
+function ids (json: string): string[] {
+  return JSON.parse(json).pollingReaktors.map((s: any) => s.reaktorDefinitionId)
+}
+
+t.test('list and status: tables, --json as the API answers, the filters', async (t) => {
+  const listed = (await call('GET', '/api/v1/polling')).body
+  const [table, json, running, failing, otherApp, query, none, status, statusJson] = await Promise.all([
+    cli('polling', 'list'),
+    cli('polling', 'list', '--json'),
+    cli('polling', 'list', '--json', '--state', 'running'),
+    cli('polling', 'list', '--json', '--failing'),
+    cli('polling', 'list', '--json', '--app', 'other-app'),
+    cli('polling', 'list', '--json', '-q', 'DELTA REAK'),
+    cli('polling', 'list', '--state', 'stopped', '--failing'),
+    cli('polling', 'status', 'gamma'),
+    cli('--json', 'polling', 'status', 'alpha')
+  ])
+  for (const res of [table, json, running, failing, otherApp, query, none, status, statusJson]) t.equal(res.code, 0, res.stderr)
+  const byId = Object.fromEntries(listed.pollingReaktors.map((s: any) => [s.reaktorDefinitionId, s]))
+  t.same(cells(table.stdout), [
+    ['ID', 'APP', 'STATE', 'INTERVAL', 'LAST RUN', 'OUTCOME', 'NEXT RUN', 'FAILURES', 'OWNER'],
+    ['alpha', 'cli-app', 'running', '1h', byId.alpha.lastRun, 'no_work', byId.alpha.nextRun, '0', 'test-node'],
+    ['beta', 'cli-app', 'stopped', '1h', '-', '-', '-', '0', '-'],
+    ['delta', 'other-app', 'stopped', '1h', '-', '-', '-', '0', '-'],
+    ['gamma', 'cli-app', 'running', '1h', byId.gamma.lastRun, 'failed', byId.gamma.nextRun, '1', 'test-node']
+  ], 'one row per reaktor, ISO times when not at a terminal')
+  t.same(JSON.parse(json.stdout), listed, '--json: the API answer')
+  t.same(ids(running.stdout), ['alpha', 'gamma'], '--state running')
+  t.same(ids(failing.stdout), ['gamma'], '--failing')
+  t.same(ids(otherApp.stdout), ['delta'], '--app')
+  t.same(ids(query.stdout), ['delta'], '-q matches the label, in any case')
+  t.equal(none.stdout, '(none)\n', 'no match: an empty table says so')
+  t.match(status.stdout, /^id:\s+gamma\n/)
+  t.match(status.stdout, /\nstate:\s+running\n/)
+  t.match(status.stdout, /\nlast error:\s+Error: boom\n/)
+  t.match(status.stdout, /\nfailures:\s+1\n/)
+  t.same(JSON.parse(statusJson.stdout), byId.alpha, 'status --json: the API answer')
+})
+
+t.test('start, stop, run, runs', async (t) => {
+  const state = async (id: string): Promise<string> => (await call('GET', `/api/v1/polling/${id}/status`)).body.state
+
+  let res = await cli('polling', 'start', 'beta')
+  t.same([res.code, res.stdout], [0, 'Polling reaktor "beta" started successfully\n'], 'one id: the single route')
+  t.equal(await state('beta'), 'running')
+
+  res = await cli('polling', 'stop', '--app', 'cli-app')
+  t.equal(res.code, 0, res.stderr)
+  t.same(cells(res.stdout), [['ID', 'RESULT'], ['alpha', 'stopped'], ['beta', 'stopped'], ['gamma', 'stopped'], ['3 changed, 0 unchanged, 0 not found']])
+  t.same(await Promise.all(['alpha', 'beta', 'gamma', 'delta'].map(state)), ['stopped', 'stopped', 'stopped', 'stopped'])
+
+  const [bulk, run, unknownRun] = await Promise.all([
+    cli('--json', 'polling', 'start', 'delta', 'nope', 'beta'),
+    cli('polling', 'run', 'alpha'),
+    cli('polling', 'run', 'nope')
+  ])
+  t.equal(bulk.code, 3, 'an unknown id among several: exit 3, the others still applied')
+  t.same(JSON.parse(bulk.stdout), {
+    action: 'start',
+    results: [{ reaktorDefinitionId: 'delta', result: 'started' }, { reaktorDefinitionId: 'nope', result: 'not_found' }, { reaktorDefinitionId: 'beta', result: 'started' }],
+    changed: 2,
+    unchanged: 0,
+    notFound: ['nope']
+  }, '--json: the bulk answer')
+  t.match(bulk.stderr, 'not registered: nope')
+  t.same(await Promise.all(['beta', 'delta'].map(state)), ['running', 'running'])
+  t.equal(run.code, 1, 'run on a stopped reaktor')
+  t.match(run.stderr, 'Polling reaktor "alpha" is stopped: start it first')
+  t.equal(unknownRun.code, 3, 'run on an unknown id')
+  t.match(unknownRun.stderr, 'Polling reaktor "nope" is not registered')
+
+  res = await cli('polling', 'start', 'alpha')
+  t.equal(res.code, 0, res.stderr)
+  res = await cli('polling', 'run', 'alpha')
+  t.same([res.code, res.stdout], [0, 'Polling reaktor "alpha": run requested\n'])
+  await waitFor(async () => (await call('GET', '/api/v1/polling/alpha/runs')).body.runs.length >= 3, { what: 'the runs of alpha in its history' })
+  const history = (await call('GET', '/api/v1/polling/alpha/runs?limit=2')).body
+
+  const [table, json, notFound] = await Promise.all([
+    cli('polling', 'runs', 'alpha', '--limit', '2'),
+    cli('polling', 'runs', 'alpha', '--limit', '2', '--json'),
+    cli('polling', 'runs', 'nope')
+  ])
+  t.equal(table.code, 0, table.stderr)
+  t.same(cells(table.stdout), [
+    ['STARTED', 'OUTCOME', 'DURATION', 'NODE', 'ERROR'],
+    ...history.runs.map((r: any) => [r.startedAt, r.outcome, `${r.durationMs as number}ms`, 'test-node', '-'])
+  ])
+  t.equal(table.stderr, `more: reaktor polling runs alpha --limit 2 --before ${history.nextBefore as string}\n`, 'the next page, on stderr')
+  t.same(JSON.parse(json.stdout), history, '--json: the API answer with its cursor')
+  t.equal(notFound.code, 3)
+
+  res = await cli('polling', 'runs', 'alpha', '--limit', '2', '--before', history.nextBefore)
+  t.equal(res.code, 0, res.stderr)
+  const older = (await call('GET', `/api/v1/polling/alpha/runs?limit=2&before=${history.nextBefore as string}`)).body
+  t.equal(cells(res.stdout)[1][0], older.runs[0].startedAt, '--before: the older page')
+})
+
+t.test('usage errors 2, a refused token 4, unreachable 1, help with an example', async (t) => {
+  const results = await Promise.all([
+    cli('polling', 'status'),
+    cli('polling', 'list', '--state', 'sleeping'),
+    cli('polling', 'runs', 'alpha', '--limit', 'ten'),
+    cli('polling', 'runs', 'alpha', '--limit', '0'),
+    cli('polling', 'start'),
+    cli('polling', 'stop', 'alpha', '--app', 'cli-app'),
+    cli('polling', 'frobnicate')
+  ])
+  for (const res of results) {
+    t.equal(res.code, 2, res.stderr)
+    t.match(res.stderr, /^error: .*\nUsage: reaktor polling/, 'the error, then the usage')
+  }
+  const [refused, unreachable, help] = await Promise.all([
+    runCli(['polling', 'list'], { env: { ...env, REAKTOR_TOKEN: 'reaktor_pat_' + 'x'.repeat(43) } }),
+    runCli(['polling', 'list', '--url', 'http://127.0.0.1:9'], { env }),
+    cli('polling', 'runs', '--help')
+  ])
+  t.equal(refused.code, 4, 'a token the service refuses')
+  t.match(refused.stderr, 'reaktor login')
+  t.equal(unreachable.code, 1, 'unreachable')
+  t.match(unreachable.stderr, 'cannot reach http://127.0.0.1:9')
+  t.equal(help.code, 0)
+  t.match(help.stdout, /Usage: reaktor polling runs \[options\] <id>[\s\S]*Example:\n {2}\$ reaktor polling runs/)
+})

@@ -41,7 +41,7 @@ t.test('login, whoami, REAKTOR_TOKEN, another URL, logout', async (t) => {
   t.equal((await fs.stat(file)).mode & 0o777, 0o600, 'the file is owner-only')
   t.equal((await fs.stat(path.dirname(file))).mode & 0o777, 0o700, 'its folder too')
   const text = await fs.readFile(file, 'utf8')
-  const stored = JSON.parse(text)
+  let stored = JSON.parse(text)
   t.same(Object.keys(stored).sort(), ['token', 'tokenId', 'url', 'username'])
   t.match(stored, { url: base, username: 'alice', token: /^reaktor_pat_[A-Za-z0-9_-]{43}$/ })
   t.notMatch(text, ADMIN.password, 'no password in the file')
@@ -76,6 +76,15 @@ t.test('login, whoami, REAKTOR_TOKEN, another URL, logout', async (t) => {
   t.equal(mineJson.code, 0, mineJson.stderr)
   t.same(JSON.parse(mineJson.stdout), (await apiAs(app, stored.token)('GET', '/api/v1/auth/me')).body, '--json is the API answer')
   t.match(JSON.parse(asBob.stdout), { username: 'bob', role: 'operator', kind: 'token' }, 'REAKTOR_TOKEN overrides the stored login')
+
+  // Logging in again replaces the stored login and revokes the token it held.
+  res = await runCli(['login', '--username', ADMIN.username, '--password-stdin'], { env: { XDG_CONFIG_HOME: home }, stdin: ADMIN.password })
+  t.equal(res.code, 0, res.stderr)
+  const replaced = stored
+  stored = JSON.parse(await fs.readFile(file, 'utf8'))
+  t.not(stored.tokenId, replaced.tokenId, 'a new token, at the stored URL')
+  t.equal((await app.inject({ method: 'GET', url: '/api/v1/auth/me', headers: tokenHeader(replaced.token) })).statusCode, 401, 'the replaced token is revoked')
+  t.same((await admin('GET', '/api/v1/tokens')).body.tokens.filter((tk: any) => tk.owner === 'alice').map((tk: any) => tk.id), [stored.tokenId], 'one CLI token of alice is left')
 
   // The stored token goes to its own service only: another --url gets no token at all.
   const seen: Array<string | undefined> = []

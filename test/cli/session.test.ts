@@ -78,13 +78,14 @@ t.test('login, whoami, REAKTOR_TOKEN, another URL, logout', async (t) => {
   t.match(JSON.parse(asBob.stdout), { username: 'bob', role: 'operator', kind: 'token' }, 'REAKTOR_TOKEN overrides the stored login')
 
   // Logging in again replaces the stored login and revokes the token it held.
-  res = await runCli(['login', '--username', ADMIN.username, '--password-stdin'], { env: { XDG_CONFIG_HOME: home }, stdin: ADMIN.password })
+  res = await runCli(['login', '--username', ADMIN.username, '--password-stdin', '--expires-in', 'never'], { env: { XDG_CONFIG_HOME: home }, stdin: ADMIN.password })
   t.equal(res.code, 0, res.stderr)
   const replaced = stored
   stored = JSON.parse(await fs.readFile(file, 'utf8'))
   t.not(stored.tokenId, replaced.tokenId, 'a new token, at the stored URL')
   t.equal((await app.inject({ method: 'GET', url: '/api/v1/auth/me', headers: tokenHeader(replaced.token) })).statusCode, 401, 'the replaced token is revoked')
-  t.same((await admin('GET', '/api/v1/tokens')).body.tokens.filter((tk: any) => tk.owner === 'alice').map((tk: any) => tk.id), [stored.tokenId], 'one CLI token of alice is left')
+  t.same((await admin('GET', '/api/v1/tokens')).body.tokens.filter((tk: any) => tk.owner === 'alice').map((tk: any) => [tk.id, tk.expiresAt]), [[stored.tokenId, null]], 'one CLI token of alice is left, never expiring (--expires-in never)')
+  t.match(res.stdout, 'never expires')
 
   // The stored token goes to its own service only: another --url gets no token at all.
   const seen: Array<string | undefined> = []
@@ -125,13 +126,14 @@ t.test('login failures: wrong password 4, unreachable 1, a refused expiry 1 with
   const env = { XDG_CONFIG_HOME: home, REAKTOR_URL: base }
   const file = path.join(home, 'reaktor', 'credentials.json')
   const port = await closedPort()
-  const [wrong, unreachable, expiry, noUser, noTty, badUrl] = await Promise.all([
+  const [wrong, unreachable, expiry, noUser, noTty, badUrl, badDuration] = await Promise.all([
     runCli(['login', '--username', ADMIN.username, '--password-stdin'], { env, stdin: 'not the password' }),
     runCli(['login', '--username', ADMIN.username, '--password-stdin', '--url', `http://127.0.0.1:${port}`], { env, stdin: ADMIN.password }),
     runCli(['login', '--username', ADMIN.username, '--password-stdin', '--expires-in', '5s'], { env, stdin: ADMIN.password }),
     runCli(['login', '--password-stdin'], { env, stdin: ADMIN.password }),
     runCli(['login', '--username', ADMIN.username], { env }),
-    runCli(['login', '--username', ADMIN.username, '--password-stdin', '--url', 'ftp://example.org'], { env, stdin: ADMIN.password })
+    runCli(['login', '--username', ADMIN.username, '--password-stdin', '--url', 'ftp://example.org'], { env, stdin: ADMIN.password }),
+    runCli(['login', '--username', ADMIN.username, '--password-stdin', '--expires-in', 'soon'], { env, stdin: ADMIN.password })
   ])
   t.equal(wrong.code, 4, 'a wrong password')
   t.match(wrong.stderr, /^reaktor: Invalid username or password\n$/, "the service's message, no login hint")
@@ -143,6 +145,8 @@ t.test('login failures: wrong password 4, unreachable 1, a refused expiry 1 with
   t.equal(noTty.code, 2, 'no terminal to ask the password on')
   t.match(noTty.stderr, '--password-stdin')
   t.equal(badUrl.code, 2, 'not an http URL')
+  t.equal(badDuration.code, 2, 'not a duration')
+  t.match(badDuration.stderr, /^error: option '--expires-in <duration>' argument 'soon' is invalid\. a duration such as 30m, 12h or 90d, or "never"\nUsage: reaktor login/)
   await t.rejects(fs.stat(file), { code: 'ENOENT' }, 'nothing stored')
   const left = await app.db.selectFrom('sessions').where('revoked_at', 'is', null).select((eb) => eb.fn.countAll<string>().as('n')).executeTakeFirstOrThrow()
   t.equal(Number(left.n), 0, 'the session of the refused expiry was ended too')

@@ -1,5 +1,6 @@
 import os from 'node:os'
-import { Option } from 'commander'
+import { InvalidArgumentError, Option } from 'commander'
+import { isDuration } from '../../duration.js'
 import { ApiClient } from '../client.js'
 import { CliError, EXIT, type CliContext, type CommandModule } from '../context.js'
 import { credentialsPath, readStoredLogin, removeStoredLogin, writeStoredLogin, type StoredLogin } from '../credentials.js'
@@ -15,7 +16,7 @@ export const sessionCommands: CommandModule = (program, context) => {
     .description('log in and store an API token for this machine (the password is never stored)')
     .option('--username <name>', 'the username (asked when not given)')
     .option('--password-stdin', 'read the password from stdin instead of asking for it')
-    .addOption(new Option('--expires-in <duration>', 'how long the stored token lasts, 1m to 3650d, or "never"').default('90d'))
+    .addOption(new Option('--expires-in <duration>', 'how long the stored token lasts, 1m to 3650d, or "never"').default('90d').argParser(expiresIn))
     .addHelpText('after', `
 The password is asked without echo, or read from stdin with --password-stdin; never an argument.
 The token is stored owner-only (0600) in $XDG_CONFIG_HOME/reaktor/credentials.json
@@ -89,6 +90,12 @@ async function login (context: CliContext, options: { username?: string, passwor
 
   if (context.json()) return printJson(io, { url, username: me.username, tokenId: created.id, expiresAt: created.expiresAt, credentialsFile: file })
   io.stdout.write(`Logged in to ${url} as ${me.username} (${me.role}); token ${created.id} ${created.expiresAt === null ? 'never expires' : `expires ${created.expiresAt}`}, stored in ${file}\n`)
+}
+
+// Checked before the password is asked: a typo in the duration should not cost a login attempt.
+function expiresIn (value: string): string {
+  if (value !== 'never' && !isDuration(value)) throw new InvalidArgumentError('a duration such as 30m, 12h or 90d, or "never"')
+  return value
 }
 
 async function revokeQuietly (login: StoredLogin): Promise<void> {

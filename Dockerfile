@@ -18,11 +18,15 @@ ENV NODE_ENV=production \
     REAKTOR_APPS_DIR=/app/reaktor-apps
 WORKDIR /app
 # The embedded PostgreSQL (used when DATABASE_URL is unset) runs as this same non-root user.
+# /app/.config is where `reaktor login` keeps its token (the user's home is /app, owned by root).
 RUN groupadd --system reaktor && useradd --system --gid reaktor --home /app reaktor \
-    && mkdir -p /data && chown reaktor:reaktor /data
+    && mkdir -p /data /app/.config && chown reaktor:reaktor /data /app/.config \
+    && ln -s /app/bin/reaktor.js /usr/local/bin/reaktor
 COPY --from=build --chown=reaktor:reaktor /app/node_modules ./node_modules
 COPY --from=build --chown=reaktor:reaktor /app/dist ./dist
 COPY --chown=reaktor:reaktor package.json ./
+# The `reaktor` command (on PATH through the link above): without src/ it runs dist/cli.
+COPY --chown=reaktor:reaktor --chmod=755 bin ./bin
 COPY --chown=reaktor:reaktor reaktor-apps ./reaktor-apps
 USER reaktor
 VOLUME ["/data"]

@@ -3,11 +3,14 @@
  * tables and `--json` of list, status and runs, the filters of list, single and bulk start/stop,
  * run now, the next-page hint, and the exit codes (1, 2, 3, 4).
  */
+import { spawn } from 'node:child_process'
+import path from 'node:path'
 import t from 'tap'
 import { ADMIN_ENV, apiAs, createApiToken, loginToken } from '../helpers/auth.js'
 import { listeningApp } from '../helpers/browser.js'
 import { cliHome, runCli, type CliResult } from '../helpers/cli.js'
 import { waitFor } from '../helpers/context.js'
+import { ROOT } from '../helpers/paths.js'
 import { FAST_SCHEDULER, probe } from '../helpers/scheduler.js'
 
 /** Every reaktor runs once at its start, then an hour later: nothing changes while the test reads. */
@@ -163,4 +166,15 @@ t.test('usage errors 2, a refused token 4, unreachable 1, help with an example',
   t.match(unreachable.stderr, 'cannot reach http://127.0.0.1:9')
   t.equal(help.code, 0)
   t.match(help.stdout, /Usage: reaktor polling runs \[options\] <id>[\s\S]*Example:\n {2}\$ reaktor polling runs/)
+})
+
+t.test('a reader that closes the pipe early (| head): a quiet end, no stack trace', async (t) => {
+  const child = spawn(process.execPath, [path.join(ROOT, 'bin', 'reaktor.js'), 'polling', 'list'], { cwd: ROOT, env: { PATH: process.env.PATH ?? '', ...env }, stdio: ['ignore', 'pipe', 'pipe'] })
+  // Closed long before the command has loaded, let alone asked the service: its one write meets a closed pipe.
+  child.stdout.destroy()
+  let stderr = ''
+  child.stderr.setEncoding('utf8').on('data', (s: string) => { stderr += s })
+  const code = await new Promise<number | null>((resolve) => child.on('close', resolve))
+  t.equal(stderr, '', 'nothing on stderr')
+  t.equal(code, 0)
 })

@@ -152,4 +152,14 @@ t.test('login failures: wrong password 4, unreachable 1, a refused expiry 1 with
   t.equal(Number(left.n), 0, 'the session of the refused expiry was ended too')
   const tokens = await app.db.selectFrom('api_tokens').select('id').execute()
   t.same(tokens, [], 'no token made')
+
+  // A logout that cannot reach the service keeps the stored login: the token is still live there.
+  const elsewhere = await cliHome(t)
+  const storedFile = path.join(elsewhere, 'reaktor', 'credentials.json')
+  await fs.mkdir(path.dirname(storedFile), { mode: 0o700 })
+  await fs.writeFile(storedFile, JSON.stringify({ url: `http://127.0.0.1:${port}`, username: 'alice', token: 'reaktor_pat_' + 'x'.repeat(43), tokenId: '6f1c0000-0000-4000-8000-000000000000' }), { mode: 0o600 })
+  const res = await runCli(['logout'], { env: { XDG_CONFIG_HOME: elsewhere } })
+  t.equal(res.code, 1, 'unreachable')
+  t.match(res.stderr, `cannot reach http://127.0.0.1:${port}: ECONNREFUSED; the stored login is kept`)
+  t.ok((await fs.stat(storedFile)).isFile(), 'the file is kept')
 })

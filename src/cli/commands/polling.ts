@@ -205,12 +205,14 @@ function shellWord (text: string): string {
 function timeFormat (context: CliContext): (iso: string | null | undefined) => string | null {
   if (context.io.stdout.isTTY !== true) return (iso) => iso ?? null
   const now = Date.now()
-  return (iso) => {
-    if (iso === null || iso === undefined) return null
-    const ms = Date.parse(iso) - now
-    const text = shortDuration(Math.abs(ms))
-    return ms >= 0 ? `in ${text}` : `${text} ago`
-  }
+  return (iso) => iso === null || iso === undefined ? null : relativeTime(iso, now)
+}
+
+/** `iso` seen from `now`: "12s ago", "in 4s", "3m5s ago", "in 2h", "1d3h ago" (two units at most). */
+export function relativeTime (iso: string, now: number): string {
+  const ms = Date.parse(iso) - now
+  const text = shortDuration(Math.abs(ms))
+  return ms >= 0 ? `in ${text}` : `${text} ago`
 }
 
 function shortDuration (ms: number): string {

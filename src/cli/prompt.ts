@@ -36,9 +36,15 @@ async function promptTty (io: CliIo, question: string, echo: boolean): Promise<s
     return await new Promise<string>((resolve, reject) => {
       let typed = ''
       const onData = (data: Buffer | string): void => {
-        for (const ch of String(data)) {
+        const chars = [...String(data)]
+        for (const [i, ch] of chars.entries()) {
           if (ch === '\r' || ch === '\n' || ch === '\u0004') {
             stdin.removeListener('data', onData)
+            // Typed ahead (or pasted) past this answer: it belongs to the next question, not to nobody.
+            // Paused first: a flowing stream would emit it again at once, to no listener.
+            const rest = chars.slice(ch === '\r' && chars[i + 1] === '\n' ? i + 2 : i + 1).join('')
+            stdin.pause()
+            if (rest !== '') stdin.unshift(Buffer.from(rest))
             io.stderr.write('\n')
             resolve(typed)
             return

@@ -8,10 +8,12 @@ import http from 'node:http'
 import os from 'node:os'
 import path from 'node:path'
 import type { AddressInfo } from 'node:net'
+import { PassThrough } from 'node:stream'
 import t from 'tap'
 import { ADMIN, ADMIN_ENV, apiAs, loginToken, tokenHeader } from '../helpers/auth.js'
 import { listeningApp } from '../helpers/browser.js'
 import { cliHome, runCli } from '../helpers/cli.js'
+import { main } from '../../src/cli/main.js'
 
 const BOB = { username: 'bob', password: 'bob has a long password' }
 
@@ -162,4 +164,50 @@ t.test('login failures: wrong password 4, unreachable 1, a refused expiry 1 with
   t.equal(res.code, 1, 'unreachable')
   t.match(res.stderr, `cannot reach http://127.0.0.1:${port}: ECONNREFUSED; the stored login is kept`)
   t.ok((await fs.stat(storedFile)).isFile(), 'the file is kept')
+})
+
+/** `reaktor login` in this process at a fake terminal: `answers` are typed when their question (the key) is written. */
+async function terminalLogin (env: Record<string, string>, answers: Map<string, string>): Promise<{ code: number, stdout: string, stderr: string, rawModes: boolean[] }> {
+  const rawModes: boolean[] = []
+  const stdin = Object.assign(new PassThrough(), { isTTY: true, setRawMode: (mode: boolean) => { rawModes.push(mode) } })
+  let stdout = ''
+  let stderr = ''
+  const io = {
+    env,
+    stdin,
+    stdout: { write: (text: string) => { stdout += text } },
+    stderr: {
+      write: (text: string) => {
+        stderr += text
+        const answer = answers.get(text)
+        if (answer !== undefined) setImmediate(() => stdin.write(answer))
+      }
+    }
+  }
+  // A prompt that lost an answer would wait for ever: fail instead, with what it wrote.
+  let timer: NodeJS.Timeout | undefined
+  const deadline = new Promise<never>((_resolve, reject) => { timer = setTimeout(() => reject(new Error(`login still waiting after 15 s; stderr: ${JSON.stringify(stderr)}`)), 15_000) })
+  try {
+    const code = await Promise.race([main(['login'], io), deadline])
+    return { code, stdout, stderr, rawModes }
+  } finally {
+    clearTimeout(timer)
+  }
+}
+
+t.test('login at a terminal: the username echoed, the password not, also when typed ahead', async (t) => {
+  const { base } = await listeningApp(t, { env: ADMIN_ENV })
+  const home = await cliHome(t)
+  const env = { XDG_CONFIG_HOME: home, REAKTOR_URL: base }
+  let res = await terminalLogin(env, new Map([['Username: ', `${ADMIN.username}\r`], ['Password: ', `${ADMIN.password}\r`]]))
+  t.equal(res.code, 0, res.stderr)
+  t.match(res.stdout, `Logged in to ${base} as alice (admin)`)
+  t.equal(res.stderr, `Username: ${ADMIN.username}\nPassword: \n`, 'the username echoed, the password not')
+  t.same(res.rawModes, [true, false, true, false], 'the terminal is raw only while asking')
+  t.match(JSON.parse(await fs.readFile(path.join(home, 'reaktor', 'credentials.json'), 'utf8')), { url: base, username: 'alice' })
+
+  // Both answers in one chunk (pasted, or typed before the second question): the rest is the password.
+  res = await terminalLogin(env, new Map([['Username: ', `${ADMIN.username}\r${ADMIN.password}\r`]]))
+  t.equal(res.code, 0, res.stderr)
+  t.equal(res.stderr, `Username: ${ADMIN.username}\nPassword: \n`)
 })

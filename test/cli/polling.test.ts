@@ -114,10 +114,11 @@ t.test('start, stop, run, runs', async (t) => {
   t.equal(unknownRun.code, 3, 'run on an unknown id')
   t.match(unknownRun.stderr, 'Polling reaktor "nope" is not registered')
 
-  res = await cli('polling', 'start', 'alpha')
-  t.equal(res.code, 0, res.stderr)
-  res = await cli('polling', 'run', 'alpha')
-  t.same([res.code, res.stdout], [0, 'Polling reaktor "alpha": run requested\n'])
+  res = await cli('polling', 'start', 'alpha', '--json')
+  t.same([res.code, JSON.parse(res.stdout)], [0, { message: 'Polling reaktor "alpha" started successfully' }], 'one id, --json: the API answer')
+  const [run2, runJson] = await Promise.all([cli('polling', 'run', 'alpha'), cli('polling', 'run', 'alpha', '--json')])
+  t.same([run2.code, run2.stdout], [0, 'Polling reaktor "alpha": run requested\n'])
+  t.same([runJson.code, JSON.parse(runJson.stdout)], [0, { message: 'Polling reaktor "alpha": run requested' }])
   await waitFor(async () => (await call('GET', '/api/v1/polling/alpha/runs')).body.runs.length >= 3, { what: 'the runs of alpha in its history' })
   const history = (await call('GET', '/api/v1/polling/alpha/runs?limit=2')).body
 

@@ -1,4 +1,8 @@
 import type { CommandModule } from '../context.js'
+import { auditCommands } from './audit.js'
+import { databaseCommands } from './database.js'
+import { tokensCommands } from './tokens.js'
+import { usersCommands } from './users.js'
 
 /** Every command group, in the order `reaktor --help` lists them. */
-export const commandModules: readonly CommandModule[] = []
+export const commandModules: readonly CommandModule[] = [usersCommands, tokensCommands, auditCommands, databaseCommands]

@@ -1,4 +1,4 @@
-import { CliError, EXIT, type ExitCode } from './context.js'
+import { CliError, EXIT, type ExitCode } from './exit.js'
 
 /** The default service address: `npm start` on this machine. */
 export const DEFAULT_URL = 'http://127.0.0.1:3000'

@@ -1,17 +1,8 @@
 import type { Command } from 'commander'
 import type { ApiClient } from './client.js'
 
-/** Exit codes scripts rely on (README "Command line"). */
-export const EXIT = { ok: 0, error: 1, usage: 2, notFound: 3, auth: 4 } as const
-export type ExitCode = typeof EXIT[keyof typeof EXIT]
-
-/** A failure the command reports on stderr and turns into its exit code. */
-export class CliError extends Error {
-  constructor (readonly exitCode: ExitCode, message: string) {
-    super(message)
-    this.name = 'CliError'
-  }
-}
+// Where the API client finds them too, without importing this file back (no import cycle).
+export { CliError, EXIT, type ExitCode } from './exit.js'
 
 /** Where a command reads and writes: the process's own streams and environment, or a test's. */
 export interface CliIo {

@@ -69,6 +69,7 @@ t.test('admin reset-password: a generated password alone on stdout, --password-s
   t.equal(unreachable.code, 1)
   t.match(unreachable.stderr, /ECONNREFUSED/)
   for (const r of [unknown, short, missing, unreachable]) t.equal(r.stdout, '', 'nothing on stdout when it fails')
+  for (const r of [unknown, short, unreachable]) t.notMatch(r.stderr, /^reaktor: *$/m, 'no empty error line after the command\'s own')
   t.ok(await logsIn(generated.stdout.trim()), 'none of the failed ones changed the password')
 
   const chosen = await reaktor(['--json', 'admin', 'reset-password', '--password-stdin', 'ALICE'], 'alice chose this\n')

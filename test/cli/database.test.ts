@@ -35,7 +35,7 @@ t.test('migrate: applies every migration to an empty database, then finds it up 
   t.equal(again.stdout, 'database schema is up to date\n')
   t.same(JSON.parse(json.stdout), { applied: [] }, '--json: what was applied')
   t.equal(unreachable.code, 1)
-  t.match(unreachable.stderr, /^reaktor: migration failed: .*ECONNREFUSED/m)
+  t.match(unreachable.stderr, /^reaktor: database migration failed: connect ECONNREFUSED/m)
   t.equal(unreachable.stdout, '')
   t.equal(misconfigured.code, 1)
   t.match(misconfigured.stderr, /^reaktor: invalid configuration: DATABASE_URL/m)

@@ -2,8 +2,9 @@ import { Argument } from 'commander'
 import { CliError, EXIT, type ExitCode, type CommandModule } from '../context.js'
 import { printJson } from '../output.js'
 
-const WHERE = 'It reaches the database as the service does: DATABASE_URL, or else the embedded PostgreSQL of DATA_DIR ' +
-  '(which only one process may run: stop the service first). --url and REAKTOR_TOKEN play no part.'
+const WHERE = 'It reaches the database as the service does: DATABASE_URL, or else the embedded PostgreSQL\n' +
+  'of DATA_DIR (which only one process may run: stop the service first). --url, REAKTOR_URL and\n' +
+  'REAKTOR_TOKEN play no part.'
 
 /**
  * `reaktor migrate` and `reaktor admin reset-password`: straight on the database, for when there is
@@ -22,7 +23,7 @@ export const databaseCommands: CommandModule = (program, context) => {
       try {
         applied = await migrateDatabase(io.env, { info: (line) => io.stderr.write(`${line}\n`), warn: (line) => io.stderr.write(`${line}\n`) })
       } catch (err) {
-        throw new CliError(EXIT.error, `${err instanceof ConfigError ? 'invalid configuration: ' : 'migration failed: '}${(err as Error).message}`)
+        throw new CliError(EXIT.error, `${err instanceof ConfigError ? 'invalid configuration: ' : ''}${(err as Error).message}`)
       }
       if (context.json()) return printJson(io, { applied })
       for (const r of applied) io.stdout.write(`${r.status}: ${r.migrationName}\n`)

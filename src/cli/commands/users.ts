@@ -60,7 +60,7 @@ function printWithPassword (context: CliContext, answer: UserWithPassword, done:
 function addPasswd (parent: Command, context: CliContext): void {
   example(parent.command('passwd')
     .description('change your own password; every session and API token of yours ends, the one in use too (log in again)')
-    .option('--password-stdin', 'read the current password, then the new one, as two lines of stdin instead of prompting'), 
+    .option('--password-stdin', 'read the current password, then the new one, as two lines of stdin instead of prompting'),
   'reaktor passwd', 'printf \'%s\\n%s\\n\' "$OLD" "$NEW" | reaktor passwd --password-stdin')
     .action(async (opts: { passwordStdin?: boolean }) => {
       const { io } = context

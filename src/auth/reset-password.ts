@@ -2,16 +2,10 @@ import { sql, type Kysely } from 'kysely'
 import { insertAudit } from '../audit.js'
 import type { Database } from '../db/schema.js'
 import { revokeUserCredentials } from './sessions.js'
-import { PASSWORD_MAX, PASSWORD_MIN } from './user-rules.js'
 import { findUserByUsername } from './users.js'
 
-/** What is wrong with a new password, or null when it may be set. */
-export function passwordProblem (password: string): string | null {
-  const characters = [...password].length
-  if (characters < PASSWORD_MIN) return `the password is too short: ${characters} characters, at least ${PASSWORD_MIN} are needed`
-  if (characters > PASSWORD_MAX) return `the password is too long: ${characters} characters, at most ${PASSWORD_MAX} are allowed`
-  return null
-}
+// The rule lives with the other account rules, where the command line (src/cli) reads it without the database code.
+export { passwordProblem } from './user-rules.js'
 
 export interface PasswordReset {
   /** The username as stored (the lookup ignores case). */

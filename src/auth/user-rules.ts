@@ -42,3 +42,11 @@ export function usernameProblem (raw: string): string | null {
   if (UNPRINTABLE.test(name)) return `username: ${PRINTABLE_RULE}`
   return null
 }
+
+/** What is wrong with a new password, or null when it may be set. */
+export function passwordProblem (password: string): string | null {
+  const characters = [...password].length
+  if (characters < PASSWORD_MIN) return `the password is too short: ${characters} characters, at least ${PASSWORD_MIN} are needed`
+  if (characters > PASSWORD_MAX) return `the password is too long: ${characters} characters, at most ${PASSWORD_MAX} are allowed`
+  return null
+}

@@ -78,7 +78,8 @@ export async function main (args: readonly string[], io: CliIo): Promise<number>
       return EXIT.usage
     }
     if (err instanceof CliError) {
-      io.stderr.write(`reaktor: ${err.message}\n`)
+      // An empty message: the command has already said what went wrong (in its own words).
+      if (err.message !== '') io.stderr.write(`reaktor: ${err.message}\n`)
       return err.exitCode
     }
     io.stderr.write(`reaktor: ${(err as Error).message}\n`)

@@ -73,3 +73,12 @@ async function promptTty (io: CliIo, question: string, echo: boolean): Promise<s
     stdin.pause()
   }
 }
+
+/**
+ * A yes/no question at the terminal, for what cannot be undone; `flag` names the option that answers
+ * it without a terminal. Without a terminal it is a usage error, never a silent yes.
+ */
+export async function confirm (io: CliIo, question: string, flag: string): Promise<boolean> {
+  if (io.stdin.isTTY !== true) throw new CliError(EXIT.usage, `${question.replace(/\?\s*$/, '')}: no terminal to ask on; add ${flag} to confirm`)
+  return /^y(es)?$/i.test((await promptLine(io, `${question} [y/N] `)).trim())
+}

@@ -13,7 +13,7 @@ export async function migrateToLatest (db: Kysely<any>): Promise<MigrationResult
   const result = await migrator(db).migrateToLatest()
   if (result.error !== undefined) {
     const failed = result.results?.find((r) => r.status === 'Error')
-    throw new Error(`database migration ${failed?.migrationName ?? ''} failed: ${String((result.error as Error)?.message ?? result.error)}`)
+    throw new Error(`database migration${failed === undefined ? '' : ` ${failed.migrationName}`} failed: ${String((result.error as Error)?.message ?? result.error)}`)
   }
   return result
 }

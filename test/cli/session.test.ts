@@ -141,7 +141,7 @@ t.test('login failures: wrong password 4, unreachable 1, a refused expiry 1 with
   t.match(wrong.stderr, /^reaktor: Invalid username or password\n$/, "the service's message, no login hint")
   t.equal(unreachable.code, 1, 'unreachable')
   t.match(unreachable.stderr, `cannot reach http://127.0.0.1:${port}: ECONNREFUSED`)
-  t.equal(expiry.code, 1, 'an expiry the API refuses')
+  t.equal(expiry.code, 2, 'an expiry the API refuses (400): a bad argument')
   t.match(expiry.stderr, 'expiresIn')
   t.equal(noUser.code, 2, '--password-stdin without --username')
   t.equal(noTty.code, 2, 'no terminal to ask the password on')

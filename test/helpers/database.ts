@@ -25,12 +25,22 @@ async function admin<T> (fn: (client: pg.Client) => Promise<T>): Promise<T> {
   }
 }
 
-/** A fresh, migrated database for one test (cloned from the run's template); dropped at teardown. */
-export async function createTestDatabase (t: TestContext): Promise<string> {
-  const name = `reaktor_test_${randomBytes(6).toString('hex')}`
-  await admin(async (c) => await c.query(`create database ${name} template ${process.env.TEST_TEMPLATE_DATABASE ?? ''}`))
+/** A database of one test's own, created as `create database … <clause>`; dropped at teardown. */
+async function ownDatabase (t: TestContext, prefix: string, clause: string): Promise<string> {
+  const name = `${prefix}_${randomBytes(6).toString('hex')}`
+  await admin(async (c) => await c.query(`create database ${name} ${clause}`))
   t.teardown(async () => {
     await admin(async (c) => await c.query(`drop database if exists ${name} with (force)`))
   })
   return databaseUrlFor(adminUrl(), name)
+}
+
+/** A fresh, migrated database for one test (cloned from the run's template); dropped at teardown. */
+export async function createTestDatabase (t: TestContext): Promise<string> {
+  return await ownDatabase(t, 'reaktor_test', `template ${process.env.TEST_TEMPLATE_DATABASE ?? ''}`)
+}
+
+/** An empty database (no migration applied) for one test; dropped at teardown. */
+export async function createEmptyDatabase (t: TestContext): Promise<string> {
+  return await ownDatabase(t, 'reaktor_test_empty', '')
 }

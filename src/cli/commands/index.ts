@@ -1,9 +1,17 @@
 import type { CommandModule } from '../context.js'
+import { auditCommands } from './audit.js'
+import { databaseCommands } from './database.js'
 import { pollingCommands } from './polling.js'
 import { sessionCommands } from './session.js'
+import { tokensCommands } from './tokens.js'
+import { usersCommands } from './users.js'
 
 /** Every command group, in the order `reaktor --help` lists them. */
 export const commandModules: readonly CommandModule[] = [
   sessionCommands,
-  pollingCommands
+  pollingCommands,
+  usersCommands,
+  tokensCommands,
+  auditCommands,
+  databaseCommands
 ]

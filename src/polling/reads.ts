@@ -51,7 +51,7 @@ export class PollingReads {
     if (shared.json === undefined) {
       this.reads++
       shared.json = String(serializer.serialize(value))
-      this.cache.set(reaktorId, shared.json, shared.generation, shared.readAt)
+      this.cache.set(reaktorId, shared.json, shared.generation)
     }
     return shared.json
   }
@@ -79,7 +79,7 @@ export class PollingReads {
     if (shared.cached !== true) {
       shared.cached = true
       this.reads++
-      this.cache.set(LIST, list, shared.generation, shared.readAt)
+      this.cache.set(LIST, list, shared.generation)
     }
     return list
   }

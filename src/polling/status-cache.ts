@@ -17,7 +17,8 @@ export interface StatusCacheOptions {
   syncTimeoutMs?: number
 }
 
-interface Entry<V> { value: V, readAt: number }
+/** `until`: performance.now() past which it is no longer served (see `set`). */
+interface Entry<V> { value: V, until: number }
 
 interface Deferred { promise: Promise<boolean>, resolve: (ok: boolean) => void }
 
@@ -48,9 +49,9 @@ function deferred (timeoutMs: number): Deferred {
  *
  * What no notification announces — run results (written in batches by the owner, every 200 ms by
  * default), the owner claimed on a takeover, and an owner whose node died (its advisory lock is
- * gone) — is served at most `maxAgeMs` (100 ms) after it was read. A run result is therefore shown
- * at most 100 ms later than with a read per request, on top of the up to 200 ms it already waits
- * in the owner's batch before it reaches the database at all.
+ * gone) — is served at most `maxAgeMs` (100 ms) after its read answered. A run result is
+ * therefore shown at most 100 ms later than with a read per request (see `set`), on top of the up
+ * to 200 ms it already waits in the owner's batch before it reaches the database at all.
  */
 export class StatusCache<V = string> {
   private readonly entries = new Map<string, Entry<V>>()
@@ -104,17 +105,23 @@ export class StatusCache<V = string> {
   get (key: string): V | undefined {
     const entry = this.entries.get(key)
     if (entry === undefined) return undefined
-    if (performance.now() - entry.readAt > this.maxAgeMs) {
+    if (performance.now() > entry.until) {
       this.entries.delete(key)
       return undefined
     }
     return entry.value
   }
 
-  /** Caches what a read started at `readAt` under `generation` returned, unless a notification arrived since. */
-  set (key: string, value: V, generation: number, readAt: number): void {
+  /**
+   * Caches what a read started under `generation` returned, unless a notification
+   * arrived since. It is served for `maxAgeMs` after the read's answer came: an answer is then at
+   * most that much older than the one of a read per request, which is as old as its read is long
+   * by the time it arrives. (Counted from the read's start, a read slower than `maxAgeMs`, the
+   * list of thousands of reaktors on busy cores, would be too old to serve once stored.)
+   */
+  set (key: string, value: V, generation: number): void {
     if (generation !== this.generation || this.client === undefined || this.closed) return
-    this.entries.set(key, { value, readAt })
+    this.entries.set(key, { value, until: performance.now() + this.maxAgeMs })
   }
 
   /** Forgets a reaktor's status and the list (a notification, or a start/stop through this node). */

@@ -1,7 +1,6 @@
 import { Type, type Static } from 'typebox'
 import { MAX_REAKTOR_ID_LENGTH } from '../apps/registry.js'
-import { StoredText } from './common.js'
-import { ReaktorIdParams } from './polling.js'
+import { AppName, ReaktorIdParams } from './polling.js'
 
 /** The most ids one bulk request may name. */
 const MAX_BULK_IDS = 10_000
@@ -21,7 +20,7 @@ export const BulkByIds = Type.Object({
 }, { additionalProperties: false })
 
 export const BulkByApp = Type.Object({
-  app: StoredText({ minLength: 1, maxLength: 214, description: 'An app name (package.json `name`, every loaded version): all of its polling reaktors' })
+  app: AppName('An app name (package.json `name`, every loaded version): all of its polling reaktors')
 }, { additionalProperties: false })
 
 /** `POST /api/v1/polling/start|stop`: exactly one of `ids` or `app`. */

@@ -1,8 +1,10 @@
 /**
- * Status and list are answered from memory (src/polling/status-cache.ts), yet a start or stop
- * acknowledged by ANY instance is visible in the very next status, on every instance.
+ * Status, list and list pages are answered from memory (src/polling/status-cache.ts), yet a start or
+ * stop acknowledged by ANY instance is visible in the very next status, on every instance.
  */
 import t from 'tap'
+import { performance } from 'node:perf_hooks'
+import pg from 'pg'
 import { sql } from 'kysely'
 import type { FastifyInstance } from 'fastify'
 import { ADMIN_ENV, loggedIn, type ApiCall } from '../helpers/auth.js'
@@ -10,6 +12,8 @@ import { build, metric } from '../helpers/app.js'
 import { waitFor, type TestContext } from '../helpers/context.js'
 import { createTestDatabase } from '../helpers/database.js'
 import { FAST_SCHEDULER, probe } from '../helpers/scheduler.js'
+import { PollingReads, type CachedAnswer } from '../../src/polling/reads.js'
+import { StatusCache } from '../../src/polling/status-cache.js'
 
 async function instance (t: TestContext, databaseUrl: string, nodeId: string): Promise<{ app: FastifyInstance, call: ApiCall }> {
   const app = await build(t, {
@@ -27,6 +31,11 @@ t.test('a start or stop acknowledged by another instance shows at once in status
   const b = await instance(t, databaseUrl, 'node-b')
   const status = async (): Promise<string> => (await a.call('GET', '/api/v1/polling/cached/status')).body.state
   const listed = async (): Promise<string> => (await a.call('GET', '/api/v1/polling')).body.pollingReaktors[0].state
+  // A filtered page is cut from the same cached read: it must be as fresh.
+  const runningPage = async (): Promise<{ ids: string[], running: number }> => {
+    const { body } = await a.call('GET', '/api/v1/polling?state=running&q=CACH&limit=10')
+    return { ids: body.pollingReaktors.map((s: { reaktorDefinitionId: string }) => s.reaktorDefinitionId), running: body.counts.running }
+  }
 
   t.equal(await status(), 'stopped')
   const hits = async (): Promise<number> => await metric(a.app, 'reaktor_status_cache_hits_total')
@@ -40,12 +49,14 @@ t.test('a start or stop acknowledged by another instance shows at once in status
     const expected = start ? 'running' : 'stopped'
     await status()
     await listed()
+    await runningPage()
     const res = await b.call('POST', `/api/v1/polling/cached/${start ? 'start' : 'stop'}`)
     t.equal(res.statusCode, 200)
     if (res.statusCode !== 200) break
     // No waiting: the answer of B is acknowledged, so A must show it now.
     t.equal(await status(), expected, `round ${round}: status on A right after B's ${start ? 'start' : 'stop'}`)
     t.equal(await listed(), expected, `round ${round}: list on A too`)
+    t.same(await runningPage(), start ? { ids: ['cached'], running: 1 } : { ids: [], running: 0 }, `round ${round}: and a page of the running ones`)
   }
   const hitsAfter = await hits()
   t.ok(hitsAfter > hitsBefore + 20, `A answered from its cache in between (${hitsAfter - hitsBefore} hits, ${await metric(a.app, 'reaktor_status_cache_reads_total')} reads)`)
@@ -76,4 +87,35 @@ t.test('without its listening connection, status reads the database; the cache c
     await status()
     return await metric(app, 'reaktor_status_cache_hits_total') > before
   }, { timeoutMs: 10_000, what: 'the cache to be used again after a reconnect' })
+})
+
+t.test('a list read that takes longer than the max-age is still served from memory for the max-age after it answered', async (t) => {
+  const databaseUrl = await createTestDatabase(t)
+  const { app } = await instance(t, databaseUrl, 'node-a')
+  const MAX_AGE_MS = 1000
+  const cache = new StatusCache<CachedAnswer>({ url: databaseUrl, applicationName: 'reaktor-status slow-read-test', log: app.log, maxAgeMs: MAX_AGE_MS })
+  await cache.start()
+  t.teardown(async () => await cache.stop())
+  const reads = new PollingReads({ db: app.db, reaktors: app.apps.pollingReaktors, minIntervalMs: 50 }, cache)
+  const serializer = { serialize: (value: unknown) => JSON.stringify(value) }
+  const page = async (): Promise<unknown> => JSON.parse(await reads.listPageJson({ state: 'stopped', sort: 'id', order: 'asc', limit: 10, offset: 0 }, serializer))
+
+  // The read waits behind a table lock for longer than the max-age (thousands of reaktors on busy cores).
+  const holder = new pg.Client({ connectionString: databaseUrl })
+  await holder.connect()
+  t.teardown(async () => await holder.end())
+  await holder.query('begin')
+  await holder.query('lock table polling_reaktors in access exclusive mode')
+  const slow = page()
+  // (Asked on another connection: inside the holder's transaction the statistics would not change.)
+  const waiting = sql<{ n: number }>`select count(*)::int as n from pg_stat_activity where datname = current_database() and wait_event_type = 'Lock' and query like '%from polling_reaktors as p%'`
+  await waitFor(async () => (await waiting.execute(app.db)).rows[0].n > 0, { what: 'the list read to wait for the lock' })
+  const blockedAt = performance.now()
+  await waitFor(() => performance.now() - blockedAt > MAX_AGE_MS * 1.5, { what: 'the read to be older than the max-age', intervalMs: 50 })
+  await holder.query('rollback')
+  t.match(await slow, { pollingReaktors: [{ reaktorDefinitionId: 'cached' }], total: 1 })
+  t.same({ reads: reads.reads, hits: reads.hits }, { reads: 1, hits: 0 })
+  // Well within the max-age after it answered (a full second of margin on busy cores).
+  t.match(await page(), { total: 1 })
+  t.same({ reads: reads.reads, hits: reads.hits }, { reads: 1, hits: 1 }, 'the next page comes from memory, not from another read')
 })

@@ -1,6 +1,6 @@
 import fp from 'fastify-plugin'
 import { scrapeCounter } from '../metrics/read-at-scrape.js'
-import { PollingReads } from '../polling/reads.js'
+import { PollingReads, type CachedAnswer } from '../polling/reads.js'
 import { StatusCache } from '../polling/status-cache.js'
 import { isChange, type ControlAction, type ControlOutcome } from '../scheduler/index.js'
 
@@ -29,7 +29,7 @@ export interface Polling {
  */
 export default fp(async (fastify) => {
   const { scheduler } = fastify
-  const cache = new StatusCache({ url: fastify.databaseUrl, applicationName: `reaktor-status ${fastify.config.nodeId}`.slice(0, 63), log: fastify.log })
+  const cache = new StatusCache<CachedAnswer>({ url: fastify.databaseUrl, applicationName: `reaktor-status ${fastify.config.nodeId}`.slice(0, 63), log: fastify.log })
   await cache.start()
   fastify.addHook('onClose', async () => { await cache.stop() })
   const reads = new PollingReads({ db: fastify.db, reaktors: fastify.apps.pollingReaktors, minIntervalMs: scheduler.minIntervalMs }, cache)

@@ -1,7 +1,14 @@
 import { performance } from 'node:perf_hooks'
 
 /** One database read shared by the requests that join it, and the JSON of its answer, serialized once. */
-export interface SharedRead<T> { value: Promise<T>, json?: string, generation: number, readAt: number }
+export interface SharedRead<T> {
+  value: Promise<T>
+  json?: string
+  /** Set by the first of its requests to get the value, which counts the read and caches it. */
+  cached?: boolean
+  generation: number
+  readAt: number
+}
 
 /**
  * Coalesces concurrent identical reads: requests that arrive in the same turn of the event loop

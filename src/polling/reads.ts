@@ -1,33 +1,34 @@
 import { UnknownReaktorError } from '../scheduler/index.js'
 import type { PollingStatusType } from '../schemas/polling.js'
 import { coalesce, type SharedRead } from './coalesce.js'
+import { ReaktorList, type ListQuery, type Serializer } from './list-page.js'
 import type { StatusCache } from './status-cache.js'
 import { readStatuses, type StatusSource } from './status.js'
 
-/** Turns an answer into its JSON through the route's response schema (a Fastify reply is one). */
-export interface Serializer { serialize: (value: any) => unknown }
+/** What the status cache keeps: a reaktor's status as JSON, the list as its objects (see list-page.ts). */
+export type CachedAnswer = string | ReaktorList
 
 /** The cache key of the list; a reaktor's status is cached under its id. */
 const LIST = ''
 
 /**
  * The read side of polling: status and list as the API shows them. `status`/`list` read the
- * database; `statusJson`/`listJson` answer a request: from the status cache once it has confirmed
- * that no start/stop committed before the request was missed, otherwise from a database read
- * started after the request arrived (shared by the requests of that turn, serialized once), which
- * is then cached. See status-cache.ts for why that is as right as a read per request.
+ * database; `statusJson`/`listJson`/`listPageJson` answer a request: from the status cache once it
+ * has confirmed that no start/stop committed before the request was missed, otherwise from a
+ * database read started after the request arrived (shared by the requests of that turn, serialized
+ * once), which is then cached. See status-cache.ts for why that is as right as a read per request.
  */
 export class PollingReads {
   /** Answers served from memory, and database reads behind the answers (metrics, tests). */
   hits = 0
   reads = 0
   private readonly readStatus: (key: string) => SharedRead<PollingStatusType>
-  private readonly readList: (key: string) => SharedRead<{ pollingReaktors: PollingStatusType[] }>
+  private readonly readList: (key: string) => SharedRead<ReaktorList>
 
-  constructor (private readonly source: StatusSource, private readonly cache: StatusCache) {
+  constructor (private readonly source: StatusSource, private readonly cache: StatusCache<CachedAnswer>) {
     const generation = (): number => cache.generation
     this.readStatus = coalesce(async (id) => await this.status(id), generation)
-    this.readList = coalesce(async () => ({ pollingReaktors: await this.list() }), generation)
+    this.readList = coalesce(async () => new ReaktorList(await this.list()), generation)
   }
 
   /** The status of one registered reaktor (UnknownReaktorError when it is not registered here). */
@@ -43,11 +44,26 @@ export class PollingReads {
 
   async statusJson (reaktorId: string, serializer: Serializer): Promise<string> {
     if (!this.source.reaktors.has(reaktorId)) throw new UnknownReaktorError(reaktorId)
-    return await this.answer(reaktorId, this.readStatus, serializer)
+    const cached = await this.fromCache(reaktorId)
+    if (typeof cached === 'string') return cached
+    const shared = this.readStatus(reaktorId)
+    const value = await shared.value
+    if (shared.json === undefined) {
+      this.reads++
+      shared.json = String(serializer.serialize(value))
+      this.cache.set(reaktorId, shared.json, shared.generation, shared.readAt)
+    }
+    return shared.json
   }
 
+  /** The whole list, sorted by id. */
   async listJson (serializer: Serializer): Promise<string> {
-    return await this.answer(LIST, this.readList, serializer)
+    return (await this.currentList()).json(serializer)
+  }
+
+  /** One page of the list: filtered, sorted, with its total and the counts of all. */
+  async listPageJson (query: ListQuery, serializer: Serializer): Promise<string> {
+    return String(serializer.serialize((await this.currentList()).page(query)))
   }
 
   /** A start or stop through this node: forget its answers now (the NOTIFY does it on every node). */
@@ -55,21 +71,24 @@ export class PollingReads {
     this.cache.invalidate(reaktorId)
   }
 
-  private async answer<T>(key: string, read: (key: string) => SharedRead<T>, serializer: Serializer): Promise<string> {
-    if (this.cache.get(key) !== undefined && await this.cache.sync()) {
-      const json = this.cache.get(key)
-      if (json !== undefined) {
-        this.hits++
-        return json
-      }
-    }
-    const shared = read(key)
-    const value = await shared.value
-    if (shared.json === undefined) {
+  private async currentList (): Promise<ReaktorList> {
+    const cached = await this.fromCache(LIST)
+    if (cached instanceof ReaktorList) return cached
+    const shared = this.readList(LIST)
+    const list = await shared.value
+    if (shared.cached !== true) {
+      shared.cached = true
       this.reads++
-      shared.json = String(serializer.serialize(value))
-      this.cache.set(key, shared.json, shared.generation, shared.readAt)
+      this.cache.set(LIST, list, shared.generation, shared.readAt)
     }
-    return shared.json
+    return list
+  }
+
+  /** The cached answer of `key`, once the cache has confirmed that no start/stop before now was missed. */
+  private async fromCache (key: string): Promise<CachedAnswer | undefined> {
+    if (this.cache.get(key) === undefined || !await this.cache.sync()) return undefined
+    const cached = this.cache.get(key)
+    if (cached !== undefined) this.hits++
+    return cached
   }
 }

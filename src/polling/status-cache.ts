@@ -17,7 +17,7 @@ export interface StatusCacheOptions {
   syncTimeoutMs?: number
 }
 
-interface Entry { json: string, readAt: number }
+interface Entry<V> { value: V, readAt: number }
 
 interface Deferred { promise: Promise<boolean>, resolve: (ok: boolean) => void }
 
@@ -30,7 +30,7 @@ function deferred (timeoutMs: number): Deferred {
 }
 
 /**
- * The JSON answers of `GET /polling/{id}/status` and `GET /polling`, kept in memory without giving
+ * The answers of `GET /polling/{id}/status` and `GET /polling` (`V`: what the reads keep of them), kept in memory without giving
  * up what a database read per request guaranteed: **a start or stop acknowledged by any node before
  * the request was sent is always visible**.
  *
@@ -52,8 +52,8 @@ function deferred (timeoutMs: number): Deferred {
  * at most 100 ms later than with a read per request, on top of the up to 200 ms it already waits
  * in the owner's batch before it reaches the database at all.
  */
-export class StatusCache {
-  private readonly entries = new Map<string, Entry>()
+export class StatusCache<V = string> {
+  private readonly entries = new Map<string, Entry<V>>()
   private readonly listener: ListenConnection
   private closed = false
   private readonly maxAgeMs: number
@@ -98,23 +98,23 @@ export class StatusCache {
   }
 
   /**
-   * The cached JSON of `key` (a reaktor id, or '' for the list), if one is fresh enough to be worth
+   * The cached answer of `key` (a reaktor id, or '' for the list), if one is fresh enough to be worth
    * a confirmation. Served only after `sync()` resolved true and a second `get` still finds it.
    */
-  get (key: string): string | undefined {
+  get (key: string): V | undefined {
     const entry = this.entries.get(key)
     if (entry === undefined) return undefined
     if (performance.now() - entry.readAt > this.maxAgeMs) {
       this.entries.delete(key)
       return undefined
     }
-    return entry.json
+    return entry.value
   }
 
   /** Caches what a read started at `readAt` under `generation` returned, unless a notification arrived since. */
-  set (key: string, json: string, generation: number, readAt: number): void {
+  set (key: string, value: V, generation: number, readAt: number): void {
     if (generation !== this.generation || this.client === undefined || this.closed) return
-    this.entries.set(key, { json, readAt })
+    this.entries.set(key, { value, readAt })
   }
 
   /** Forgets a reaktor's status and the list (a notification, or a start/stop through this node). */

@@ -12,9 +12,17 @@ export function limitRule ({ min, max, default: byDefault }: PageLimit): string 
  * "0x10", "1e2" or " 10" for one, so `limit` must be digits only.
  */
 export function digitsOnlyLimit (rule: string): (this: FastifyInstance, request: FastifyRequest) => Promise<void> {
+  return digitsOnly({ limit: rule })
+}
+
+/** digitsOnlyLimit for any integer query parameters: each name with what it must be. */
+export function digitsOnly (rules: Record<string, string>): (this: FastifyInstance, request: FastifyRequest) => Promise<void> {
   return async function (this: FastifyInstance, request: FastifyRequest): Promise<void> {
-    const { limit } = request.query as Record<string, unknown>
-    if (typeof limit === 'string' && !/^[0-9]+$/.test(limit)) throw this.httpErrors.badRequest(rule)
+    const query = request.query as Record<string, unknown>
+    for (const [name, rule] of Object.entries(rules)) {
+      const value = query[name]
+      if (typeof value === 'string' && !/^[0-9]+$/.test(value)) throw this.httpErrors.badRequest(rule)
+    }
   }
 }
 

@@ -2,10 +2,24 @@ import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import type { FastifyReply } from 'fastify'
 import { Errors } from '../errors.js'
 import { described, ErrorBody, UnknownReaktorAnswer } from '../schemas/common.js'
-import { MessageBody, PollingList, PollingStatus, ReaktorIdParams } from '../schemas/polling.js'
+import { APP_NAME_MAX, LIST_LIMIT, LIST_Q_MAX, LIST_QUERY_PARAMS, LIST_SORTS, MessageBody, PollingList, PollingListQuery, PollingStatus, ReaktorIdParams } from '../schemas/polling.js'
+import { digitsOnly, limitRule, pagingErrors } from './paging.js'
 
 async function sendJson (reply: FastifyReply, json: string): Promise<FastifyReply> {
   return await reply.type('application/json; charset=utf-8').send(json)
+}
+
+const LIMIT_RULE = limitRule(LIST_LIMIT)
+const OFFSET_RULE = 'offset must be an integer from 0 (default 0), given once'
+const TEXT_RULE = 'characters, without NUL or unpaired surrogate characters, given once'
+const LIST_RULES: Record<string, string> = {
+  '/q': `q must be 1 to ${LIST_Q_MAX} ${TEXT_RULE}`,
+  '/app': `app must be an app name: 1 to ${APP_NAME_MAX} ${TEXT_RULE}`,
+  '/state': 'state must be running or stopped, given once',
+  '/failing': 'failing must be true or false, given once',
+  '/sort': `sort must be one of ${LIST_SORTS.join(', ')} (default id), given once`,
+  '/order': 'order must be asc or desc (default asc), given once',
+  '/offset': OFFSET_RULE
 }
 
 /** Start, stop, run now, status and list of polling reaktors: the wire format here, the work in `fastify.polling`. */
@@ -71,14 +85,40 @@ const routes: FastifyPluginAsyncTypebox = async (fastify) => {
   })
 
   fastify.get('/polling', {
+    schemaErrorFormatter: pagingErrors(LIMIT_RULE, () => 'before is not a parameter of this list', LIST_RULES),
+    preValidation: digitsOnly({ limit: LIMIT_RULE, offset: OFFSET_RULE }),
     schema: {
       tags: ['polling'],
       operationId: 'listPollingReaktors',
-      summary: 'Every registered polling reaktor with its status, sorted by id',
-      response: { 200: described(PollingList, 'Every registered polling reaktor with its status'), 400: ErrorBody, 401: ErrorBody, 500: ErrorBody, 503: ErrorBody }
+      summary: 'Registered polling reaktors with their status: all, or a page filtered and sorted',
+      description: 'Without query parameters: every registered polling reaktor, sorted by id (`pollingReaktors` only). With any of ' +
+        '`q`, `state`, `failing`, `app`, `sort`, `order`, `limit`, `offset`: the page of the matching reaktors in that order, with ' +
+        '`total` (how many match), `offset`, `limit` and `counts` (over every registered reaktor, not only the matching ones). ' +
+        'Filters combine (all must hold). Nulls sort last in both orders and ties go by id, ascending, so pages are stable: ' +
+        'paging with `offset` lists each matching reaktor once while no state changes. Text sorts by code unit.',
+      querystring: PollingListQuery,
+      response: {
+        200: described(PollingList, 'Every registered polling reaktor with its status, or the page asked for'),
+        400: described(ErrorBody, 'A bad query parameter: the message names it and says what is allowed'),
+        401: ErrorBody,
+        500: ErrorBody,
+        503: ErrorBody
+      }
     }
-  }, async (_request, reply) => {
-    return await sendJson(reply, await polling.reads.listJson(reply))
+  }, async (request, reply) => {
+    const query = request.query
+    if (!LIST_QUERY_PARAMS.some((name) => query[name] !== undefined)) return await sendJson(reply, await polling.reads.listJson(reply))
+    const page = {
+      q: query.q,
+      state: query.state,
+      failing: query.failing === undefined ? undefined : query.failing === 'true',
+      app: query.app,
+      sort: query.sort ?? 'id',
+      order: query.order ?? 'asc',
+      limit: query.limit ?? LIST_LIMIT.default,
+      offset: query.offset ?? 0
+    }
+    return await sendJson(reply, await polling.reads.listPageJson(page, reply))
   })
 }
 export default routes

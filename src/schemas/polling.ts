@@ -1,4 +1,4 @@
-import { Type, type Static } from 'typebox'
+import { Type, type Static, type TInteger, type TEnum, type TString } from 'typebox'
 import { StoredText } from './common.js'
 
 /** The router's limit on a path parameter (longer answers 414): the bulk routes take ids up to it too. */
@@ -50,6 +50,48 @@ export type PollingStatusType = Static<typeof PollingStatusSchema>
 /** A reference to the one status schema (registered once, the OpenAPI component PollingStatus). */
 export const PollingStatus = Type.Unsafe<PollingStatusType>(Type.Ref('PollingStatus'))
 
+/** The bounds of a list page's `limit`: without one, a page holds up to the default. */
+export const LIST_LIMIT = { min: 1, max: 1000, default: 100 } as const
+export const LIST_Q_MAX = 200
+/** An app name as the bulk routes take it (package.json `name`). */
+export const APP_NAME_MAX = 214
+export const AppName = (description: string): TString => StoredText({ minLength: 1, maxLength: APP_NAME_MAX, description })
+
+/** The columns a page of the list sorts by: status fields (`id`: reaktorDefinitionId). */
+export const LIST_SORTS = ['id', 'label', 'app', 'state', 'interval', 'lastRun', 'nextRun', 'lastSuccessAt', 'consecutiveFailures', 'owner', 'lastOutcome'] as const
+
+function Words<const T extends string[]> (words: readonly [...T], description: string): TEnum<T> {
+  return Type.Enum(words, { type: 'string', description })
+}
+
+/**
+ * `GET /polling` with any of these answers one page (PollingList with total, offset, limit and
+ * counts); without any, the whole list as before. No `default`s here: the validator would fill
+ * them in, and a request without parameters could not be told apart.
+ */
+export const PollingListQuery = Type.Object({
+  q: Type.Optional(StoredText({ minLength: 1, maxLength: LIST_Q_MAX, description: 'Only reaktors whose id, label or app name contains this text, without regard to case' })),
+  state: Type.Optional(Words(['running', 'stopped'], 'Only reaktors in this state')),
+  failing: Type.Optional(Words(['true', 'false'], 'true: only reaktors whose latest runs fail (consecutiveFailures > 0); false: only the others')),
+  app: Type.Optional(AppName('Only the reaktors of this app (its name, exact)')),
+  sort: Type.Optional(Words(LIST_SORTS, 'The status field to sort by (default id; `id` is reaktorDefinitionId, `interval` the registered interval by length). Nulls sort last in both orders; ties by id, ascending')),
+  order: Type.Optional(Words(['asc', 'desc'], 'Sort order (default asc)')),
+  limit: Type.Optional(Type.Integer({ minimum: LIST_LIMIT.min, maximum: LIST_LIMIT.max, description: `How many reaktors per page, ${LIST_LIMIT.min} to ${LIST_LIMIT.max} (default ${LIST_LIMIT.default})` })),
+  offset: Type.Optional(Type.Integer({ minimum: 0, description: 'How many matching reaktors to skip (default 0)' }))
+})
+export const LIST_QUERY_PARAMS = Object.keys(PollingListQuery.properties) as Array<keyof Static<typeof PollingListQuery>>
+
+const Count = (description: string): TInteger => Type.Integer({ minimum: 0, description })
+
 export const PollingList = Type.Object({
-  pollingReaktors: Type.Array(PollingStatus, { description: 'Sorted by reaktorDefinitionId' })
+  pollingReaktors: Type.Array(PollingStatus, { description: 'Without query parameters: every registered reaktor, sorted by reaktorDefinitionId. With any: the page asked for' }),
+  total: Type.Optional(Count('With query parameters: how many reaktors match the filters (all pages)')),
+  offset: Type.Optional(Count('With query parameters: the offset of this page')),
+  limit: Type.Optional(Count('With query parameters: the limit of this page')),
+  counts: Type.Optional(Type.Object({
+    all: Count('Every registered reaktor'),
+    running: Count('Those running'),
+    stopped: Count('Those stopped'),
+    failing: Count('Those whose latest runs fail (consecutiveFailures > 0)')
+  }, { description: 'With query parameters: counts over every registered reaktor, regardless of the filters' }))
 })

@@ -15,7 +15,7 @@ import { ARTIFACTS_DIR, EXAMPLE_APPS_DIR } from '../helpers/paths.js'
 import { FAST_SCHEDULER } from '../helpers/scheduler.js'
 import { SESSION_COOKIE } from '../../src/auth/types.js'
 import type { AppDefinition } from '../../src/apps/types.js'
-import type { TestContext } from '../helpers/context.js'
+import { waitFor, type TestContext } from '../helpers/context.js'
 
 const CONSOLE_DIR = path.join(EXAMPLE_APPS_DIR, 'reaktor-console')
 const CONSOLE: AppDefinition = { name: 'reaktor-console', version: '1.0.0', dir: CONSOLE_DIR, publicDir: path.join(CONSOLE_DIR, 'public') }
@@ -45,8 +45,8 @@ if (skip !== false) {
   interface Console { app: FastifyInstance, base: string, context: BrowserContext, page: Page, foreign: string[], problems: string[] }
 
   /** The service with the console and the fleet, and a browser signed in on the console's list. */
-  async function openConsole (t: TestContext, options: { viewport?: { width: number, height: number }, colorScheme?: 'light' | 'dark' } = {}): Promise<Console> {
-    const { app, base } = await listeningApp(t, { env: ADMIN_ENV, apps: [CONSOLE, FLEET], scheduler: FAST_SCHEDULER })
+  async function openConsole (t: TestContext, options: { viewport?: { width: number, height: number }, colorScheme?: 'light' | 'dark', fleet?: AppDefinition, clock?: boolean } = {}): Promise<Console> {
+    const { app, base } = await listeningApp(t, { env: ADMIN_ENV, apps: [CONSOLE, options.fleet ?? FLEET], scheduler: FAST_SCHEDULER })
     const context = await browser.newContext({ viewport: options.viewport ?? { width: 1280, height: 800 }, colorScheme: options.colorScheme ?? 'light' })
     t.teardown(async () => await context.close())
     const page = await context.newPage()
@@ -55,6 +55,7 @@ if (skip !== false) {
     page.on('request', (r) => { if (new URL(r.url()).origin !== base) foreign.push(r.url()) })
     page.on('console', (m) => { if (m.type() === 'error' && !m.text().startsWith('Failed to load resource')) problems.push(m.text()) })
     page.on('pageerror', (e) => problems.push(e.message))
+    if (options.clock === true) await page.clock.install()
     await page.goto(base + CONSOLE_PATH)
     await page.waitForURL(/\/login\?redirect=/)
     await page.getByLabel('Username').fill(ADMIN.username)
@@ -196,6 +197,47 @@ if (skip !== false) {
     await page.locator('table.reaktors tbody tr').nth(3).waitFor()
     t.same(foreign, [], 'no request to another origin')
     t.same(problems, [], 'no CSP violation or script error')
+  })
+
+  t.test('pages of 50 from the server; no refresh while the tab is hidden', async (t) => {
+    const many: AppDefinition = {
+      name: 'console-many',
+      version: '1.0.0',
+      pollingReaktors: Array.from({ length: 120 }, (_, i) => ({ reaktorDefinitionId: `many-${String(i).padStart(3, '0')}`, interval: '1h', createReaktor: () => async () => false }))
+    }
+    const { page } = await openConsole(t, { fleet: many, clock: true })
+    const lists: string[] = []
+    page.on('request', (r) => { if (r.url().includes('/api/v1/polling?')) lists.push(r.url()) })
+    await page.waitForFunction(() => document.querySelector('.pager .range')?.textContent === '1–50 of 120')
+    t.equal(await page.locator('table.reaktors tbody tr').count(), 50)
+    t.equal((await ids(page))[0], 'many-000')
+    t.match(await page.locator('.states').textContent(), /All 120.*Running 0.*Stopped 120.*Failing 0/)
+    await page.getByRole('button', { name: 'Next →' }).click()
+    await page.waitForFunction(() => document.querySelector('.pager .range')?.textContent === '51–100 of 120')
+    t.equal((await ids(page))[0], 'many-050')
+    await page.getByRole('button', { name: 'Next →' }).click()
+    await page.waitForFunction(() => document.querySelector('.pager .range')?.textContent === '101–120 of 120')
+    t.equal(await page.locator('table.reaktors tbody tr').count(), 20)
+    t.equal(await page.getByRole('button', { name: 'Next →' }).isDisabled(), true, 'no page after the last')
+    t.match(lists.at(-1), /limit=50&offset=100/)
+
+    // Hidden: the page's timers run for 10 s of its time without one list request.
+    const visibility = async (state: string): Promise<void> => await page.evaluate(`Object.defineProperty(document, 'visibilityState', { configurable: true, get: () => '${state}' }); document.dispatchEvent(new Event('visibilitychange'))`)
+    await visibility('hidden')
+    const hiddenAt = lists.length
+    await page.clock.runFor(10_000)
+    t.equal(lists.length, hiddenAt, 'no refresh while hidden')
+    // Visible again: a refresh at once, then one a second at most, counted on the page's clock.
+    await visibility('visible')
+    await waitFor(() => lists.length > hiddenAt, { what: 'a refresh once visible' })
+    const shownAt = lists.length
+    let pageMs = 0
+    await waitFor(async () => {
+      await page.clock.runFor(250)
+      pageMs += 250
+      return lists.length >= shownAt + 5
+    }, { what: 'five more refreshes', timeoutMs: 30_000 })
+    t.ok(lists.length - shownAt <= pageMs / 1000 + 1, `at most one refresh a second (${lists.length - shownAt} in ${pageMs} ms of page time)`)
   })
 
   t.test('phone width and dark mode: no page-wide horizontal scrollbar', async (t) => {

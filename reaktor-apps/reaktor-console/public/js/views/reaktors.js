@@ -26,34 +26,6 @@ function listQuery () {
   return query
 }
 
-const SORT_VALUE = {
-  id: (s) => s.reaktorDefinitionId, label: (s) => (s.label ?? s.reaktorDefinitionId).toLowerCase(), app: (s) => s.app ?? '',
-  state: (s) => s.state, interval: (s) => s.effectiveIntervalMs ?? parseDuration(s.effectiveInterval), lastRun: (s) => s.lastRun ?? '',
-  nextRun: (s) => s.nextRun ?? '', lastSuccessAt: (s) => s.lastSuccessAt ?? '', consecutiveFailures: (s) => s.consecutiveFailures,
-  owner: (s) => s.owner ?? '', lastOutcome: (s) => s.lastOutcome ?? ''
-}
-
-function parseDuration (text) {
-  const m = /^(\d+)(ms|s|m|h|d)$/.exec(text ?? '')
-  return m ? Number(m[1]) * { ms: 1, s: 1e3, m: 6e4, h: 36e5, d: 864e5 }[m[2]] : 0
-}
-
-/**
- * A service without the paged list answers every reaktor, unfiltered: the same page, filter, sort
- * and counts are then made here, so the console works against either.
- */
-function pageLocally (all) {
-  const q = view.q.toLowerCase()
-  const matching = all.filter((s) => !q || [s.reaktorDefinitionId, s.label, s.app].some((v) => (v ?? '').toLowerCase().includes(q)))
-  const counts = { all: matching.length, running: 0, stopped: 0, failing: 0 }
-  for (const s of matching) { counts[s.state]++; if (isFailing(s)) counts.failing++ }
-  const kept = matching.filter((s) => view.state === 'all' || (view.state === 'failing' ? isFailing(s) : s.state === view.state))
-  const key = SORT_VALUE[view.sort]
-  const dir = view.order === 'asc' ? 1 : -1
-  kept.sort((a, b) => { const x = key(a); const y = key(b); return (x < y ? -1 : x > y ? 1 : 0) * dir || (a.reaktorDefinitionId < b.reaktorDefinitionId ? -1 : 1) })
-  return { pollingReaktors: kept.slice(view.offset, view.offset + PAGE), total: kept.length, offset: view.offset, limit: PAGE, counts }
-}
-
 export function mount (container) {
   const rows = new Map() // id → {tr, cells, status}
   const selected = new Set()
@@ -221,8 +193,7 @@ export function mount (container) {
     inFlight = true
     const asked = JSON.stringify(view)
     try {
-      let answer = await api('GET', '/polling', undefined, listQuery())
-      if (typeof answer.total !== 'number') answer = pageLocally(answer.pollingReaktors)
+      const answer = await api('GET', '/polling', undefined, listQuery())
       // The page asked for is past the end (reaktors gone, a narrower filter): show the last one.
       if (answer.total > 0 && answer.pollingReaktors.length === 0 && view.offset > 0) {
         view.offset = Math.floor((answer.total - 1) / PAGE) * PAGE

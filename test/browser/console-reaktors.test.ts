@@ -6,7 +6,7 @@
  */
 import fs from 'node:fs/promises'
 import path from 'node:path'
-import t from 'tap'
+import t, { type Test } from 'tap'
 import type { Browser, BrowserContext, Page } from 'playwright-core'
 import type { FastifyInstance } from 'fastify'
 import { browserSkip, launchChromium, listeningApp } from '../helpers/browser.js'
@@ -26,7 +26,7 @@ const FLEET: AppDefinition = {
   name: 'console-fleet',
   version: '1.0.0',
   pollingReaktors: [
-    { reaktorDefinitionId: 'alpha-ok', label: 'Alpha', interval: '1h', autoStart: true, createReaktor: () => async () => false },
+    { reaktorDefinitionId: 'alpha-ok', label: 'Alpha', description: 'Checks the inbox for new work', interval: '1h', autoStart: true, createReaktor: () => async () => false },
     { reaktorDefinitionId: 'beta-fail', label: 'Beta', interval: '1h', autoStart: true, createReaktor: () => async () => { throw new Error('upstream down') } },
     { reaktorDefinitionId: 'delta-idle', label: 'Delta', interval: '30m', createReaktor: () => async () => false },
     { reaktorDefinitionId: 'gamma-idle', label: 'Gamma', interval: '1h', createReaktor: () => async () => false }
@@ -46,6 +46,7 @@ if (skip !== false) {
 
   /** The service with the console and the fleet, and a browser signed in on the console's list. */
   async function openConsole (t: TestContext, options: { viewport?: { width: number, height: number }, colorScheme?: 'light' | 'dark', fleet?: AppDefinition, clock?: boolean } = {}): Promise<Console> {
+    await fs.mkdir(ARTIFACTS_DIR, { recursive: true })
     const { app, base } = await listeningApp(t, { env: ADMIN_ENV, apps: [CONSOLE, options.fleet ?? FLEET], scheduler: FAST_SCHEDULER })
     const context = await browser.newContext({ viewport: options.viewport ?? { width: 1280, height: 800 }, colorScheme: options.colorScheme ?? 'light' })
     t.teardown(async () => await context.close())
@@ -69,8 +70,8 @@ if (skip !== false) {
   const ids = async (page: Page): Promise<string[]> => await page.locator('table.reaktors tbody tr').evaluateAll((trs) => trs.map((tr) => (tr as HTMLElement).dataset.id ?? ''))
 
   /** Waits until the list shows exactly `expected`, in this order. */
-  async function expectIds (t: TestContext, page: Page, expected: string[], what: string): Promise<void> {
-    await page.waitForFunction((want) => JSON.stringify([...document.querySelectorAll('table.reaktors tbody tr')].map((tr) => (tr as HTMLElement).dataset.id)) === want, JSON.stringify(expected), { timeout: 10_000 })
+  async function expectIds (t: Test, page: Page, expected: string[], what: string): Promise<void> {
+    await page.waitForFunction((want) => JSON.stringify(Array.from(document.querySelectorAll('table.reaktors tbody tr')).map((tr) => (tr as HTMLElement).dataset.id)) === want, JSON.stringify(expected), { timeout: 10_000 })
     t.same(await ids(page), expected, what)
   }
 
@@ -99,6 +100,7 @@ if (skip !== false) {
     t.match(await row(page, 'beta-fail').locator('td[data-label="Last run"]').textContent(), /failed/)
     t.equal(await page.locator('tr.failing').count(), 1, 'only the failing reaktor is marked')
     t.match(await row(page, 'beta-fail').locator('.marker').evaluate((m) => getComputedStyle(m, '::before').content), /⚠/)
+    await page.screenshot({ path: path.join(ARTIFACTS_DIR, 'console-reaktors-light.png') })
 
     // Filters: text, then each state with its count.
     await page.getByLabel('Filter').fill('gam')
@@ -152,8 +154,6 @@ if (skip !== false) {
     t.equal((await status(app, 'delta-idle', token)).state, 'running')
     t.equal(await row(page, 'delta-idle').locator('td.select input').isChecked(), false, 'the selection is cleared once acted on')
 
-    await fs.mkdir(ARTIFACTS_DIR, { recursive: true })
-    await page.screenshot({ path: path.join(ARTIFACTS_DIR, 'console-reaktors-light.png'), fullPage: true })
     t.equal(await pageOverflow(page), 0, 'no horizontal scrollbar on the page')
     t.same(foreign, [], 'no request to another origin')
     t.same(problems, [], 'no CSP violation or script error')
@@ -167,6 +167,7 @@ if (skip !== false) {
     t.match(await page.locator('h1').textContent(), 'Alpha')
     t.match(await page.locator('dd[data-field="reaktorDefinitionId"]').textContent(), 'alpha-ok')
     t.match(await page.locator('dd[data-field="app"]').textContent(), 'console-fleet')
+    t.match(await page.locator('.reaktor .description').textContent(), 'Checks the inbox for new work')
     t.match(await page.locator('dd[data-field="lastOutcome"]').textContent(), /no work/)
     const runsBefore = await page.locator('table.runs tbody tr[data-run]').count()
 

@@ -13,13 +13,13 @@ const RUNS_PAGE = 20
 
 // [field, label, how to show it]
 const FIELDS = [
-  ['reaktorDefinitionId', 'Id'], ['app', 'App'], ['description', 'Description'], ['state', 'State'],
+  ['reaktorDefinitionId', 'Id'], ['app', 'App'], ['state', 'State'],
   ['blocked', 'Blocked', (v) => (v ? 'yes: a run passed its timeout and is still settling' : 'no')],
   ['interval', 'Interval'], ['effectiveInterval', 'Effective interval'], ['autoStart', 'Starts with the service', (v) => (v ? 'yes' : 'no')],
   ['owner', 'Owner node'], ['runningSince', 'Run in flight since', 'time'], ['lastRun', 'Last run', 'time'],
   ['lastOutcome', 'Last outcome', (v) => (v ? outcomeBadge(v) : '—')], ['lastDurationMs', 'Last duration', formatDuration],
   ['nextRun', 'Next run', 'time'], ['lastSuccessAt', 'Last success', 'time'], ['lastFailureAt', 'Last failure', 'time'],
-  ['consecutiveFailures', 'Consecutive failures', String], ['lastError', 'Last error'], ['updatedAt', 'State changed', 'time']
+  ['consecutiveFailures', 'Consecutive failures', String], ['updatedAt', 'State changed', 'time'], ['lastError', 'Last error']
 ]
 
 export function mount (container, { id }) {
@@ -34,6 +34,7 @@ export function mount (container, { id }) {
   const badges = h('span', { class: 'badges' })
   const control = runControl(id, () => { refreshStatus(); refreshRuns() })
   const fields = h('dl', { class: 'fields' })
+  const description = h('p', { class: 'description' })
   const chart = h('figure', { class: 'chart' })
   const runsBody = h('tbody')
   const more = h('button', { type: 'button', class: 'secondary', hidden: true, onclick: loadMore }, 'Load more')
@@ -41,6 +42,7 @@ export function mount (container, { id }) {
   const metricsNote = h('p', { class: 'muted' })
   const body = h('div', { class: 'reaktor', hidden: true },
     h('div', { class: 'heading' }, title, badges, control.element),
+    description,
     h('section', { class: 'card', 'aria-labelledby': 'status-h' }, h('h2', { id: 'status-h' }, 'Status'), fields),
     h('section', { class: 'card', 'aria-labelledby': 'chart-h' }, h('h2', { id: 'chart-h' }, 'Recent run durations'), chart),
     h('section', { class: 'card', 'aria-labelledby': 'runs-h' }, h('h2', { id: 'runs-h' }, 'Run history'),
@@ -63,6 +65,8 @@ export function mount (container, { id }) {
     const now = Date.now()
     status = s
     title.textContent = s.label ?? s.reaktorDefinitionId
+    description.textContent = s.description ?? ''
+    description.hidden = !s.description
     badges.replaceChildren(stateBadge(s), isFailing(s) ? h('span', { class: 'badge failed' }, `⚠ failing: ${s.consecutiveFailures} in a row`) : '')
     const items = []
     for (const [key, label, show] of FIELDS) {
@@ -71,7 +75,7 @@ export function mount (container, { id }) {
       if (show === 'time') shown = value ? h('span', null, formatTime(value), h('span', { class: 'muted' }, ` (${relative(value, now)})`)) : '—'
       else if (typeof show === 'function') shown = show(value)
       else shown = value === null || value === undefined || value === '' ? '—' : String(value)
-      items.push(h('div', { class: key === 'lastError' || key === 'description' ? 'wide' : undefined }, h('dt', null, label), h('dd', { dataset: { field: key } }, shown)))
+      items.push(h('div', { class: key === 'lastError' ? 'wide' : undefined }, h('dt', null, label), h('dd', { dataset: { field: key } }, shown)))
     }
     fields.replaceChildren(...items)
     control.update(s)

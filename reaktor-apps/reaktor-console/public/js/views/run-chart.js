@@ -22,7 +22,7 @@ export function durationChart (runs, kindOf) {
   const counts = {}
   const bars = runs.map((run, i) => {
     counts[run.outcome] = (counts[run.outcome] ?? 0) + 1
-    const height = run.durationMs === null ? HEIGHT : Math.max(2, ((run.durationMs ?? 0) / max) * HEIGHT)
+    const height = run.durationMs === null ? HEIGHT : Math.max(4, ((run.durationMs ?? 0) / max) * HEIGHT)
     return svg('rect', {
       class: `bar ${kindOf(run.outcome)}${run.durationMs === null ? ' unsettled' : ''}`,
       'data-outcome': run.outcome,

@@ -31,7 +31,7 @@ export function mount (container) {
   const selected = new Set()
   let timer = null
   let ticker = null
-  let inFlight = false
+  let latest = 0 // the number of the latest list request
   let gone = false
   let filterTimer = null
 
@@ -185,27 +185,30 @@ export function mount (container) {
     showSelection()
   }
 
+  /**
+   * Asks for the page now. A change made meanwhile (a filter, a sort, an action) asks again at
+   * once instead of waiting for the answer in flight, whose answer is then dropped: only the
+   * latest request draws and schedules the next refresh.
+   */
   async function refresh () {
     clearTimeout(timer)
     timer = null
     if (gone) return
-    if (inFlight) { inFlight = 'again'; return }
-    inFlight = true
-    const asked = JSON.stringify(view)
+    const mine = ++latest
     try {
       const answer = await api('GET', '/polling', undefined, listQuery())
+      if (mine !== latest || gone) return
       // The page asked for is past the end (reaktors gone, a narrower filter): show the last one.
       if (answer.total > 0 && answer.pollingReaktors.length === 0 && view.offset > 0) {
         view.offset = Math.floor((answer.total - 1) / PAGE) * PAGE
-        inFlight = 'again'
-      } else if (!gone && asked === JSON.stringify(view)) render(answer)
+        return refresh()
+      }
+      render(answer)
     } catch (err) {
       if (err instanceof LoginRequired) { gone = true; return }
+      if (mine !== latest) return
       toast(`Reaktors: ${err.message}`, true)
     }
-    const again = inFlight === 'again'
-    inFlight = false
-    if (again) return refresh()
     schedule()
   }
 

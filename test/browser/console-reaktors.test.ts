@@ -4,6 +4,7 @@
  * one chart bar per run, its metrics), phone width and dark mode without a page-wide horizontal
  * scrollbar, the way back to the login page when the session ends, and no request to another origin.
  */
+import { randomUUID } from 'node:crypto'
 import fs from 'node:fs/promises'
 import path from 'node:path'
 import t, { type Test } from 'tap'
@@ -160,7 +161,7 @@ if (skip !== false) {
   })
 
   t.test('one reaktor: status, run now adds a history row, one chart bar per run, metrics', async (t) => {
-    const { page, foreign, problems } = await openConsole(t)
+    const { app, page, foreign, problems } = await openConsole(t)
     await page.locator('tr[data-id="alpha-ok"] a').click()
     await page.waitForURL(/#\/reaktor\/alpha-ok$/)
     await page.locator('table.runs tbody tr[data-run]').first().waitFor()
@@ -185,6 +186,22 @@ if (skip !== false) {
     t.match(metrics, /reaktor_polling_consecutive_failures\{node="test-node"\}0/)
     t.notMatch(metrics, /_bucket/)
     await page.screenshot({ path: path.join(ARTIFACTS_DIR, 'console-reaktor-detail.png'), fullPage: true })
+
+    // A longer history: the first 20, then "Load more" for the rest; the chart has a bar for each.
+    const hourAgo = Date.now() - 3_600_000
+    await app.db.insertInto('polling_runs').values(Array.from({ length: 30 }, (_, i) => ({
+      run_id: randomUUID(), reaktor_id: 'gamma-idle', node: 'node-b', started_at: new Date(hourAgo + i * 60_000), duration_ms: 10 * (i + 1), outcome: i % 3 === 0 ? 'failed' : 'no_work', error: i % 3 === 0 ? 'boom' : null
+    }))).execute()
+    await page.goto(page.url().replace(/#.*$/, '#/reaktor/gamma-idle'))
+    await page.waitForFunction(() => document.querySelectorAll('table.runs tbody tr[data-run]').length === 20)
+    t.equal(await page.locator('svg.durations rect.bar').count(), 20)
+    await page.getByRole('button', { name: 'Load more' }).press('Enter')
+    await page.waitForFunction(() => document.querySelectorAll('table.runs tbody tr[data-run]').length === 30)
+    t.equal(await page.getByRole('button', { name: 'Load more' }).isHidden(), true, 'no more to load')
+    t.equal(await page.locator('svg.durations rect.bar').count(), 30, 'a bar per run')
+    t.equal(await page.locator('svg.durations rect.bar.failed').count(), 10, 'failed runs coloured as such')
+    t.match(await page.locator('figure.chart figcaption').textContent(), /30 most recent runs: 10 failed, 20 no work; median 160 ms, longest 300 ms/)
+    t.match(await page.evaluate(() => document.activeElement?.closest('tr')?.textContent), /failed.*boom/, 'the focus moves to the first row loaded')
 
     // A failing one shows its error; an unknown id says so and links back.
     await page.goto(page.url().replace(/#.*$/, '#/reaktor/beta-fail'))

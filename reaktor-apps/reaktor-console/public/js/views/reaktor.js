@@ -64,20 +64,25 @@ export function mount (container, { id }) {
   function renderStatus (s) {
     const now = Date.now()
     status = s
-    title.textContent = s.label ?? s.reaktorDefinitionId
-    description.textContent = s.description ?? ''
+    if (title.textContent !== (s.label ?? s.reaktorDefinitionId)) title.textContent = s.label ?? s.reaktorDefinitionId
+    if (description.textContent !== (s.description ?? '')) description.textContent = s.description ?? ''
     description.hidden = !s.description
     badges.replaceChildren(stateBadge(s), isFailing(s) ? h('span', { class: 'badge failed' }, `⚠ failing: ${s.consecutiveFailures} in a row`) : '')
-    const items = []
+    // Each value is rewritten only when it changed, so text selected in it stays selected.
     for (const [key, label, show] of FIELDS) {
       const value = s[key]
       let shown
       if (show === 'time') shown = value ? h('span', null, formatTime(value), h('span', { class: 'muted' }, ` (${relative(value, now)})`)) : '—'
       else if (typeof show === 'function') shown = show(value)
       else shown = value === null || value === undefined || value === '' ? '—' : String(value)
-      items.push(h('div', { class: key === 'lastError' ? 'wide' : undefined }, h('dt', null, label), h('dd', { dataset: { field: key } }, shown)))
+      let dd = fields.querySelector(`dd[data-field="${key}"]`)
+      if (!dd) {
+        dd = h('dd', { dataset: { field: key } })
+        fields.append(h('div', { class: key === 'lastError' ? 'wide' : undefined }, h('dt', null, label), dd))
+      }
+      const text = typeof shown === 'string' ? shown : shown.textContent
+      if (dd.textContent !== text) dd.replaceChildren(shown)
     }
-    fields.replaceChildren(...items)
     control.update(s)
   }
 

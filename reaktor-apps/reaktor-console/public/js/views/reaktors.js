@@ -136,7 +136,8 @@ export function mount (container) {
   /** The cells that change with the clock alone. */
   function times (row, now) {
     const s = row.status
-    const nextText = s.blocked ? 'blocked' : s.state === 'stopped' ? '—' : s.runningSince ? 'running now' : relative(s.nextRun, now)
+    const due = s.nextRun && new Date(s.nextRun).getTime() <= now
+    const nextText = s.blocked ? 'blocked' : s.state === 'stopped' ? '—' : s.runningSince ? 'running now' : due ? 'due now' : relative(s.nextRun, now)
     set(row.cells.nextRun, nextText)
     row.cells.nextRun.title = formatTime(s.nextRun)
     const when = row.cells.lastRun.querySelector('.when')

@@ -19,6 +19,13 @@ button:hover{background:#1b4597}
 ul{padding-left:1.25rem}li{margin:.25rem 0}a{color:#2456b8}
 .sign-out button{width:auto;padding:.375rem .875rem;color:#2456b8;background:#fff;border:1px solid #2456b8}
 .sign-out button:hover{background:#eef3fc}
+main.home{max-width:36rem}
+h2{margin:1.5rem 0 .5rem;font-size:1.125rem}
+a.console{display:block;margin:1.25rem 0 .25rem;padding:.75rem 1rem;font-size:1.125rem;font-weight:600;text-align:center;text-decoration:none;color:#fff;background:#2456b8;border-radius:6px}
+a.console:hover{background:#1b4597}
+a.console:focus{outline:3px solid #2f6fde;outline-offset:2px}
+.hint{margin:.25rem 0 0;color:#4a5366;font-size:.875rem;text-align:center}
+@media (prefers-color-scheme:dark){body{background:#15181e;color:#e4e7ee}main{background:#1f232b;box-shadow:none}a{color:#8db4ff}.hint{color:#a9b1c2}.sign-out button{background:#1f232b;color:#8db4ff;border-color:#8db4ff}}
 `
 
 const STYLE_HASH = `'sha256-${createHash('sha256').update(STYLE).digest('base64')}'`
@@ -86,16 +93,36 @@ export function renderLoginPage ({ redirect, username = '', error }: LoginPageOp
 `
 }
 
-export interface HomePageApp { name: string, version: string, url: string, reaktors: number }
+/** A loaded app: `url` is where its UI is served, absent when it has none. */
+export interface HomePageApp { name: string, version: string, url?: string, reaktors: number }
+
+/** The app whose UI is the console: the home page's first entry when it is loaded. */
+export const CONSOLE_APP = 'reaktor-console'
+
+function reaktorCount (n: number): string {
+  return n === 0 ? 'no polling reaktor' : `${n} polling reaktor${n === 1 ? '' : 's'}`
+}
 
 /**
- * `GET /`: who is signed in, the app UIs to open, and a sign-out button. Same stylesheet and policy
- * as the login page, whose `form-action 'self'` lets the button post to `/logout`.
+ * `GET /`: who is signed in, the console first (when its app is loaded), the other app UIs, the
+ * apps without one, and a sign-out button. Same stylesheet and policy as the login page, whose
+ * `form-action 'self'` lets the button post to `/logout`.
  */
 export function renderHomePage (username: string, apps: HomePageApp[]): string {
-  const list = apps.length === 0
-    ? '<p>No app has a UI yet. Apps live in <code>REAKTOR_APPS_DIR</code>.</p>'
-    : `<ul>${apps.map((a) => `\n      <li><a href="${escapeHtml(a.url)}">${escapeHtml(a.name)}</a> ${escapeHtml(a.version)}</li>`).join('')}\n    </ul>`
+  // Of several loaded versions of the console, the newest.
+  const consoleApp = apps.filter((a) => a.name === CONSOLE_APP && a.url !== undefined)
+    .sort((a, b) => b.version.localeCompare(a.version, 'en', { numeric: true }))[0]
+  const consoleLink = consoleApp === undefined
+    ? ''
+    : `\n    <a class="console" href="${escapeHtml(consoleApp.url ?? '')}">Open the console</a>\n    <p class="hint">Polling reaktors and their runs, users and API tokens.</p>`
+  const withUi = apps.filter((a) => a.url !== undefined && a !== consoleApp)
+  const withoutUi = apps.filter((a) => a.url === undefined)
+  const uiList = withUi.length === 0
+    ? `<p>No ${consoleApp === undefined ? '' : 'other '}app has a UI yet. Apps live in <code>REAKTOR_APPS_DIR</code>.</p>`
+    : `<ul>${withUi.map((a) => `\n      <li><a href="${escapeHtml(a.url ?? '')}">${escapeHtml(a.name)}</a> ${escapeHtml(a.version)}</li>`).join('')}\n    </ul>`
+  const noUiList = withoutUi.length === 0
+    ? ''
+    : `\n    <h2>Apps without a UI</h2>\n    <ul>${withoutUi.map((a) => `\n      <li>${escapeHtml(a.name)} ${escapeHtml(a.version)} — ${reaktorCount(a.reaktors)}, no UI</li>`).join('')}\n    </ul>`
   return `<!doctype html>
 <html lang="en">
 <head>
@@ -105,10 +132,11 @@ export function renderHomePage (username: string, apps: HomePageApp[]): string {
   <style>${STYLE}</style>
 </head>
 <body>
-  <main>
-    <h1>Reaktor apps</h1>
-    <p>Signed in as <strong>${escapeHtml(username)}</strong>.</p>
-    ${list}
+  <main class="home">
+    <h1>Reaktor service</h1>
+    <p>Signed in as <strong>${escapeHtml(username)}</strong>.</p>${consoleLink}
+    <h2>App UIs</h2>
+    ${uiList}${noUiList}
     <p><a href="/docs">API documentation</a>: every operation, and a place to try them with a token.</p>
     <form class="sign-out" method="post" action="/logout"><button type="submit">Sign out</button></form>
   </main>

@@ -71,8 +71,8 @@ const routes: FastifyPluginAsyncTypebox = async (fastify) => {
   }, async (request, reply) => {
     const session = await fastify.cookieSession(request, reply)
     if (session === null) return reply.redirect('/login?redirect=%2F', 302)
-    const apps = fastify.apps.apps.filter((a) => a.publicDir !== undefined).map((a) => ({
-      name: a.name, version: a.version, url: `/app-ui/${a.name}@${a.version}/`, reaktors: a.pollingReaktors.length
+    const apps = fastify.apps.apps.map((a) => ({
+      name: a.name, version: a.version, url: a.publicDir === undefined ? undefined : `/app-ui/${a.name}@${a.version}/`, reaktors: a.pollingReaktors.length
     }))
     return reply.code(200).headers({ ...LOGIN_PAGE_HEADERS, 'cache-control': 'private, no-store' }).send(renderHomePage(session.username, apps))
   })

@@ -9,7 +9,8 @@ export function limitRule ({ min, max, default: byDefault }: PageLimit): string 
 
 /**
  * The preValidation of a paged list: the validator coerces the text to a number, which would take
- * "0x10", "1e2" or " 10" for one, so `limit` must be digits only.
+ * "0x10", "1e2" or " 10" for one, and lets hundreds of digits through as Infinity (a 500 once
+ * serialized or sent to the database), so `limit` must be digits only, of a safe integer.
  */
 export function digitsOnlyLimit (rule: string): (this: FastifyInstance, request: FastifyRequest) => Promise<void> {
   return digitsOnly({ limit: rule })
@@ -21,7 +22,7 @@ export function digitsOnly (rules: Record<string, string>): (this: FastifyInstan
     const query = request.query as Record<string, unknown>
     for (const [name, rule] of Object.entries(rules)) {
       const value = query[name]
-      if (typeof value === 'string' && !/^[0-9]+$/.test(value)) throw this.httpErrors.badRequest(rule)
+      if (typeof value === 'string' && (!/^[0-9]+$/.test(value) || !Number.isSafeInteger(Number(value)))) throw this.httpErrors.badRequest(rule)
     }
   }
 }

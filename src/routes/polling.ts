@@ -2,7 +2,7 @@ import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import type { FastifyReply } from 'fastify'
 import { Errors } from '../errors.js'
 import { described, ErrorBody, UnknownReaktorAnswer } from '../schemas/common.js'
-import { APP_NAME_MAX, LIST_LIMIT, LIST_Q_MAX, LIST_QUERY_PARAMS, LIST_SORTS, MessageBody, PollingList, PollingListQuery, PollingStatus, ReaktorIdParams } from '../schemas/polling.js'
+import { APP_NAME_MAX, LIST_LIMIT, LIST_OFFSET_MAX, LIST_Q_MAX, LIST_QUERY_PARAMS, LIST_SORTS, MessageBody, PollingList, PollingListQuery, PollingStatus, ReaktorIdParams } from '../schemas/polling.js'
 import { digitsOnly, limitRule, pagingErrors } from './paging.js'
 
 async function sendJson (reply: FastifyReply, json: string): Promise<FastifyReply> {
@@ -10,7 +10,7 @@ async function sendJson (reply: FastifyReply, json: string): Promise<FastifyRepl
 }
 
 const LIMIT_RULE = limitRule(LIST_LIMIT)
-const OFFSET_RULE = 'offset must be an integer from 0 (default 0), given once'
+const OFFSET_RULE = `offset must be an integer from 0 to ${LIST_OFFSET_MAX} (default 0), given once`
 const TEXT_RULE = 'characters, without NUL or unpaired surrogate characters, given once'
 const LIST_RULES: Record<string, string> = {
   '/q': `q must be 1 to ${LIST_Q_MAX} ${TEXT_RULE}`,

@@ -53,6 +53,8 @@ export const PollingStatus = Type.Unsafe<PollingStatusType>(Type.Ref('PollingSta
 /** The bounds of a list page's `limit`: without one, a page holds up to the default. */
 export const LIST_LIMIT = { min: 1, max: 1000, default: 100 } as const
 export const LIST_Q_MAX = 200
+/** Far past any list: an answer never has to print a number beyond what JSON integers hold exactly. */
+export const LIST_OFFSET_MAX = 1_000_000_000
 /** An app name as the bulk routes take it (package.json `name`). */
 export const APP_NAME_MAX = 214
 export const AppName = (description: string): TString => StoredText({ minLength: 1, maxLength: APP_NAME_MAX, description })
@@ -77,7 +79,7 @@ export const PollingListQuery = Type.Object({
   sort: Type.Optional(Words(LIST_SORTS, 'The status field to sort by (default id; `id` is reaktorDefinitionId, `interval` the registered interval by length). Nulls sort last in both orders; ties by id, ascending')),
   order: Type.Optional(Words(['asc', 'desc'], 'Sort order (default asc)')),
   limit: Type.Optional(Type.Integer({ minimum: LIST_LIMIT.min, maximum: LIST_LIMIT.max, description: `How many reaktors per page, ${LIST_LIMIT.min} to ${LIST_LIMIT.max} (default ${LIST_LIMIT.default})` })),
-  offset: Type.Optional(Type.Integer({ minimum: 0, description: 'How many matching reaktors to skip (default 0)' }))
+  offset: Type.Optional(Type.Integer({ minimum: 0, maximum: LIST_OFFSET_MAX, description: `How many matching reaktors to skip, 0 to ${LIST_OFFSET_MAX} (default 0)` }))
 })
 export const LIST_QUERY_PARAMS = Object.keys(PollingListQuery.properties) as Array<keyof Static<typeof PollingListQuery>>
 

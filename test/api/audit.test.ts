@@ -160,6 +160,7 @@ t.test('a bad limit or before is 400 saying what is allowed', async (t) => {
     ['?limit=1e2', /limit must be an integer from 1 to 500/],
     ['?limit=0x10', /limit must be an integer from 1 to 500/],
     ['?limit=-1', /limit must be an integer from 1 to 500/],
+    [`?limit=${'9'.repeat(400)}`, /limit must be an integer from 1 to 500/],
     ['?limit=5&limit=6', /limit must be an integer from 1 to 500/],
     ['?before=', /before must be the nextBefore of a previous page/],
     ['?before=yesterday', /before must be the nextBefore of a previous page \(an opaque cursor\)/],

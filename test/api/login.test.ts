@@ -1,9 +1,13 @@
 import { createHash } from 'node:crypto'
+import { readFile } from 'node:fs/promises'
+import path from 'node:path'
 import t from 'tap'
 import { SECURE_SESSION_COOKIE, SESSION_COOKIE } from '../../src/auth/types.js'
 import { ADMIN, ADMIN_ENV, apiLogin, formLogin, sessionCookie, whoami } from '../helpers/auth.js'
 import { build } from '../helpers/app.js'
 import { createTestDatabase } from '../helpers/database.js'
+import { EXAMPLE_APPS_DIR } from '../helpers/paths.js'
+import { probe } from '../helpers/scheduler.js'
 import pg from 'pg'
 
 t.test('GET /login serves a self-contained, accessible form under a strict CSP', async (t) => {
@@ -292,7 +296,56 @@ t.test('GET / lists the app UIs to a signed-in browser and sends others to the l
   t.match(home.headers['content-security-policy'], /default-src 'none'/)
   t.match(home.body, /Signed in as <strong>alice<\/strong>/)
   t.match(home.body, /<a href="\/app-ui\/with-ui@2\.0\.0\/">with-ui<\/a> 2\.0\.0/)
-  t.notMatch(home.body, /no-ui/, 'only apps with a UI')
+  t.match(home.body, /<li>@acme\/no-ui 1\.0\.0 — no polling reaktor, no UI<\/li>/, 'an app without a UI: listed apart, not linked')
+  t.notMatch(home.body, /href="[^"]*no-ui/)
+  t.notMatch(home.body, /Open the console/, 'no console app loaded: no console entry')
+})
+
+t.test('GET / opens with the console, then the other app UIs, then the apps without a UI and their reaktor counts', async (t) => {
+  const app = await build(t, {
+    env: ADMIN_ENV,
+    apps: [
+      { name: 'beta-ui', version: '1.2.0', publicDir: '/nonexistent/public' },
+      { name: 'reaktor-console', version: '1.9.0', publicDir: '/nonexistent/public' },
+      { name: 'reaktor-console', version: '1.10.0', publicDir: '/nonexistent/public' },
+      { name: 'heartbeat', version: '1.0.0', pollingReaktors: [probe('beat', () => false, { interval: '1h' }).registration] },
+      { name: 'sync', version: '3.0.0', pollingReaktors: [probe('sync-a', () => false, { interval: '1h' }).registration, probe('sync-b', () => false, { interval: '1h' }).registration] }
+    ]
+  })
+  const cookie = sessionCookie(await formLogin(app, ADMIN))!.value
+  const home = await app.inject({ method: 'GET', url: '/', cookies: { [SESSION_COOKIE]: cookie } })
+  t.equal(home.statusCode, 200)
+  const html = home.body
+  const links = [...html.matchAll(/<a [^>]*href="([^"]+)"[^>]*>([^<]*)<\/a>/g)].map((m) => [m[1], m[2]])
+  t.same(links, [
+    ['/app-ui/reaktor-console@1.10.0/', 'Open the console'],
+    ['/app-ui/beta-ui@1.2.0/', 'beta-ui'],
+    ['/app-ui/reaktor-console@1.9.0/', 'reaktor-console'],
+    ['/docs', 'API documentation']
+  ], 'the console first (its newest version; an older one stays among the other UIs), the other UIs, the API docs')
+  t.match(html, /<a class="console" href="\/app-ui\/reaktor-console@1\.10\.0\/">Open the console<\/a>/, 'styled as a button')
+  const items = [...html.matchAll(/<li>([^<]*)<\/li>/g)].map((m) => m[1])
+  t.same(items, ['heartbeat 1.0.0 — 1 polling reaktor, no UI', 'sync 3.0.0 — 2 polling reaktors, no UI'])
+  t.ok(html.indexOf('Open the console') < html.indexOf('beta-ui') && html.indexOf('beta-ui') < html.indexOf('heartbeat'), 'in that order')
+  // The same strict page: no script at all, the policy of the login page.
+  t.notMatch(html, /<script|<link|<img|src=|https?:\/\//i)
+  const login = await app.inject({ method: 'GET', url: '/login' })
+  t.equal(home.headers['content-security-policy'], login.headers['content-security-policy'])
+  t.notMatch(String(home.headers['content-security-policy']), /script-src|unsafe-inline/)
+  const style = /<style>([\s\S]*?)<\/style>/.exec(html)?.[1] ?? ''
+  t.match(home.headers['content-security-policy'], `style-src 'sha256-${createHash('sha256').update(style).digest('base64')}'`, 'its stylesheet allowed by hash')
+})
+
+t.test('GET / with the example apps: the console app of the repository is the first entry', async (t) => {
+  const app = await build(t, { env: { REAKTOR_APPS_DIR: EXAMPLE_APPS_DIR, ...ADMIN_ENV } })
+  const cookie = sessionCookie(await formLogin(app, ADMIN))!.value
+  const html = (await app.inject({ method: 'GET', url: '/', cookies: { [SESSION_COOKIE]: cookie } })).body
+  const { version } = JSON.parse(await readFile(path.join(EXAMPLE_APPS_DIR, 'reaktor-console', 'package.json'), 'utf8')) as { version: string }
+  t.match(html, new RegExp(`<a class="console" href="/app-ui/reaktor-console@${version.replace(/\./g, '\\.')}/">Open the console</a>`))
+  t.match(html, /<a href="\/app-ui\/drain-demo@[^"]+\/">drain-demo<\/a>/)
+  t.match(html, /<li>heartbeat [^ ]+ — 1 polling reaktor, no UI<\/li>/)
+  const opened = await app.inject({ method: 'GET', url: `/app-ui/reaktor-console@${version}/`, cookies: { [SESSION_COOKIE]: cookie } })
+  t.equal(opened.statusCode, 200, 'the link opens the console')
 })
 
 t.test('GET /login with a repeated redirect parameter still serves the form (redirect /)', async (t) => {

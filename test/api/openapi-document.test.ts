@@ -97,6 +97,26 @@ t.test('the document is public, valid OpenAPI 3.1, lists every API route and doc
   t.same(doc.paths['/api/v1/polling/{reaktorId}/status'].get.responses['200'].content['application/json'].schema, { $ref: `${COMPONENT}PollingStatus` })
   t.same(doc.paths['/api/v1/polling'].get.responses['200'].content['application/json'].schema.properties.pollingReaktors.items, { $ref: `${COMPONENT}PollingStatus` })
   t.ok(components.PollingStatus.properties.lastOutcome !== undefined, 'the status component has its fields')
+
+  // The list: one operation, its page parameters and the page's fields documented, optional.
+  const list = doc.paths['/api/v1/polling'].get
+  const listParameters = Object.fromEntries((list.parameters as any[]).map((p) => [p.name, p]))
+  t.same(Object.keys(listParameters).sort(), ['app', 'failing', 'limit', 'offset', 'order', 'q', 'sort', 'state'])
+  t.same((list.parameters as any[]).filter((p) => p.in !== 'query' || p.required === true).map((p) => p.name), [], 'every one optional, in the query')
+  t.same(listParameters.sort.schema.enum, ['id', 'label', 'app', 'state', 'interval', 'lastRun', 'nextRun', 'lastSuccessAt', 'consecutiveFailures', 'owner', 'lastOutcome'])
+  t.same(listParameters.state.schema.enum, ['running', 'stopped'])
+  t.same(listParameters.failing.schema.enum, ['true', 'false'])
+  t.same(listParameters.order.schema.enum, ['asc', 'desc'])
+  t.match(listParameters.limit.schema, { type: 'integer', minimum: 1, maximum: 1000 })
+  t.match(listParameters.offset.schema, { type: 'integer', minimum: 0 })
+  t.match(listParameters.q.schema, { minLength: 1, maxLength: 200 })
+  for (const p of list.parameters as any[]) t.ok(typeof (p.description ?? p.schema.description) === 'string', `list parameter ${String(p.name)}: described`)
+  const listAnswer = list.responses['200'].content['application/json'].schema
+  t.same(listAnswer.required, ['pollingReaktors'], 'the page fields are optional: absent without query parameters')
+  t.same(Object.keys(listAnswer.properties).sort(), ['counts', 'limit', 'offset', 'pollingReaktors', 'total'])
+  for (const name of ['counts', 'limit', 'offset', 'total']) t.match(listAnswer.properties[name].description, /query parameters/, `${name}: says when it is there`)
+  t.same(Object.keys(listAnswer.properties.counts.properties).sort(), ['all', 'failing', 'running', 'stopped'])
+  t.match(list.description, /Without query parameters/)
   const status = await call('GET', '/api/v1/polling/doc/status')
   t.same(Object.keys(status.body).sort(), Object.keys(components.PollingStatus.properties).sort(), 'the status as answered has the component\'s fields')
 

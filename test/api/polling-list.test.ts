@@ -75,4 +75,69 @@ t.test('a page: filters, sorting, total, offset, limit and the counts of all', a
   t.same(await ids('offset=3'), ['report-sync', 'zz-cleanup'])
   t.same(await ids('offset=5'), [], 'past the end: an empty page')
   t.match((await call('GET', '/api/v1/polling?offset=7&limit=1')).body, { pollingReaktors: [], total: 5, offset: 7, limit: 1 })
+  t.match((await call('GET', '/api/v1/polling?offset=1000000000&limit=1000')).body, { pollingReaktors: [], total: 5, offset: 1_000_000_000, limit: 1000 }, 'the largest offset and limit')
+})
+
+t.test('paging with offset lists every reaktor once, in the order of the whole list', async (t) => {
+  const { ids } = await service(t)
+  for (const query of ['sort=id', 'sort=label&order=desc', 'sort=app', 'sort=nextRun&order=desc', 'state=stopped&sort=consecutiveFailures']) {
+    const whole = await ids(`${query}&limit=1000`)
+    const paged: string[] = []
+    for (let offset = 0; offset < whole.length + 2; offset += 2) paged.push(...await ids(`${query}&limit=2&offset=${offset}`))
+    t.same(paged, whole, `${query}: pages of 2 make up the whole`)
+    t.equal(new Set(paged).size, paged.length, `${query}: no id twice`)
+  }
+  t.same(await ids('limit=1000'), await ids('sort=id&order=asc&offset=0'), 'the defaults: sort by id, ascending, from 0')
+})
+
+t.test('every bad value is a 400 with the error body, naming the parameter', async (t) => {
+  const { call } = await service(t)
+  const TEXT = 'characters, without NUL or unpaired surrogate characters, given once$'
+  const cases: Array<[string, RegExp]> = [
+    ['q=', new RegExp(`^q must be 1 to 200 ${TEXT}`)],
+    [`q=${'x'.repeat(201)}`, /^q must be 1 to 200 /],
+    ['q=a%00b', /^q must be 1 to 200 /],
+    ['q=a&q=b', /^q must be .*given once$/],
+    ['state=paused', /^state must be running or stopped, given once$/],
+    ['state=RUNNING', /^state must be running or stopped/],
+    ['state=running&state=stopped', /^state must be running or stopped, given once$/],
+    ['failing=yes', /^failing must be true or false, given once$/],
+    ['failing=1', /^failing must be true or false/],
+    ['failing=', /^failing must be true or false/],
+    ['app=', new RegExp(`^app must be an app name: 1 to 214 ${TEXT}`)],
+    [`app=${'a'.repeat(215)}`, /^app must be an app name: 1 to 214 /],
+    ['app=%00', /^app must be an app name/],
+    ['sort=name', /^sort must be one of id, label, app, state, interval, lastRun, nextRun, lastSuccessAt, consecutiveFailures, owner, lastOutcome \(default id\), given once$/],
+    ['sort=reaktorDefinitionId', /^sort must be one of /],
+    ['sort=id&sort=label', /^sort must be one of .*given once$/],
+    ['order=up', /^order must be asc or desc \(default asc\), given once$/],
+    ['order=ASC', /^order must be asc or desc/],
+    ['limit=0', /^limit must be an integer from 1 to 1000 \(default 100\)$/],
+    ['limit=1001', /^limit must be an integer from 1 to 1000/],
+    ['limit=abc', /^limit must be an integer from 1 to 1000/],
+    ['limit=1e2', /^limit must be an integer from 1 to 1000/],
+    ['limit=0x10', /^limit must be an integer from 1 to 1000/],
+    ['limit=-1', /^limit must be an integer from 1 to 1000/],
+    ['limit=', /^limit must be an integer from 1 to 1000/],
+    ['limit=5&limit=6', /^limit must be an integer from 1 to 1000/],
+    ['offset=-1', /^offset must be an integer from 0 to 1000000000 \(default 0\), given once$/],
+    ['offset=1000000001', /^offset must be an integer from 0 to 1000000000/],
+    ['offset=1.5', /^offset must be an integer from 0/],
+    ['offset=abc', /^offset must be an integer from 0/],
+    ['offset=%2010', /^offset must be an integer from 0/],
+    [`offset=${'9'.repeat(400)}`, /^offset must be an integer from 0/],
+    ['offset=1&offset=2', /^offset must be an integer from 0/],
+    ['state=running&limit=0', /^limit must be/]
+  ]
+  for (const [query, message] of cases) {
+    const res = await call('GET', `/api/v1/polling?${query}`)
+    t.equal(res.statusCode, 400, `${query.slice(0, 40)}: 400`)
+    t.same(Object.keys(res.body).sort(), ['error', 'message', 'statusCode'], `${query.slice(0, 40)}: the error body`)
+    t.match(res.body, { statusCode: 400, error: 'Bad Request', message }, `${query.slice(0, 40)}: names the parameter`)
+  }
+  // Parameters the list does not know are ignored: the whole list, as without any.
+  const unknown = await call('GET', '/api/v1/polling?page=2&foo=bar')
+  t.equal(unknown.statusCode, 200)
+  t.same(Object.keys(unknown.body), ['pollingReaktors'])
+  t.equal(unknown.body.pollingReaktors.length, 5)
 })

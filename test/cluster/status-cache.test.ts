@@ -1,6 +1,6 @@
 /**
- * Status and list are answered from memory (src/polling/status-cache.ts), yet a start or stop
- * acknowledged by ANY instance is visible in the very next status, on every instance.
+ * Status, list and list pages are answered from memory (src/polling/status-cache.ts), yet a start or
+ * stop acknowledged by ANY instance is visible in the very next status, on every instance.
  */
 import t from 'tap'
 import { sql } from 'kysely'
@@ -27,6 +27,11 @@ t.test('a start or stop acknowledged by another instance shows at once in status
   const b = await instance(t, databaseUrl, 'node-b')
   const status = async (): Promise<string> => (await a.call('GET', '/api/v1/polling/cached/status')).body.state
   const listed = async (): Promise<string> => (await a.call('GET', '/api/v1/polling')).body.pollingReaktors[0].state
+  // A filtered page is cut from the same cached read: it must be as fresh.
+  const runningPage = async (): Promise<{ ids: string[], running: number }> => {
+    const { body } = await a.call('GET', '/api/v1/polling?state=running&q=CACH&limit=10')
+    return { ids: body.pollingReaktors.map((s: { reaktorDefinitionId: string }) => s.reaktorDefinitionId), running: body.counts.running }
+  }
 
   t.equal(await status(), 'stopped')
   const hits = async (): Promise<number> => await metric(a.app, 'reaktor_status_cache_hits_total')
@@ -40,12 +45,14 @@ t.test('a start or stop acknowledged by another instance shows at once in status
     const expected = start ? 'running' : 'stopped'
     await status()
     await listed()
+    await runningPage()
     const res = await b.call('POST', `/api/v1/polling/cached/${start ? 'start' : 'stop'}`)
     t.equal(res.statusCode, 200)
     if (res.statusCode !== 200) break
     // No waiting: the answer of B is acknowledged, so A must show it now.
     t.equal(await status(), expected, `round ${round}: status on A right after B's ${start ? 'start' : 'stop'}`)
     t.equal(await listed(), expected, `round ${round}: list on A too`)
+    t.same(await runningPage(), start ? { ids: ['cached'], running: 1 } : { ids: [], running: 0 }, `round ${round}: and a page of the running ones`)
   }
   const hitsAfter = await hits()
   t.ok(hitsAfter > hitsBefore + 20, `A answered from its cache in between (${hitsAfter - hitsBefore} hits, ${await metric(a.app, 'reaktor_status_cache_reads_total')} reads)`)

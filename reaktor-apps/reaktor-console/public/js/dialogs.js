@@ -36,12 +36,12 @@ export function confirmDialog ({ title, text, confirmLabel, danger = true, body 
 }
 
 /**
- * A secret the API returns once (a generated password, a new API token): in a read-only field with
- * a Copy button and the warning that it will not be shown again. Without clipboard access (another
- * browser's permissions, a page not in a secure context) Copy selects the text for Ctrl+C instead.
+ * A secret the API returns once (a generated password, a new API token), whole (wrapped on a phone),
+ * with a Copy button and the warning that it will not be shown again. Without clipboard access
+ * (another browser's permissions, a page not in a secure context) Copy selects the text for Ctrl+C.
  */
 export function secretBox ({ title, value, note, name }) {
-  const field = h('input', { type: 'text', readOnly: true, value, class: 'secret', spellcheck: 'false', autocomplete: 'off', 'aria-label': title, dataset: { secret: name } })
+  const text = h('code', { class: 'secret', tabindex: '0', 'aria-label': title, dataset: { secret: name } }, value)
   const copy = h('button', {
     type: 'button',
     class: 'secondary',
@@ -50,15 +50,15 @@ export function secretBox ({ title, value, note, name }) {
         await navigator.clipboard.writeText(value)
         toast('Copied to the clipboard')
       } catch {
-        field.focus()
-        field.select()
+        text.focus()
+        window.getSelection().selectAllChildren(text)
         toast('Selected: press Ctrl+C (⌘C) to copy')
       }
     }
   }, 'Copy')
   return h('div', { class: 'secret-box', role: 'group', 'aria-label': title },
     h('p', { class: 'secret-title' }, title),
-    h('div', { class: 'secret-row' }, field, copy),
+    h('div', { class: 'secret-row' }, text, copy),
     h('p', { class: 'secret-note' }, note))
 }
 

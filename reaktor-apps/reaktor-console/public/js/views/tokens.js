@@ -104,7 +104,7 @@ export function mount (container, _params, me) {
     custom.required = false
     toast(`Token "${answer.name}" created`)
     await load()
-    created.querySelector('input')?.focus()
+    created.querySelector('.secret')?.focus()
   })
 
   container.append(heading, intro, form, created, h('h2', null, admin ? 'All API tokens' : 'Your API tokens'), listError, empty, table, passwordForm(me))
@@ -118,7 +118,7 @@ function passwordForm (me) {
   const next = h('input', { id: 'new-own-password', type: 'password', required: true, minLength: 12, maxLength: 1024, autocomplete: 'new-password' })
   const repeat = h('input', { id: 'repeat-password', type: 'password', required: true, autocomplete: 'new-password' })
   const error = errorLine()
-  const form = h('form', { class: 'card', 'aria-labelledby': 'my-account-title' },
+  const form = h('form', { class: 'card account', 'aria-labelledby': 'my-account-title' },
     h('h2', { id: 'my-account-title' }, 'My account'),
     h('p', { class: 'muted' }, `Signed in as ${me.username} (${me.role}). Changing your password signs you out everywhere and ends your API tokens.`),
     h('div', { class: 'fields' },

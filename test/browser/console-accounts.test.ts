@@ -87,6 +87,7 @@ if (skip !== false) {
     await signIn(t, page, base, ADMIN, '#/users')
     t.equal(await page.locator('#who').textContent(), `${ADMIN.username} (admin)`, 'the header names the user and the role')
     t.ok(await page.getByRole('link', { name: 'Users' }).isVisible(), 'an admin has the Users item')
+    t.equal(await page.locator('#toast').getAttribute('aria-live'), 'polite', 'results are announced')
     await userRow(page, ADMIN.username).waitFor()
 
     // Create without a password: the generated one is shown once.
@@ -150,6 +151,15 @@ if (skip !== false) {
     await refused.waitFor()
     t.match(await refused.textContent(), /is the last enabled admin/)
     t.equal((await userOf(app, ADMIN.username)).body.disabled, false)
+    // Nor demoted: the select goes back to the role the user still has.
+    const aliceRole = userRow(page, ADMIN.username).getByLabel(`Role of ${ADMIN.username}`)
+    await Promise.all([
+      page.waitForResponse((r) => r.url() === `${base}/api/v1/users/${ADMIN.username}` && r.status() === 409),
+      aliceRole.selectOption('operator')
+    ])
+    await waitFor(async () => await aliceRole.inputValue() === 'admin', { what: 'the select to show admin again' })
+    t.match(await refused.textContent(), /is the last enabled admin/)
+    t.equal((await userOf(app, ADMIN.username)).body.role, 'admin')
 
     // Enable again, reset the password (generated): the new one works, the first one no longer.
     await userRow(page, 'bob').getByRole('button', { name: 'Enable' }).click()

@@ -12,6 +12,7 @@ import type { Browser, BrowserContext, Page } from 'playwright-core'
 import { SESSION_COOKIE } from '../../src/auth/types.js'
 import { ADMIN, ADMIN_ENV, apiAs, apiLogin, createApiToken, loginToken, type Credentials } from '../helpers/auth.js'
 import { browserSkip, launchChromium, listeningApp } from '../helpers/browser.js'
+import { cliHome, runCli } from '../helpers/cli.js'
 import { waitFor, type TestContext } from '../helpers/context.js'
 import { ARTIFACTS_DIR, EXAMPLE_APPS_DIR } from '../helpers/paths.js'
 
@@ -256,6 +257,13 @@ if (skip !== false) {
     const me = await fetch(`${base}/api/v1/auth/me`, { headers: { 'x-service-token': token } })
     t.equal(me.status, 200)
     t.match(await me.json(), { username: 'carol', role: 'operator', kind: 'token' }, 'the token acts as carol')
+    // The token copied from the console works in the command line, as a script would use it.
+    const cliEnv = { REAKTOR_URL: base, REAKTOR_TOKEN: token, XDG_CONFIG_HOME: await cliHome(t) }
+    const [whoami, polling] = await Promise.all([runCli(['whoami', '--json'], { env: cliEnv }), runCli(['polling', 'list', '--json'], { env: cliEnv })])
+    t.equal(whoami.code, 0, `reaktor whoami with the console's token: ${whoami.stderr}`)
+    t.match(JSON.parse(whoami.stdout), { username: 'carol', role: 'operator', kind: 'token' }, 'the command line acts as carol')
+    t.equal(polling.code, 0, `reaktor polling list with the console's token: ${polling.stderr}`)
+    t.ok(JSON.parse(polling.stdout).pollingReaktors.some((r: { reaktorDefinitionId: string }) => r.reaktorDefinitionId === 'heartbeat'), 'and lists the example apps\' reaktors')
     const rows = page.locator('.tokens-table tbody tr')
     await waitFor(async () => await rows.count() === 1, { what: 'one token listed' })
     t.match(await rows.first().textContent(), /ci deploy/, 'carol sees her token and not the admin\'s')
@@ -276,6 +284,7 @@ if (skip !== false) {
     await confirm(page, 'Revoke')
     await page.getByText('You have no API tokens yet.').waitFor()
     t.equal((await fetch(`${base}/api/v1/auth/me`, { headers: { 'x-service-token': token } })).status, 401, 'the revoked token answers 401')
+    t.equal((await runCli(['whoami'], { env: cliEnv })).code, 4, 'and the command line exits 4 with it')
 
     // The admin's list: everyone's, with the owner.
     const adminSide = await newContext(t)

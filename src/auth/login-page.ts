@@ -1,9 +1,9 @@
 import { createHash } from 'node:crypto'
 
 /**
- * The login page: one self-contained HTML document (no scripts, no external resources), served
- * with its own strict CSP that allows exactly its inline stylesheet (by hash) and posting the form
- * to this origin.
+ * The login page: one self-contained HTML document (one small script, no external resources), served
+ * with its own strict CSP that allows exactly its inline stylesheet and script (by hash) and posting
+ * the form to this origin.
  */
 const STYLE = `
 *{box-sizing:border-box}
@@ -30,10 +30,20 @@ a.console:focus{outline:3px solid #2f6fde;outline-offset:2px}
 
 const STYLE_HASH = `'sha256-${createHash('sha256').update(STYLE).digest('base64')}'`
 
-/** The Content-Security-Policy of the login page. */
+/**
+ * The one script of the login page. A link into an app UI's view (`…/#/tokens`) reaches this page
+ * through a redirect that keeps the `#…` in the address bar, but the server never sees it, so the
+ * redirect field lacks it and the form post would lose it: this puts it back.
+ */
+const KEEP_FRAGMENT = "(function(){var f=document.querySelector('input[name=redirect]');if(f&&location.hash.length>1&&f.value.indexOf('#')<0)f.value+=location.hash})()"
+
+const KEEP_FRAGMENT_HASH = `'sha256-${createHash('sha256').update(KEEP_FRAGMENT).digest('base64')}'`
+
+/** The Content-Security-Policy of the login page (and the home page: the same hashes, no script of its own). */
 export const LOGIN_PAGE_CSP = [
   "default-src 'none'",
   `style-src ${STYLE_HASH}`,
+  `script-src ${KEEP_FRAGMENT_HASH}`,
   "form-action 'self'",
   "frame-ancestors 'none'",
   "base-uri 'none'"
@@ -88,6 +98,7 @@ export function renderLoginPage ({ redirect, username = '', error }: LoginPageOp
       <button type="submit">Sign in</button>
     </form>
   </main>
+  <script>${KEEP_FRAGMENT}</script>
 </body>
 </html>
 `

@@ -45,20 +45,18 @@ if (skip !== false) {
   }
 
   /**
-   * Opens the console, signs in on the login page it sends the browser to, and goes to `hash`. (A
-   * browser without a session never gets the console's page: the service sends it to the login page
-   * at once, and the hash, which never reaches the service, is not part of the way back.)
+   * Opens a link to one view of the console without a session: the service sends the browser to the
+   * login page (the `#…` stays in the address bar only: the server never sees it), whose script
+   * keeps it, so signing in lands on that very view.
    */
   async function signIn (t: Test, page: Page, base: string, creds: Credentials, hash: string): Promise<void> {
-    await page.goto(`${base}${CONSOLE}`)
+    await page.goto(`${base}${CONSOLE}${hash}`)
     await page.waitForURL((url) => url.pathname === '/login')
-    t.equal(new URL(page.url()).searchParams.get('redirect'), CONSOLE, 'the login page will send the browser back to the console')
+    t.equal(new URL(page.url()).searchParams.get('redirect'), CONSOLE, 'the service sends the browser to sign in, back to the console')
     await page.getByLabel('Username').fill(creds.username)
     await page.getByLabel('Password').fill(creds.password)
-    await Promise.all([page.waitForURL(`${base}${CONSOLE}`), page.getByRole('button', { name: 'Sign in' }).click()])
+    await Promise.all([page.waitForURL(`${base}${CONSOLE}${hash}`), page.getByRole('button', { name: 'Sign in' }).click()])
     await page.locator('#who').filter({ hasText: creds.username }).waitFor()
-    await page.evaluate((target) => { window.location.hash = target }, hash)
-    await page.waitForURL(`${base}${CONSOLE}${hash}`)
   }
 
   /** The row of one user or token in the view's table. */

@@ -10,7 +10,7 @@ import path from 'node:path'
 import t, { type Test } from 'tap'
 import type { Browser, BrowserContext, Page } from 'playwright-core'
 import type { FastifyInstance } from 'fastify'
-import { browserSkip, launchChromium, listeningApp } from '../helpers/browser.js'
+import { browserSkip, launchChromium, listeningApp, submitLogin } from '../helpers/browser.js'
 import { ADMIN, ADMIN_ENV } from '../helpers/auth.js'
 import { ARTIFACTS_DIR, EXAMPLE_APPS_DIR } from '../helpers/paths.js'
 import { FAST_SCHEDULER } from '../helpers/scheduler.js'
@@ -60,9 +60,7 @@ if (skip !== false) {
     if (options.clock === true) await page.clock.install()
     await page.goto(base + CONSOLE_PATH)
     await page.waitForURL(/\/login\?redirect=/)
-    await page.getByLabel('Username').fill(ADMIN.username)
-    await page.getByLabel('Password').fill(ADMIN.password)
-    await Promise.all([page.waitForURL(base + CONSOLE_PATH), page.getByRole('button', { name: 'Sign in' }).click()])
+    await submitLogin(page, ADMIN, base + CONSOLE_PATH)
     await page.locator('table.reaktors tbody tr').nth(3).waitFor()
     return { app, base, context, page, foreign, problems }
   }

@@ -34,6 +34,15 @@ const FLEET: AppDefinition = {
   ]
 }
 
+/** The fleet and a reaktor whose id and label are as long as an operator may make them. */
+const LONG_ID = `very-long-${'reaktor-id-'.repeat(10)}end`.slice(0, 120)
+const LONG_FLEET: AppDefinition = {
+  ...FLEET,
+  pollingReaktors: [...FLEET.pollingReaktors ?? [], {
+    reaktorDefinitionId: LONG_ID, label: `Synchronises ${'the customer ledger with the warehouse '.repeat(3)}`.slice(0, 120), interval: '1h', autoStart: true, createReaktor: () => async () => false
+  }]
+}
+
 const skip = browserSkip()
 if (skip !== false) {
   t.test('browser tests', { skip }, () => {})
@@ -263,10 +272,24 @@ if (skip !== false) {
     t.ok(lists.length - shownAt <= pageMs / 1000 + 1, `at most one refresh a second (${lists.length - shownAt} in ${pageMs} ms of page time)`)
   })
 
+  /** The row of the longest id and label is cut to a few lines (the whole label on hover), not a column of text. */
+  async function longRowIsShort (t: Test, page: Page, layout: string): Promise<void> {
+    const cell = row(page, LONG_ID).locator('td[data-label="Label"]')
+    const { height, line } = await cell.evaluate((td) => ({
+      height: ['.name', '.id'].reduce((sum, part) => sum + (td.querySelector(part)?.getBoundingClientRect().height ?? Infinity), 0),
+      line: parseFloat(getComputedStyle(td).lineHeight)
+    }))
+    // Three lines of label and two of id (in a smaller font), with half a line to spare.
+    t.ok(height <= 5.5 * line, `${layout}: the label and id take ${height} px, ${(height / line).toFixed(1)} lines`)
+    const link = row(page, LONG_ID).locator('a')
+    t.equal(await link.getAttribute('title'), LONG_FLEET.pollingReaktors?.at(-1)?.label, `${layout}: the whole label on hover`)
+  }
+
   t.test('phone width and dark mode: no page-wide horizontal scrollbar', async (t) => {
-    const { page } = await openConsole(t, { viewport: { width: 390, height: 844 }, colorScheme: 'dark' })
+    const { page } = await openConsole(t, { viewport: { width: 390, height: 844 }, colorScheme: 'dark', fleet: LONG_FLEET })
     await page.waitForSelector('tr[data-id="beta-fail"].failing')
     t.equal(await pageOverflow(page), 0, 'the list fits 390 px')
+    await longRowIsShort(t, page, 'phone')
     t.equal(await page.locator('tr[data-id="alpha-ok"] td[data-label="Owner"]').isVisible(), false, 'less important columns are hidden')
     t.equal(await page.locator('tr[data-id="alpha-ok"] td[data-label="Next run"]').isVisible(), true)
     t.equal(await page.evaluate(() => getComputedStyle(document.body).backgroundColor), 'rgb(18, 21, 28)', 'the dark colours')
@@ -280,6 +303,11 @@ if (skip !== false) {
     await page.goto(page.url().replace(/#.*$/, '#/'))
     await page.waitForSelector('tr[data-id="beta-fail"].failing')
     t.equal(await pageOverflow(page), 0, 'the wide list in dark mode')
+    await longRowIsShort(t, page, 'wide')
+    // With the keyboard, so that the focus ring shows: it must not be cut off with the label.
+    await row(page, LONG_ID).locator('td.select input').focus()
+    await page.keyboard.press('Tab')
+    t.equal(await row(page, LONG_ID).locator('a').evaluate((a) => a === document.activeElement), true, 'the long label\'s link has the focus')
     await page.screenshot({ path: path.join(ARTIFACTS_DIR, 'console-reaktors-dark.png'), fullPage: true })
   })
 

@@ -286,7 +286,7 @@ if (skip !== false) {
   }
 
   t.test('phone width and dark mode: no page-wide horizontal scrollbar', async (t) => {
-    const { page } = await openConsole(t, { viewport: { width: 390, height: 844 }, colorScheme: 'dark', fleet: LONG_FLEET })
+    const { app, page } = await openConsole(t, { viewport: { width: 390, height: 844 }, colorScheme: 'dark', fleet: LONG_FLEET })
     await page.waitForSelector('tr[data-id="beta-fail"].failing')
     t.equal(await pageOverflow(page), 0, 'the list fits 390 px')
     await longRowIsShort(t, page, 'phone')
@@ -298,6 +298,13 @@ if (skip !== false) {
     await page.locator('table.runs tbody tr[data-run]').first().waitFor()
     t.equal(await pageOverflow(page), 0, 'the reaktor page fits 390 px')
     await page.screenshot({ path: path.join(ARTIFACTS_DIR, 'console-reaktor-phone-dark.png'), fullPage: true })
+
+    // One run of 0 ms: the words agree with each other (the chart's scale is 1 ms at the least).
+    await app.db.insertInto('polling_runs').values({ run_id: randomUUID(), reaktor_id: 'delta-idle', node: 'node-b', started_at: new Date(), duration_ms: 0, outcome: 'no_work', error: null }).execute()
+    await page.goto(page.url().replace(/#.*$/, '#/reaktor/delta-idle'))
+    await page.locator('table.runs tbody tr[data-run]').first().waitFor()
+    t.equal(await page.locator('figure.chart figcaption').textContent(), '1 run: 1 no work; median 0 ms, longest 0 ms.')
+    t.equal(await page.locator('figure.chart .axis-labels').textContent(), '← oldestbar height: duration, tallest 0 msnewest →')
 
     await page.setViewportSize({ width: 1280, height: 800 })
     await page.goto(page.url().replace(/#.*$/, '#/'))

@@ -163,6 +163,8 @@ if (skip !== false) {
     t.equal(await row(page, 'delta-idle').locator('td.select input').isChecked(), false, 'the selection is cleared once acted on')
 
     t.equal(await pageOverflow(page), 0, 'no horizontal scrollbar on the page')
+    const tableOverflow = await page.locator('.table-wrap.reaktors').evaluate((wrap) => wrap.scrollWidth - wrap.clientWidth)
+    t.equal(tableOverflow, 0, `at 1280 px the whole table shows: no scrolling sideways to reach the row's buttons (${tableOverflow} px more)`)
     t.same(foreign, [], 'no request to another origin')
     t.same(problems, [], 'no CSP violation or script error')
   })

@@ -299,6 +299,10 @@ if (skip !== false) {
     await page.locator('tr[data-id="beta-fail"] a').click()
     await page.locator('table.runs tbody tr[data-run]').first().waitFor()
     t.equal(await pageOverflow(page), 0, 'the reaktor page fits 390 px')
+    const runsWrap = page.locator('.table-wrap:has(table.runs)')
+    t.equal(await runsWrap.evaluate((wrap) => wrap.scrollWidth - wrap.clientWidth), 0, 'the run history fits too, no scrolling sideways in its box')
+    const error = await page.locator('table.runs td.error').first().boundingBox()
+    t.ok(error !== null && error.x + error.width <= 390, `a run's error is in view (${JSON.stringify(error)})`)
     await page.screenshot({ path: path.join(ARTIFACTS_DIR, 'console-reaktor-phone-dark.png'), fullPage: true })
 
     // One run of 0 ms: the words agree with each other (the chart's scale is 1 ms at the least).

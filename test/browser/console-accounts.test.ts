@@ -11,7 +11,7 @@ import type { FastifyInstance } from 'fastify'
 import type { Browser, BrowserContext, Page } from 'playwright-core'
 import { SESSION_COOKIE } from '../../src/auth/types.js'
 import { ADMIN, ADMIN_ENV, apiAs, apiLogin, createApiToken, loginToken, type Credentials } from '../helpers/auth.js'
-import { browserSkip, launchChromium, listeningApp } from '../helpers/browser.js'
+import { browserSkip, launchChromium, listeningApp, submitLogin } from '../helpers/browser.js'
 import { cliHome, runCli } from '../helpers/cli.js'
 import { waitFor, type TestContext } from '../helpers/context.js'
 import { ARTIFACTS_DIR, EXAMPLE_APPS_DIR } from '../helpers/paths.js'
@@ -53,9 +53,7 @@ if (skip !== false) {
     await page.goto(`${base}${CONSOLE}${hash}`)
     await page.waitForURL((url) => url.pathname === '/login')
     t.equal(new URL(page.url()).searchParams.get('redirect'), CONSOLE, 'the service sends the browser to sign in, back to the console')
-    await page.getByLabel('Username').fill(creds.username)
-    await page.getByLabel('Password').fill(creds.password)
-    await Promise.all([page.waitForURL(`${base}${CONSOLE}${hash}`), page.getByRole('button', { name: 'Sign in' }).click()])
+    await submitLogin(page, creds, `${base}${CONSOLE}${hash}`)
     await page.locator('#who').filter({ hasText: creds.username }).waitFor()
   }
 
@@ -307,9 +305,7 @@ if (skip !== false) {
     await page.getByRole('button', { name: 'Change password' }).click()
     await page.waitForURL((url) => url.pathname === '/login')
     t.equal(new URL(page.url()).searchParams.get('redirect'), `${CONSOLE}#/tokens`)
-    await page.getByLabel('Username').fill('carol')
-    await page.getByLabel('Password').fill('carol password 2')
-    await Promise.all([page.waitForURL(`${base}${CONSOLE}#/tokens`), page.getByRole('button', { name: 'Sign in' }).click()])
+    await submitLogin(page, { username: 'carol', password: 'carol password 2' }, `${base}${CONSOLE}#/tokens`)
     await page.getByText('You have no API tokens yet.').waitFor()
     t.same(problems, [], 'no script error or policy violation')
     t.same(adminSide.problems, [])
@@ -328,9 +324,7 @@ if (skip !== false) {
     await page.getByRole('link', { name: 'API tokens' }).click()
     await page.waitForURL((url) => url.pathname === '/login')
     t.equal(new URL(page.url()).searchParams.get('redirect'), `${CONSOLE}#/tokens`, 'the login page will bring the browser back to #/tokens')
-    await page.getByLabel('Username').fill(ADMIN.username)
-    await page.getByLabel('Password').fill(ADMIN.password)
-    await Promise.all([page.waitForURL(`${base}${CONSOLE}#/tokens`), page.getByRole('button', { name: 'Sign in' }).click()])
+    await submitLogin(page, ADMIN, `${base}${CONSOLE}#/tokens`)
     await page.getByRole('heading', { name: 'API tokens', exact: true }).waitFor()
     await page.getByText('No API tokens yet.').waitFor()
 

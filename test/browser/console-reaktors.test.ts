@@ -10,7 +10,7 @@ import path from 'node:path'
 import t, { type Test } from 'tap'
 import type { Browser, BrowserContext, Page } from 'playwright-core'
 import type { FastifyInstance } from 'fastify'
-import { browserSkip, launchChromium, listeningApp } from '../helpers/browser.js'
+import { browserSkip, launchChromium, listeningApp, submitLogin } from '../helpers/browser.js'
 import { ADMIN, ADMIN_ENV } from '../helpers/auth.js'
 import { ARTIFACTS_DIR, EXAMPLE_APPS_DIR } from '../helpers/paths.js'
 import { FAST_SCHEDULER } from '../helpers/scheduler.js'
@@ -32,6 +32,15 @@ const FLEET: AppDefinition = {
     { reaktorDefinitionId: 'delta-idle', label: 'Delta', interval: '30m', createReaktor: () => async () => false },
     { reaktorDefinitionId: 'gamma-idle', label: 'Gamma', interval: '1h', createReaktor: () => async () => false }
   ]
+}
+
+/** The fleet and a reaktor whose id and label are as long as an operator may make them. */
+const LONG_ID = `very-long-${'reaktor-id-'.repeat(10)}end`.slice(0, 120)
+const LONG_FLEET: AppDefinition = {
+  ...FLEET,
+  pollingReaktors: [...FLEET.pollingReaktors ?? [], {
+    reaktorDefinitionId: LONG_ID, label: `Synchronises ${'the customer ledger with the warehouse '.repeat(3)}`.slice(0, 120), interval: '1h', autoStart: true, createReaktor: () => async () => false
+  }]
 }
 
 const skip = browserSkip()
@@ -60,9 +69,7 @@ if (skip !== false) {
     if (options.clock === true) await page.clock.install()
     await page.goto(base + CONSOLE_PATH)
     await page.waitForURL(/\/login\?redirect=/)
-    await page.getByLabel('Username').fill(ADMIN.username)
-    await page.getByLabel('Password').fill(ADMIN.password)
-    await Promise.all([page.waitForURL(base + CONSOLE_PATH), page.getByRole('button', { name: 'Sign in' }).click()])
+    await submitLogin(page, ADMIN, base + CONSOLE_PATH)
     await page.locator('table.reaktors tbody tr').nth(3).waitFor()
     return { app, base, context, page, foreign, problems }
   }
@@ -156,6 +163,8 @@ if (skip !== false) {
     t.equal(await row(page, 'delta-idle').locator('td.select input').isChecked(), false, 'the selection is cleared once acted on')
 
     t.equal(await pageOverflow(page), 0, 'no horizontal scrollbar on the page')
+    const tableOverflow = await page.locator('.table-wrap.reaktors').evaluate((wrap) => wrap.scrollWidth - wrap.clientWidth)
+    t.equal(tableOverflow, 0, `at 1280 px the whole table shows: no scrolling sideways to reach the row's buttons (${tableOverflow} px more)`)
     t.same(foreign, [], 'no request to another origin')
     t.same(problems, [], 'no CSP violation or script error')
   })
@@ -223,7 +232,7 @@ if (skip !== false) {
       version: '1.0.0',
       pollingReaktors: Array.from({ length: 120 }, (_, i) => ({ reaktorDefinitionId: `many-${String(i).padStart(3, '0')}`, interval: '1h', createReaktor: () => async () => false }))
     }
-    const { page } = await openConsole(t, { fleet: many, clock: true })
+    const { page, base } = await openConsole(t, { fleet: many, clock: true })
     const lists: string[] = []
     page.on('request', (r) => { if (r.url().includes('/api/v1/polling?')) lists.push(r.url()) })
     await page.waitForFunction(() => document.querySelector('.pager .range')?.textContent === '1–50 of 120')
@@ -243,7 +252,14 @@ if (skip !== false) {
     const visibility = async (state: string): Promise<void> => await page.evaluate(`Object.defineProperty(document, 'visibilityState', { configurable: true, get: () => '${state}' }); document.dispatchEvent(new Event('visibilitychange'))`)
     await visibility('hidden')
     const hiddenAt = lists.length
-    await page.clock.runFor(10_000)
+    for (let second = 0; second < 10; second++) {
+      await page.clock.runFor(1000)
+      // A request of the page's own after the timers ran: it is seen after any refresh they sent, so
+      // once it is answered such a refresh is counted (and has had time for its answer and its
+      // next timer). Without it the check below could run before a refresh's request event.
+      const barrier = `${base}/healthz?hidden=${second}`
+      await Promise.all([page.waitForResponse(barrier), page.evaluate(async (url) => { await fetch(url) }, barrier)])
+    }
     t.equal(lists.length, hiddenAt, 'no refresh while hidden')
     // Visible again: a refresh at once, then one a second at most, counted on the page's clock.
     await visibility('visible')
@@ -258,10 +274,24 @@ if (skip !== false) {
     t.ok(lists.length - shownAt <= pageMs / 1000 + 1, `at most one refresh a second (${lists.length - shownAt} in ${pageMs} ms of page time)`)
   })
 
+  /** The row of the longest id and label is cut to a few lines (the whole label on hover), not a column of text. */
+  async function longRowIsShort (t: Test, page: Page, layout: string): Promise<void> {
+    const cell = row(page, LONG_ID).locator('td[data-label="Label"]')
+    const { height, line } = await cell.evaluate((td) => ({
+      height: ['.name', '.id'].reduce((sum, part) => sum + (td.querySelector(part)?.getBoundingClientRect().height ?? Infinity), 0),
+      line: parseFloat(getComputedStyle(td).lineHeight)
+    }))
+    // Three lines of label and two of id (in a smaller font), with half a line to spare.
+    t.ok(height <= 5.5 * line, `${layout}: the label and id take ${height} px, ${(height / line).toFixed(1)} lines`)
+    const link = row(page, LONG_ID).locator('a')
+    t.equal(await link.getAttribute('title'), LONG_FLEET.pollingReaktors?.at(-1)?.label, `${layout}: the whole label on hover`)
+  }
+
   t.test('phone width and dark mode: no page-wide horizontal scrollbar', async (t) => {
-    const { page } = await openConsole(t, { viewport: { width: 390, height: 844 }, colorScheme: 'dark' })
+    const { app, page } = await openConsole(t, { viewport: { width: 390, height: 844 }, colorScheme: 'dark', fleet: LONG_FLEET })
     await page.waitForSelector('tr[data-id="beta-fail"].failing')
     t.equal(await pageOverflow(page), 0, 'the list fits 390 px')
+    await longRowIsShort(t, page, 'phone')
     t.equal(await page.locator('tr[data-id="alpha-ok"] td[data-label="Owner"]').isVisible(), false, 'less important columns are hidden')
     t.equal(await page.locator('tr[data-id="alpha-ok"] td[data-label="Next run"]').isVisible(), true)
     t.equal(await page.evaluate(() => getComputedStyle(document.body).backgroundColor), 'rgb(18, 21, 28)', 'the dark colours')
@@ -269,12 +299,28 @@ if (skip !== false) {
     await page.locator('tr[data-id="beta-fail"] a').click()
     await page.locator('table.runs tbody tr[data-run]').first().waitFor()
     t.equal(await pageOverflow(page), 0, 'the reaktor page fits 390 px')
+    const runsWrap = page.locator('.table-wrap:has(table.runs)')
+    t.equal(await runsWrap.evaluate((wrap) => wrap.scrollWidth - wrap.clientWidth), 0, 'the run history fits too, no scrolling sideways in its box')
+    const error = await page.locator('table.runs td.error').first().boundingBox()
+    t.ok(error !== null && error.x + error.width <= 390, `a run's error is in view (${JSON.stringify(error)})`)
     await page.screenshot({ path: path.join(ARTIFACTS_DIR, 'console-reaktor-phone-dark.png'), fullPage: true })
+
+    // One run of 0 ms: the words agree with each other (the chart's scale is 1 ms at the least).
+    await app.db.insertInto('polling_runs').values({ run_id: randomUUID(), reaktor_id: 'delta-idle', node: 'node-b', started_at: new Date(), duration_ms: 0, outcome: 'no_work', error: null }).execute()
+    await page.goto(page.url().replace(/#.*$/, '#/reaktor/delta-idle'))
+    await page.locator('table.runs tbody tr[data-run]').first().waitFor()
+    t.equal(await page.locator('figure.chart figcaption').textContent(), '1 run: 1 no work; median 0 ms, longest 0 ms.')
+    t.equal(await page.locator('figure.chart .axis-labels').textContent(), '← oldestbar height: duration, tallest 0 msnewest →')
 
     await page.setViewportSize({ width: 1280, height: 800 })
     await page.goto(page.url().replace(/#.*$/, '#/'))
     await page.waitForSelector('tr[data-id="beta-fail"].failing')
     t.equal(await pageOverflow(page), 0, 'the wide list in dark mode')
+    await longRowIsShort(t, page, 'wide')
+    // With the keyboard, so that the focus ring shows: it must not be cut off with the label.
+    await row(page, LONG_ID).locator('td.select input').focus()
+    await page.keyboard.press('Tab')
+    t.equal(await row(page, LONG_ID).locator('a').evaluate((a) => a === document.activeElement), true, 'the long label\'s link has the focus')
     await page.screenshot({ path: path.join(ARTIFACTS_DIR, 'console-reaktors-dark.png'), fullPage: true })
   })
 

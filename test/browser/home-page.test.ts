@@ -4,7 +4,7 @@
  */
 import path from 'node:path'
 import t from 'tap'
-import { browserSkip, launchChromium, listeningApp } from '../helpers/browser.js'
+import { browserSkip, launchChromium, listeningApp, submitLogin } from '../helpers/browser.js'
 import { ADMIN, ADMIN_ENV } from '../helpers/auth.js'
 import { ARTIFACTS_DIR, EXAMPLE_APPS_DIR } from '../helpers/paths.js'
 
@@ -22,9 +22,7 @@ if (skip !== false) {
     tab.on('console', (m) => { if (m.type() === 'error' || m.type() === 'warning') problems.push(m.text()) })
     tab.on('pageerror', (e) => problems.push(e.message))
     await tab.goto(`${base}/`)
-    await tab.getByLabel('Username').fill(ADMIN.username)
-    await tab.getByLabel('Password').fill(ADMIN.password)
-    await Promise.all([tab.waitForURL(`${base}/`), tab.getByRole('button', { name: 'Sign in' }).click()])
+    await submitLogin(tab, ADMIN, `${base}/`)
 
     const links = await tab.locator('main a').evaluateAll((as) => as.map((a) => a.textContent))
     t.same(links, ['Open the console', 'drain-demo', 'API documentation'], 'the console first, then the other app UI, then the API docs')

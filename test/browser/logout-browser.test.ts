@@ -7,7 +7,7 @@ import fs from 'node:fs'
 import path from 'node:path'
 import t from 'tap'
 import type { Browser, BrowserContext, Page } from 'playwright-core'
-import { browserSkip, CROSS_SITE_FLAG, crossSitePage, launchChromium, listeningApp } from '../helpers/browser.js'
+import { browserSkip, CROSS_SITE_FLAG, crossSitePage, launchChromium, listeningApp, submitLogin } from '../helpers/browser.js'
 import { SESSION_COOKIE } from '../../src/auth/types.js'
 import { ADMIN, ADMIN_ENV } from '../helpers/auth.js'
 import { waitFor, type TestContext } from '../helpers/context.js'
@@ -37,9 +37,7 @@ if (skip !== false) {
   /** Signs in through the login form the app UI sends the browser to; back on the app UI. */
   async function signInThroughAppUi (tab: Page, base: string): Promise<void> {
     await tab.goto(`${base}${APP_UI}`)
-    await tab.getByLabel('Username').fill(ADMIN.username)
-    await tab.getByLabel('Password').fill(ADMIN.password)
-    await Promise.all([tab.waitForURL(`${base}${APP_UI}`), tab.getByRole('button', { name: 'Sign in' }).click()])
+    await submitLogin(tab, ADMIN, `${base}${APP_UI}`)
   }
 
   /** The answer of the API to a token, as a script would call it. */

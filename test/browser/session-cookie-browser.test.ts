@@ -5,7 +5,7 @@
  */
 import t from 'tap'
 import type { Browser, BrowserContext, Page } from 'playwright-core'
-import { browserSkip, launchChromium } from '../helpers/browser.js'
+import { browserSkip, launchChromium, submitLogin } from '../helpers/browser.js'
 import { SECURE_SESSION_COOKIE, SESSION_COOKIE } from '../../src/auth/types.js'
 import { ADMIN, ADMIN_ENV } from '../helpers/auth.js'
 import { build } from '../helpers/app.js'
@@ -34,9 +34,7 @@ if (skip !== false) {
     t.teardown(async () => await context.close())
     const page = await context.newPage()
     await page.goto(`${base}${APP_PATH}`)
-    await page.getByLabel('Username').fill(ADMIN.username)
-    await page.getByLabel('Password').fill(ADMIN.password)
-    await Promise.all([page.waitForURL(`${base}${APP_PATH}`), page.getByRole('button', { name: 'Sign in' }).click()])
+    await submitLogin(page, ADMIN, `${base}${APP_PATH}`)
     return { base, context, page }
   }
 

@@ -1,8 +1,8 @@
 /**
- * `reaktor users …` and `reaktor passwd`: the command itself (a subprocess, as `npx reaktor` runs
- * it) against a listening service, with the token in REAKTOR_TOKEN. What a terminal is needed for
- * (the delete confirmation, the password prompts) runs `main` in this process with a stand-in
- * terminal.
+ * `reaktor users …` and `reaktor passwd` against a listening service, with the token in
+ * REAKTOR_TOKEN: `main` in this process (a process each would cost a second or more), one command of
+ * each test as a subprocess, as `npx reaktor` runs it. What a terminal is needed for (the delete
+ * confirmation, the password prompts) runs `main` with a stand-in terminal.
  */
 import { PassThrough } from 'node:stream'
 import t from 'tap'
@@ -16,11 +16,11 @@ const GENERATED_PASSWORD = /^[A-Za-z0-9_-]{24}\n$/
 t.test('users: create, list, show, set-role, disable, enable, reset-password and delete, as tables and as --json', async (t) => {
   const s = await cliService(t)
   t.equal((await apiAs(s.app, s.admin)('POST', '/api/v1/users', { username: 'dan', role: 'operator' })).statusCode, 201)
-  // Commands on different users run together: a process each takes a second or more on a busy machine.
+  // Commands on different users run together.
   const chosen = 'carol chose this one'
   const [created, carol] = await Promise.all([
     s.cli(['users', 'create', 'bob']),
-    s.cli(['--json', 'users', 'create', 'carol', '--role', 'admin', '--password-stdin'], { stdin: `${chosen}\n` })
+    s.inProcess(['--json', 'users', 'create', 'carol', '--role', 'admin', '--password-stdin'], { stdin: `${chosen}\n` })
   ])
   t.equal(created.code, 0, created.stderr)
   t.match(created.stdout, GENERATED_PASSWORD, 'the generated password alone on stdout')
@@ -33,7 +33,7 @@ t.test('users: create, list, show, set-role, disable, enable, reset-password and
   t.notOk('password' in carolJson, 'no password in the answer when it was given')
   t.ok(await s.logsIn('carol', chosen), 'the password from stdin, without its line break, logs carol in')
 
-  const [list, listJson, shown] = await Promise.all([s.cli(['users', 'list']), s.cli(['--json', 'users', 'list']), s.cli(['users', 'show', 'BOB'])])
+  const [list, listJson, shown] = await Promise.all([s.inProcess(['users', 'list']), s.inProcess(['--json', 'users', 'list']), s.inProcess(['users', 'show', 'BOB'])])
   t.equal(list.code, 0, list.stderr)
   const lines = list.stdout.trimEnd().split('\n')
   t.match(lines[0], /^USERNAME\s+ROLE\s+STATUS\s+CREATED\s+UPDATED$/)
@@ -42,19 +42,19 @@ t.test('users: create, list, show, set-role, disable, enable, reset-password and
   t.equal(shown.code, 0, shown.stderr)
   t.match(shown.stdout, /^username: +bob\nrole: +operator\nstatus: +enabled\nid: +\d+\ncreated: +\S+\nupdated: +\S+\n$/, 'the user, found without regard to case')
 
-  const [promoted, disabled] = await Promise.all([s.cli(['users', 'set-role', 'bob', 'admin']), s.cli(['users', 'disable', 'dan'])])
+  const [promoted, disabled] = await Promise.all([s.inProcess(['users', 'set-role', 'bob', 'admin']), s.inProcess(['users', 'disable', 'dan'])])
   t.match(promoted.stdout, /^role: +admin$/m)
   t.equal((await s.user('bob')).body.role, 'admin', 'the service has the new role')
   t.match(disabled.stdout, /^status: +disabled$/m)
   t.equal((await s.user('dan')).body.disabled, true)
-  const enabled = await s.cli(['--json', 'users', 'enable', 'dan'])
+  const enabled = await s.inProcess(['--json', 'users', 'enable', 'dan'])
   t.match(JSON.parse(enabled.stdout), { username: 'dan', role: 'operator', disabled: false })
   t.equal((await s.user('dan')).body.disabled, false)
 
   const [reset, resetJson, resetStdin] = await Promise.all([
-    s.cli(['users', 'reset-password', 'bob']),
-    s.cli(['--json', 'users', 'reset-password', 'carol']),
-    s.cli(['users', 'reset-password', 'dan', '--password-stdin'], { stdin: 'dan gets this one\n' })
+    s.inProcess(['users', 'reset-password', 'bob']),
+    s.inProcess(['--json', 'users', 'reset-password', 'carol']),
+    s.inProcess(['users', 'reset-password', 'dan', '--password-stdin'], { stdin: 'dan gets this one\n' })
   ])
   t.equal(reset.code, 0, reset.stderr)
   t.match(reset.stdout, GENERATED_PASSWORD, 'the generated password alone on stdout')
@@ -67,12 +67,12 @@ t.test('users: create, list, show, set-role, disable, enable, reset-password and
   t.match(resetStdin.stdout, /^username: +dan$/m, 'the user on stdout, no password')
   t.ok(await s.logsIn('dan', 'dan gets this one'))
 
-  const [unconfirmed, carolDeleted] = await Promise.all([s.cli(['users', 'delete', 'bob']), s.cli(['--json', 'users', 'delete', 'carol', '--yes'])])
+  const [unconfirmed, carolDeleted] = await Promise.all([s.inProcess(['users', 'delete', 'bob']), s.inProcess(['--json', 'users', 'delete', 'carol', '--yes'])])
   t.equal(unconfirmed.code, 2, 'without a terminal, delete needs --yes')
   t.match(unconfirmed.stderr, 'add --yes to confirm')
   t.equal((await s.user('bob')).statusCode, 200, 'bob is still there')
   t.same(JSON.parse(carolDeleted.stdout), { message: 'User "carol" deleted' })
-  const deleted = await s.cli(['users', 'delete', 'bob', '--yes'])
+  const deleted = await s.inProcess(['users', 'delete', 'bob', '--yes'])
   t.equal(deleted.code, 0, deleted.stderr)
   t.equal(deleted.stdout, 'User "bob" deleted\n')
   t.equal((await s.user('bob')).statusCode, 404)
@@ -86,8 +86,8 @@ t.test('passwd: both passwords from stdin; a wrong current password exits 4, a b
 
   const [wrong, oneLine, short] = await Promise.all([
     s.cli(['passwd', '--password-stdin'], { token, stdin: 'not her password\nerin the second\n' }),
-    s.cli(['passwd', '--password-stdin'], { token, stdin: 'erin the first\n' }),
-    s.cli(['users', 'passwd', '--password-stdin'], { token, stdin: 'erin the first\nshort\n' })
+    s.inProcess(['passwd', '--password-stdin'], { token, stdin: 'erin the first\n' }),
+    s.inProcess(['users', 'passwd', '--password-stdin'], { token, stdin: 'erin the first\nshort\n' })
   ])
   t.equal(wrong.code, 4, 'a wrong current password')
   t.match(wrong.stderr, 'The current password is wrong')
@@ -97,12 +97,12 @@ t.test('passwd: both passwords from stdin; a wrong current password exits 4, a b
   t.match(short.stderr, 'too short')
   t.ok(await s.logsIn(erin.username, erin.password), 'the password is unchanged')
 
-  const changed = await s.cli(['--json', 'passwd', '--password-stdin'], { token, stdin: 'erin the first\nerin the second\n' })
+  const changed = await s.inProcess(['--json', 'passwd', '--password-stdin'], { token, stdin: 'erin the first\nerin the second\n' })
   t.equal(changed.code, 0, changed.stderr)
   t.match(JSON.parse(changed.stdout), { message: /Password changed/ })
   t.ok(await s.logsIn(erin.username, 'erin the second'), 'the new password logs in')
   t.notOk(await s.logsIn(erin.username, erin.password), 'the old one no longer does')
-  const after = await s.cli(['tokens', 'list'], { token })
+  const after = await s.inProcess(['tokens', 'list'], { token })
   t.equal(after.code, 4, 'the session that changed it has ended')
 })
 

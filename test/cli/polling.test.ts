@@ -1,5 +1,6 @@
 /**
- * `reaktor polling …` as a subprocess against a listening service with a few polling reaktors:
+ * `reaktor polling …` against a listening service with a few polling reaktors, a few commands of
+ * each test as a subprocess (as `npx reaktor` runs it), the others as `main` in this process:
  * tables and `--json` of list, status and runs, the filters of list, single and bulk start/stop,
  * run now, the next-page hint, and the exit codes (1, 2, 3, 4).
  */
@@ -8,7 +9,7 @@ import path from 'node:path'
 import t from 'tap'
 import { ADMIN_ENV, apiAs, createApiToken, loginToken } from '../helpers/auth.js'
 import { listeningApp } from '../helpers/browser.js'
-import { cliHome, runCli, type CliResult } from '../helpers/cli.js'
+import { cliHome, runCli, runCliInProcess, type CliResult } from '../helpers/cli.js'
 import { waitFor } from '../helpers/context.js'
 import { ROOT } from '../helpers/paths.js'
 import { FAST_SCHEDULER, probe } from '../helpers/scheduler.js'
@@ -32,6 +33,8 @@ const { token } = await createApiToken(app, session, { name: 'cli test' })
 const home = await cliHome(t)
 const env = { XDG_CONFIG_HOME: home, REAKTOR_URL: base, REAKTOR_TOKEN: token }
 const cli = async (...args: string[]): Promise<CliResult> => await runCli(args, { env })
+/** The same in this process: most checks here, a few commands of each test as processes. */
+const inProcess = async (...args: string[]): Promise<CliResult> => await runCliInProcess(args, { env })
 
 await waitFor(async () => {
   const byId = Object.fromEntries((await call('GET', '/api/v1/polling')).body.pollingReaktors.map((s: any) => [s.reaktorDefinitionId, s]))
@@ -52,13 +55,13 @@ t.test('list and status: tables, --json as the API answers, the filters', async 
   const [table, json, running, failing, otherApp, query, none, status, statusJson] = await Promise.all([
     cli('polling', 'list'),
     cli('polling', 'list', '--json'),
-    cli('polling', 'list', '--json', '--state', 'running'),
-    cli('polling', 'list', '--json', '--failing'),
-    cli('polling', 'list', '--json', '--app', 'other-app'),
-    cli('polling', 'list', '--json', '-q', 'DELTA REAK'),
-    cli('polling', 'list', '--state', 'stopped', '--failing'),
-    cli('polling', 'status', 'gamma'),
-    cli('--json', 'polling', 'status', 'alpha')
+    inProcess('polling', 'list', '--json', '--state', 'running'),
+    inProcess('polling', 'list', '--json', '--failing'),
+    inProcess('polling', 'list', '--json', '--app', 'other-app'),
+    inProcess('polling', 'list', '--json', '-q', 'DELTA REAK'),
+    inProcess('polling', 'list', '--state', 'stopped', '--failing'),
+    inProcess('polling', 'status', 'gamma'),
+    inProcess('--json', 'polling', 'status', 'alpha')
   ])
   for (const res of [table, json, running, failing, otherApp, query, none, status, statusJson]) t.equal(res.code, 0, res.stderr)
   const byId = Object.fromEntries(listed.pollingReaktors.map((s: any) => [s.reaktorDefinitionId, s]))
@@ -96,8 +99,8 @@ t.test('start, stop, run, runs', async (t) => {
 
   const [bulk, run, unknownRun] = await Promise.all([
     cli('--json', 'polling', 'start', 'delta', 'nope', 'beta'),
-    cli('polling', 'run', 'alpha'),
-    cli('polling', 'run', 'nope')
+    inProcess('polling', 'run', 'alpha'),
+    inProcess('polling', 'run', 'nope')
   ])
   t.equal(bulk.code, 3, 'an unknown id among several: exit 3, the others still applied')
   t.same(JSON.parse(bulk.stdout), {
@@ -114,9 +117,9 @@ t.test('start, stop, run, runs', async (t) => {
   t.equal(unknownRun.code, 3, 'run on an unknown id')
   t.match(unknownRun.stderr, 'Polling reaktor "nope" is not registered')
 
-  res = await cli('polling', 'start', 'alpha', '--json')
+  res = await inProcess('polling', 'start', 'alpha', '--json')
   t.same([res.code, JSON.parse(res.stdout)], [0, { message: 'Polling reaktor "alpha" started successfully' }], 'one id, --json: the API answer')
-  const [run2, runJson] = await Promise.all([cli('polling', 'run', 'alpha'), cli('polling', 'run', 'alpha', '--json')])
+  const [run2, runJson] = await Promise.all([inProcess('polling', 'run', 'alpha'), inProcess('polling', 'run', 'alpha', '--json')])
   t.same([run2.code, run2.stdout], [0, 'Polling reaktor "alpha": run requested\n'])
   t.same([runJson.code, JSON.parse(runJson.stdout)], [0, { message: 'Polling reaktor "alpha": run requested' }])
   await waitFor(async () => (await call('GET', '/api/v1/polling/alpha/runs')).body.runs.length >= 3, { what: 'the runs of alpha in its history' })
@@ -124,8 +127,8 @@ t.test('start, stop, run, runs', async (t) => {
 
   const [table, json, notFound] = await Promise.all([
     cli('polling', 'runs', 'alpha', '--limit', '2'),
-    cli('polling', 'runs', 'alpha', '--limit', '2', '--json'),
-    cli('polling', 'runs', 'nope')
+    inProcess('polling', 'runs', 'alpha', '--limit', '2', '--json'),
+    inProcess('polling', 'runs', 'nope')
   ])
   t.equal(table.code, 0, table.stderr)
   t.same(cells(table.stdout), [
@@ -136,7 +139,7 @@ t.test('start, stop, run, runs', async (t) => {
   t.same(JSON.parse(json.stdout), history, '--json: the API answer with its cursor')
   t.equal(notFound.code, 3)
 
-  res = await cli('polling', 'runs', 'alpha', '--limit', '2', '--before', history.nextBefore)
+  res = await inProcess('polling', 'runs', 'alpha', '--limit', '2', '--before', history.nextBefore)
   t.equal(res.code, 0, res.stderr)
   const older = (await call('GET', `/api/v1/polling/alpha/runs?limit=2&before=${history.nextBefore as string}`)).body
   t.equal(cells(res.stdout)[1][0], older.runs[0].startedAt, '--before: the older page')
@@ -144,12 +147,12 @@ t.test('start, stop, run, runs', async (t) => {
 
 t.test('usage errors 2, a refused token 4, unreachable 1, help with an example', async (t) => {
   const results = await Promise.all([
-    cli('polling', 'status'),
-    cli('polling', 'list', '--state', 'sleeping'),
-    cli('polling', 'runs', 'alpha', '--limit', 'ten'),
-    cli('polling', 'runs', 'alpha', '--limit', '0'),
-    cli('polling', 'start'),
-    cli('polling', 'stop', 'alpha', '--app', 'cli-app'),
+    inProcess('polling', 'status'),
+    inProcess('polling', 'list', '--state', 'sleeping'),
+    inProcess('polling', 'runs', 'alpha', '--limit', 'ten'),
+    inProcess('polling', 'runs', 'alpha', '--limit', '0'),
+    inProcess('polling', 'start'),
+    inProcess('polling', 'stop', 'alpha', '--app', 'cli-app'),
     cli('polling', 'frobnicate')
   ])
   for (const res of results) {
@@ -158,8 +161,8 @@ t.test('usage errors 2, a refused token 4, unreachable 1, help with an example',
   }
   const [refused, unreachable, help] = await Promise.all([
     runCli(['polling', 'list'], { env: { ...env, REAKTOR_TOKEN: 'reaktor_pat_' + 'x'.repeat(43) } }),
-    runCli(['polling', 'list', '--url', 'http://127.0.0.1:9'], { env }),
-    cli('polling', 'runs', '--help')
+    runCliInProcess(['polling', 'list', '--url', 'http://127.0.0.1:9'], { env }),
+    inProcess('polling', 'runs', '--help')
   ])
   t.equal(refused.code, 4, 'a token the service refuses')
   t.match(refused.stderr, 'reaktor login')

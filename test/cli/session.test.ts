@@ -1,5 +1,5 @@
 /**
- * `reaktor login`, `whoami` and `logout` as a subprocess against a listening service: the stored
+ * `reaktor login`, `whoami` and `logout`, mostly as a subprocess, against a listening service: the stored
  * token (owner-only, no password, for its own URL only), the login session ended at once,
  * REAKTOR_TOKEN over the stored login, revocation at logout, and the exit codes.
  */
@@ -12,7 +12,7 @@ import { PassThrough } from 'node:stream'
 import t from 'tap'
 import { ADMIN, ADMIN_ENV, apiAs, loginToken, tokenHeader } from '../helpers/auth.js'
 import { listeningApp } from '../helpers/browser.js'
-import { cliHome, runCli } from '../helpers/cli.js'
+import { cliHome, runCli, runCliInProcess } from '../helpers/cli.js'
 import { main } from '../../src/cli/main.js'
 
 const BOB = { username: 'bob', password: 'bob has a long password' }
@@ -68,8 +68,8 @@ t.test('login, whoami, REAKTOR_TOKEN, another URL, logout', async (t) => {
   // whoami finds the service through the stored login; REAKTOR_TOKEN wins over it.
   const [mine, mineJson, asBob] = await Promise.all([
     runCli(['whoami'], { env: { XDG_CONFIG_HOME: home } }),
-    runCli(['whoami', '--json'], { env: { XDG_CONFIG_HOME: home } }),
-    runCli(['whoami', '--json'], { env: { XDG_CONFIG_HOME: home, REAKTOR_TOKEN: bobToken } })
+    runCliInProcess(['whoami', '--json'], { env: { XDG_CONFIG_HOME: home } }),
+    runCliInProcess(['whoami', '--json'], { env: { XDG_CONFIG_HOME: home, REAKTOR_TOKEN: bobToken } })
   ])
   t.equal(mine.code, 0, mine.stderr)
   t.match(mine.stdout, /username:\s+alice\n/)
@@ -128,13 +128,14 @@ t.test('login failures: wrong password 4, unreachable 1, a refused expiry 1 with
   const env = { XDG_CONFIG_HOME: home, REAKTOR_URL: base }
   const file = path.join(home, 'reaktor', 'credentials.json')
   const port = await closedPort()
+  // Two as processes, the others in this process (a process start each would cost a second or more).
   const [wrong, unreachable, expiry, noUser, noTty, badUrl, badDuration] = await Promise.all([
     runCli(['login', '--username', ADMIN.username, '--password-stdin'], { env, stdin: 'not the password' }),
-    runCli(['login', '--username', ADMIN.username, '--password-stdin', '--url', `http://127.0.0.1:${port}`], { env, stdin: ADMIN.password }),
-    runCli(['login', '--username', ADMIN.username, '--password-stdin', '--expires-in', '5s'], { env, stdin: ADMIN.password }),
-    runCli(['login', '--password-stdin'], { env, stdin: ADMIN.password }),
-    runCli(['login', '--username', ADMIN.username], { env }),
-    runCli(['login', '--username', ADMIN.username, '--password-stdin', '--url', 'ftp://example.org'], { env, stdin: ADMIN.password }),
+    runCliInProcess(['login', '--username', ADMIN.username, '--password-stdin', '--url', `http://127.0.0.1:${port}`], { env, stdin: ADMIN.password }),
+    runCliInProcess(['login', '--username', ADMIN.username, '--password-stdin', '--expires-in', '5s'], { env, stdin: ADMIN.password }),
+    runCliInProcess(['login', '--password-stdin'], { env, stdin: ADMIN.password }),
+    runCliInProcess(['login', '--username', ADMIN.username], { env }),
+    runCliInProcess(['login', '--username', ADMIN.username, '--password-stdin', '--url', 'ftp://example.org'], { env, stdin: ADMIN.password }),
     runCli(['login', '--username', ADMIN.username, '--password-stdin', '--expires-in', 'soon'], { env, stdin: ADMIN.password })
   ])
   t.equal(wrong.code, 4, 'a wrong password')

@@ -2,8 +2,9 @@ import { existsSync } from 'node:fs'
 import http from 'node:http'
 import type { AddressInfo } from 'node:net'
 import type { FastifyInstance } from 'fastify'
-import { chromium, type Browser } from 'playwright-core'
+import { chromium, type Browser, type Page } from 'playwright-core'
 import { build, type BuildOptions } from './app.js'
+import type { Credentials } from './auth.js'
 import type { TestContext } from './context.js'
 
 /** Debian's Chromium (never a browser downloaded by npm). */
@@ -35,6 +36,16 @@ export async function launchChromium (t: TestContext, extraArgs: string[] = []):
 export async function listeningApp (t: TestContext, opts: BuildOptions = {}): Promise<{ app: FastifyInstance, base: string }> {
   const app = await build(t, opts)
   return { app, base: await app.listen({ port: 0, host: '127.0.0.1' }) }
+}
+
+/**
+ * Signs in on the login page `page` shows, as a person would (labels, the Sign in button), and
+ * resolves once the browser has landed on `landing` (where the login page's redirect leads).
+ */
+export async function submitLogin (page: Page, creds: Credentials, landing: Parameters<Page['waitForURL']>[0]): Promise<void> {
+  await page.getByLabel('Username').fill(creds.username)
+  await page.getByLabel('Password').fill(creds.password)
+  await Promise.all([page.waitForURL(landing), page.getByRole('button', { name: 'Sign in' }).click()])
 }
 
 /** The browser flag that gives `crossSitePage` its own site (a different host than the service's). */

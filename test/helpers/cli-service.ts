@@ -1,9 +1,7 @@
-import { Readable } from 'node:stream'
 import type { FastifyInstance } from 'fastify'
-import { main } from '../../src/cli/main.js'
 import { ADMIN_ENV, apiAs, apiLogin, loginToken } from './auth.js'
 import { listeningApp } from './browser.js'
-import { cliHome, runCli, type CliResult } from './cli.js'
+import { cliHome, runCli, runCliInProcess, type CliResult } from './cli.js'
 import type { TestContext } from './context.js'
 
 /** A listening service with ADMIN_ENV, a config home of its own, and the admin's login session. */
@@ -36,17 +34,7 @@ export async function cliService (t: TestContext): Promise<CliService> {
     home,
     admin,
     cli: async (args, opts = {}) => await runCli(args, { env: { XDG_CONFIG_HOME: home, REAKTOR_URL: base, REAKTOR_TOKEN: opts.token ?? admin }, stdin: opts.stdin }),
-    inProcess: async (args, opts = {}) => {
-      let stdout = ''
-      let stderr = ''
-      const code = await main(args, {
-        env: { XDG_CONFIG_HOME: home, REAKTOR_URL: base, REAKTOR_TOKEN: opts.token ?? admin },
-        stdin: Readable.from(opts.stdin === undefined ? [] : [opts.stdin]),
-        stdout: { write: (text: string) => { stdout += text } },
-        stderr: { write: (text: string) => { stderr += text } }
-      })
-      return { code, stdout, stderr }
-    },
+    inProcess: async (args, opts = {}) => await runCliInProcess(args, { env: { XDG_CONFIG_HOME: home, REAKTOR_URL: base, REAKTOR_TOKEN: opts.token ?? admin }, stdin: opts.stdin }),
     logsIn: async (username, password) => (await apiLogin(app, { username, password })).statusCode === 200,
     user: async (username) => await apiAs(app, admin)('GET', `/api/v1/users/${encodeURIComponent(username)}`)
   }

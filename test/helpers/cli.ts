@@ -1,6 +1,8 @@
 import { spawn } from 'node:child_process'
 import os from 'node:os'
 import path from 'node:path'
+import { Readable } from 'node:stream'
+import { main } from '../../src/cli/main.js'
 import { tempDir, type TestContext } from './context.js'
 import { ROOT } from './paths.js'
 
@@ -30,5 +32,22 @@ export async function runCli (args: readonly string[], opts: { env?: Record<stri
   const timer = setTimeout(() => child.kill('SIGKILL'), opts.timeoutMs ?? 30_000)
   const code = await new Promise<number | null>((resolve) => child.on('close', resolve))
   clearTimeout(timer)
+  return { code, stdout, stderr }
+}
+
+/**
+ * The same as `runCli` in this process: `main`, what bin/reaktor.js runs, without the process start
+ * (a second or more each on a busy machine). For the many short checks; a test keeps a few of its
+ * commands as processes, for the exit code and streams of the real command.
+ */
+export async function runCliInProcess (args: readonly string[], opts: { env?: Record<string, string>, stdin?: string } = {}): Promise<CliResult> {
+  let stdout = ''
+  let stderr = ''
+  const code = await main(args, {
+    env: { ...opts.env },
+    stdin: Readable.from(opts.stdin === undefined ? [] : [opts.stdin]),
+    stdout: { write: (text: string) => { stdout += text } },
+    stderr: { write: (text: string) => { stderr += text } }
+  })
   return { code, stdout, stderr }
 }

@@ -102,8 +102,8 @@ export function mount (container, { id }) {
     return h('tr', { dataset: { run: run.runId } },
       h('td', null, outcomeBadge(run.outcome)),
       h('td', { title: run.startedAt }, formatTime(run.startedAt)),
-      h('td', null, formatDuration(run.durationMs)),
-      h('td', null, run.node),
+      h('td', { dataset: { label: 'Duration' } }, formatDuration(run.durationMs)),
+      h('td', { dataset: { label: 'Node' } }, run.node),
       h('td', { class: 'error' }, run.error ?? ''))
   }
 

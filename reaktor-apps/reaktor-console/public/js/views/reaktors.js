@@ -109,7 +109,7 @@ export function mount (container) {
     const link = h('a', { href: `#/reaktor/${seg(id)}` })
     const cells = {}
     for (const [key, text, optional] of COLUMNS) cells[key] = h('td', { class: optional ? 'opt' : undefined, dataset: { label: text } })
-    cells.label.append(h('span', { class: 'marker', 'aria-hidden': 'true' }), link, h('div', { class: 'id' }, id))
+    cells.label.append(h('div', { class: 'name' }, h('span', { class: 'marker', 'aria-hidden': 'true' }), link), h('div', { class: 'id', title: id }, id))
     const control = runControl(id, () => refresh())
     const tr = h('tr', { dataset: { id } }, h('td', { class: 'select' }, check), Object.values(cells), h('td', { class: 'actions', dataset: { label: 'Actions' } }, control.element))
     return { tr, cells, check, link, control, status: null }
@@ -122,6 +122,8 @@ export function mount (container) {
     row.tr.classList.toggle('failing', failing)
     row.tr.classList.toggle('stopped', s.state === 'stopped')
     set(row.link, s.label ?? s.reaktorDefinitionId)
+    // A long label is cut to a few lines in the list: the whole of it on hover (and on its page).
+    if (row.link.title !== row.link.textContent) row.link.title = row.link.textContent
     set(cells.app, s.app ?? '—')
     cells.state.replaceChildren(stateBadge(s), failing ? h('span', { class: 'badge failed' }, '⚠ failing') : '')
     set(cells.interval, s.effectiveInterval)

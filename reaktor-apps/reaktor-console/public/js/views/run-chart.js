@@ -33,12 +33,14 @@ export function durationChart (runs, kindOf) {
   const durations = runs.map((r) => r.durationMs).filter((d) => d !== null).sort((a, b) => a - b)
   const median = durations.length ? durations[Math.floor(durations.length / 2)] : null
   const parts = Object.entries(counts).map(([outcome, n]) => `${n} ${outcome.replace('_', ' ')}`)
-  const summary = `${runs.length} most recent runs: ${parts.join(', ')}; median ${formatDuration(median)}, longest ${formatDuration(durations.at(-1) ?? null)}.`
+  const longest = durations.at(-1) ?? null
+  const summary = `${runs.length === 1 ? '1 run' : `${runs.length} most recent runs`}: ${parts.join(', ')}; median ${formatDuration(median)}, longest ${formatDuration(longest)}.`
   const captionId = `chart-summary-${Math.random().toString(36).slice(2)}`
   const chart = svg('svg', { class: 'durations', viewBox: `0 0 ${WIDTH} ${HEIGHT + 1}`, role: 'img', 'aria-labelledby': captionId, preserveAspectRatio: 'none' },
     svg('line', { class: 'axis', x1: 0, x2: WIDTH, y1: HEIGHT + 0.5, y2: HEIGHT + 0.5 }),
     ...bars)
+  // The tallest named is the longest run, as the caption says, not the scale (1 ms at the least).
   // The axis words are HTML: text inside an SVG stretched to the page width would be distorted.
-  const axis = h('div', { class: 'axis-labels', 'aria-hidden': 'true' }, h('span', null, '← oldest'), h('span', null, `bar height: duration, tallest ${formatDuration(max)}`), h('span', null, 'newest →'))
+  const axis = h('div', { class: 'axis-labels', 'aria-hidden': 'true' }, h('span', null, '← oldest'), h('span', null, `bar height: duration${longest === null ? '' : `, tallest ${formatDuration(longest)}`}`), h('span', null, 'newest →'))
   return [chart, axis, h('figcaption', { id: captionId }, summary)]
 }

@@ -3,6 +3,7 @@ import { ApiClient, DEFAULT_URL } from './client.js'
 import { CliError, EXIT, type CliContext, type CliIo, type CommandModule } from './context.js'
 import { readStoredLogin } from './credentials.js'
 import { commandModules } from './commands/index.js'
+import { printable } from './output.js'
 
 /** The version the CLI reports: the service's own (package.json). */
 const VERSION = '0.1.0'
@@ -79,10 +80,10 @@ export async function main (args: readonly string[], io: CliIo): Promise<number>
     }
     if (err instanceof CliError) {
       // An empty message: the command has already said what went wrong (in its own words).
-      if (err.message !== '') io.stderr.write(`reaktor: ${err.message}\n`)
+      if (err.message !== '') io.stderr.write(`reaktor: ${printable(err.message)}\n`)
       return err.exitCode
     }
-    io.stderr.write(`reaktor: ${(err as Error).message}\n`)
+    io.stderr.write(`reaktor: ${printable((err as Error).message)}\n`)
     return EXIT.error
   }
 }

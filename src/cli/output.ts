@@ -5,10 +5,27 @@ export interface Column<T> {
   value: (row: T) => string | number | boolean | null | undefined
 }
 
+// C0 and C1 controls and DEL, and the bidirectional overrides and isolates. What the service answers
+// (a run's error message, a label) is written by reaktor code and may hold them: printed raw, an
+// escape sequence would drive the operator's terminal (rewrite its title, hide or repaint lines,
+// answer back as typed input) and a bidi override would show an id other than the real one.
+// eslint-disable-next-line no-control-regex
+const UNSAFE = /[\u0000-\u001f\u007f-\u009f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]/g
+
+/** `text` fit for a terminal: every unsafe character shown as its escape (`\x1b`, `\u202e`); line breaks kept. */
+export function printable (text: string): string {
+  return text.replace(UNSAFE, (ch) => ch === '\n' ? ch : escapeChar(ch))
+}
+
+function escapeChar (ch: string): string {
+  const code = ch.charCodeAt(0)
+  return code <= 0xff ? `\\x${code.toString(16).padStart(2, '0')}` : `\\u${code.toString(16).padStart(4, '0')}`
+}
+
 function cell (value: string | number | boolean | null | undefined): string {
   if (value === null || value === undefined || value === '') return '-'
   // One row per line: a newline or tab in a value (an error message) would break the columns.
-  return String(value).replace(/[\t\r\n]+/g, ' ')
+  return printable(String(value).replace(/[\t\r\n]+/g, ' '))
 }
 
 /** A plain-text table: a header line, then one padded line per row; "(none)" when empty. */

@@ -1,7 +1,7 @@
 import { Argument, InvalidArgumentError } from 'commander'
 import { isDuration } from '../../duration.js'
 import { CliError, EXIT, type CommandModule } from '../context.js'
-import { formatTable, printJson } from '../output.js'
+import { formatTable, printable, printJson } from '../output.js'
 
 interface TokenView { id: string, name: string, owner: string, createdAt: string, lastUsedAt: string | null, expiresAt: string | null }
 interface CreatedToken { id: string, name: string, token: string, createdAt: string, expiresAt: string | null }
@@ -62,6 +62,6 @@ export const tokensCommands: CommandModule = (program, context) => {
     .action(async (id: string) => {
       const answer = await (await context.api()).request<{ message: string }>('DELETE', `/tokens/${encodeURIComponent(id)}`)
       if (context.json()) return printJson(io, answer)
-      io.stdout.write(`${answer.message}\n`)
+      io.stdout.write(`${printable(answer.message)}\n`)
     })
 }

@@ -1,0 +1,95 @@
+/**
+ * The CLI against a service that answers what it likes: reaktor code writes labels and run errors,
+ * so whatever it prints must not drive the operator's terminal, and what it sends must reach the
+ * route it names. A plain node:http server stands in for the service (no database needed).
+ */
+import http from 'node:http'
+import type { AddressInfo } from 'node:net'
+import { PassThrough } from 'node:stream'
+import t from 'tap'
+import { cliHome } from '../helpers/cli.js'
+import type { TestContext } from '../helpers/context.js'
+import { main } from '../../src/cli/main.js'
+
+type Handler = (req: http.IncomingMessage, reply: http.ServerResponse) => void
+
+/** A listening fake service; every request's method and raw path is recorded. */
+async function fakeService (t: TestContext, handler: Handler): Promise<{ base: string, requests: string[] }> {
+  const requests: string[] = []
+  const server = http.createServer((req, reply) => {
+    requests.push(`${req.method ?? ''} ${req.url ?? ''}`)
+    handler(req, reply)
+  })
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
+  t.teardown(() => server.close())
+  return { base: `http://127.0.0.1:${(server.address() as AddressInfo).port}`, requests }
+}
+
+function json (reply: http.ServerResponse, status: number, body: unknown): void {
+  reply.writeHead(status, { 'content-type': 'application/json' }).end(JSON.stringify(body))
+}
+
+/** `reaktor <args>` in this process, its stdout a terminal (as when an operator types it). */
+async function atTerminal (args: string[], env: Record<string, string>): Promise<{ code: number, stdout: string, stderr: string }> {
+  let stdout = ''
+  let stderr = ''
+  const stdin = new PassThrough()
+  stdin.end()
+  const code = await main(args, {
+    env,
+    stdin,
+    stdout: { write: (s: string) => { stdout += s }, isTTY: true },
+    stderr: { write: (s: string) => { stderr += s }, isTTY: true }
+  })
+  return { code, stdout, stderr }
+}
+
+// Sets the window title, clears the screen, and reverses the text after it.
+const HOSTILE = 'boom\u001b]0;pwned\u0007\u001b[2J\u009b31m\u202etxt.exe'
+// eslint-disable-next-line no-control-regex
+const CONTROL = /[\u0000-\u0008\u000b-\u001f\u007f-\u009f\u202a-\u202e\u2066-\u2069]/
+
+t.test('control characters and bidi overrides from the service are shown escaped, never written raw', async (t) => {
+  const status = {
+    reaktorDefinitionId: 'evil',
+    app: 'evil-app',
+    state: 'running',
+    interval: '5s',
+    effectiveInterval: '5s',
+    lastRun: null,
+    nextRun: null,
+    updatedAt: null,
+    label: HOSTILE,
+    description: null,
+    autoStart: true,
+    lastError: HOSTILE,
+    consecutiveFailures: 1,
+    blocked: false,
+    owner: HOSTILE,
+    lastSuccessAt: null,
+    lastFailureAt: null,
+    lastDurationMs: null,
+    lastOutcome: 'failure',
+    runningSince: null
+  }
+  const { base } = await fakeService(t, (req, reply) => {
+    if (req.url === '/api/v1/polling') return json(reply, 200, { pollingReaktors: [status] })
+    if (req.url === '/api/v1/polling/evil/status') return json(reply, 200, status)
+    if (req.url === '/api/v1/polling/evil/run') return json(reply, 200, { message: HOSTILE })
+    if (req.url?.startsWith('/api/v1/polling/evil/runs') === true) return json(reply, 200, { runs: [{ runId: 'r', node: HOSTILE, startedAt: new Date().toISOString(), durationMs: 1, outcome: 'failure', error: HOSTILE }], nextBefore: null })
+    json(reply, 404, { statusCode: 404, error: 'Not Found', message: HOSTILE })
+  })
+  const env = { XDG_CONFIG_HOME: await cliHome(t), REAKTOR_URL: base, REAKTOR_TOKEN: 'reaktor_pat_' + 'x'.repeat(43) }
+
+  for (const args of [['polling', 'list'], ['polling', 'status', 'evil'], ['polling', 'run', 'evil'], ['polling', 'runs', 'evil'], ['polling', 'status', 'nothing']]) {
+    const res = await atTerminal(args, env)
+    const printed = res.stdout + res.stderr
+    t.notMatch(printed, CONTROL, `${args.join(' ')}: nothing raw`)
+    t.match(printed, 'boom\\x1b]0;pwned\\x07\\x1b[2J\\x9b31m\\u202etxt.exe', `${args.join(' ')}: the text shown, escaped`)
+  }
+
+  // --json is for scripts: the values as the service sent them (JSON escapes what it must).
+  const res = await atTerminal(['--json', 'polling', 'status', 'evil'], env)
+  t.equal(res.code, 0, res.stderr)
+  t.equal(JSON.parse(res.stdout).lastError, HOSTILE)
+})

@@ -27,6 +27,9 @@ export class ApiClient {
 
   async request<T = any>(method: string, path: string, options: RequestOptions = {}): Promise<T> {
     const target = new URL(`/api/v1${path}`, this.url)
+    // An id of "." or ".." (valid for a reaktor or a user) is a path step to the URL parser, even
+    // percent-encoded: sent, it would name another route (`polling run ..` → POST /api/v1/run).
+    if (target.pathname !== `/api/v1${path}`) throw new CliError(EXIT.usage, `"." and ".." cannot be sent as an id in a URL path (${method} /api/v1${path})`)
     for (const [key, value] of Object.entries(options.query ?? {})) {
       if (value !== undefined) target.searchParams.set(key, String(value))
     }

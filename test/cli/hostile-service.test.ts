@@ -93,3 +93,18 @@ t.test('control characters and bidi overrides from the service are shown escaped
   t.equal(res.code, 0, res.stderr)
   t.equal(JSON.parse(res.stdout).lastError, HOSTILE)
 })
+
+t.test('an id of "." or ".." never reaches another route; "/", "?" and "#" stay inside the id', async (t) => {
+  const { base, requests } = await fakeService(t, (_req, reply) => json(reply, 404, { statusCode: 404, error: 'Not Found', message: 'no such route' }))
+  const env = { XDG_CONFIG_HOME: await cliHome(t), REAKTOR_URL: base, REAKTOR_TOKEN: 'reaktor_pat_' + 'x'.repeat(43) }
+  for (const args of [['polling', 'run', '..'], ['polling', 'status', '.'], ['polling', 'start', '..'], ['tokens', 'revoke', '..'], ['users', 'show', '..']]) {
+    const res = await atTerminal(args, env)
+    t.equal(res.code, 2, `${args.join(' ')}: a usage error`)
+    t.match(res.stderr, '"." and ".." cannot be sent as an id')
+  }
+  t.same(requests, [], 'nothing was sent')
+
+  const res = await atTerminal(['polling', 'status', '../../users/alice?x=1#y'], env)
+  t.equal(res.code, 3, res.stderr)
+  t.same(requests, ['GET /api/v1/polling/..%2F..%2Fusers%2Falice%3Fx%3D1%23y/status'], 'one path segment')
+})

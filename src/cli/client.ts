@@ -21,9 +21,15 @@ export function exitCodeOf (status: number): ExitCode {
   return EXIT.error
 }
 
+/**
+ * The most of one answer the CLI reads: far above any list the service sends (a status is under
+ * 1 KiB), far below what would exhaust the process's memory when something else answers, endlessly.
+ */
+export const MAX_ANSWER_BYTES = 256 * 1024 * 1024
+
 /** The service's REST API, `/api/v1`, with the token in `X-Service-Token`. */
 export class ApiClient {
-  constructor (readonly url: string, private readonly token: string | undefined) {}
+  constructor (readonly url: string, private readonly token: string | undefined, private readonly maxAnswerBytes = MAX_ANSWER_BYTES) {}
 
   async request<T = any>(method: string, path: string, options: RequestOptions = {}): Promise<T> {
     const target = new URL(`/api/v1${path}`, this.url)
@@ -46,7 +52,7 @@ export class ApiClient {
       const cause = (err as { cause?: { code?: string, message?: string } }).cause
       throw new CliError(EXIT.error, `cannot reach ${this.url}: ${cause?.code ?? cause?.message ?? (err as Error).message}`)
     }
-    const text = await response.text()
+    const text = await this.answerText(response, `${method} ${target.pathname}`)
     let body: any = null
     try {
       body = text === '' ? null : JSON.parse(text)
@@ -59,5 +65,26 @@ export class ApiClient {
     // The hint is for a refused token: a refused password (login itself) is no reason to log in again.
     const hint = response.status === 401 && options.auth !== false ? ' (run "reaktor login", or set REAKTOR_TOKEN)' : ''
     throw new CliError(exitCodeOf(response.status), `${message}${hint}`)
+  }
+
+  private async answerText (response: Response, what: string): Promise<string> {
+    const tooLarge = (): CliError => new CliError(EXIT.error, `${what}: the answer is larger than ${this.maxAnswerBytes} bytes, not read (is ${this.url} a reaktor service?)`)
+    if (Number(response.headers.get('content-length')) > this.maxAnswerBytes) {
+      await response.body?.cancel()
+      throw tooLarge()
+    }
+    if (response.body === null) return ''
+    const reader = response.body.getReader()
+    const chunks: Uint8Array[] = []
+    let size = 0
+    for (let read = await reader.read(); read.done !== true; read = await reader.read()) {
+      size += read.value.byteLength
+      if (size > this.maxAnswerBytes) {
+        await reader.cancel()
+        throw tooLarge()
+      }
+      chunks.push(read.value)
+    }
+    return Buffer.concat(chunks).toString('utf8')
   }
 }

@@ -9,6 +9,7 @@ import { PassThrough } from 'node:stream'
 import t from 'tap'
 import { cliHome } from '../helpers/cli.js'
 import type { TestContext } from '../helpers/context.js'
+import { ApiClient } from '../../src/cli/client.js'
 import { main } from '../../src/cli/main.js'
 
 type Handler = (req: http.IncomingMessage, reply: http.ServerResponse) => void
@@ -128,4 +129,45 @@ t.test('--password-stdin with stdin a terminal: a usage error at once, not a wai
   t.equal(code, 2, stderr)
   t.match(stderr, '--password-stdin reads a pipe or a file, and stdin is a terminal')
   t.same(requests, [], 'nothing was sent')
+})
+
+t.test('an answer larger than the limit is not read whole, with or without a length', async (t) => {
+  const MIB = Buffer.alloc(1024 * 1024, 'x')
+  const { base } = await fakeService(t, (req, reply) => {
+    // Eight times the client's limit, in 1 MiB writes; once with a length, once chunked.
+    reply.writeHead(200, req.url?.endsWith('/sized') === true ? { 'content-type': 'application/json', 'content-length': String(8 * MIB.length) } : { 'content-type': 'application/json' })
+    let left = 8
+    const more = (): void => {
+      while (left > 0) {
+        left--
+        if (!reply.write(MIB)) return void reply.once('drain', more)
+      }
+      reply.end()
+    }
+    reply.on('error', () => undefined)
+    more()
+  })
+  const client = new ApiClient(base, 'reaktor_pat_' + 'x'.repeat(43), MIB.length)
+  for (const path of ['/polling/sized', '/polling/chunked']) {
+    await t.rejects(client.request('GET', path), { exitCode: 1, message: `GET /api/v1${path}: the answer is larger than ${MIB.length} bytes, not read` }, path)
+  }
+})
+
+t.test('a redirect is not followed: the token stays with the service it was given for', async (t) => {
+  const seen: Array<string | undefined> = []
+  const other = await fakeService(t, (req, reply) => {
+    seen.push(req.headers['x-service-token'] as string | undefined)
+    reply.end('{}')
+  })
+  const { base } = await fakeService(t, (req, reply) => {
+    reply.writeHead(req.method === 'POST' ? 307 : 302, { location: `${other.base}${req.url ?? ''}` }).end()
+  })
+  const env = { XDG_CONFIG_HOME: await cliHome(t), REAKTOR_URL: base, REAKTOR_TOKEN: 'reaktor_pat_' + 'x'.repeat(43) }
+  for (const args of [['polling', 'list'], ['polling', 'run', 'a']]) {
+    const res = await atTerminal(args, env)
+    t.equal(res.code, 1, `${args.join(' ')}: a failure`)
+    t.match(res.stderr, /answered 30[27]/)
+    t.notMatch(res.stdout + res.stderr, 'reaktor_pat_', 'the token is not printed')
+  }
+  t.same([seen, other.requests], [[], []], 'nothing reached the redirect target')
 })

@@ -17,6 +17,18 @@ export function printable (text: string): string {
   return text.replace(UNSAFE, (ch) => ch === '\n' ? ch : escapeChar(ch))
 }
 
+/**
+ * `word` as one word of a POSIX shell, for a hint meant to be pasted (a next-page command): as it
+ * is when plain, else quoted; with unsafe characters in `$'…'`, escaped, so the pasted command gets
+ * the very same word and the terminal shows nothing raw. Any text a service sends (a cursor) may be
+ * hostile: unquoted, `x; rm -rf ~` would run when pasted.
+ */
+export function shellWord (word: string): string {
+  if (/^[\w@%+=:,./-]+$/.test(word)) return word
+  if (printable(word) === word && !word.includes('\n')) return `'${word.replaceAll("'", "'\\''")}'`
+  return `$'${word.replace(/[\\']/g, '\\$&').replace(UNSAFE, escapeChar)}'`
+}
+
 function escapeChar (ch: string): string {
   const code = ch.charCodeAt(0)
   return code <= 0xff ? `\\x${code.toString(16).padStart(2, '0')}` : `\\u${code.toString(16).padStart(4, '0')}`

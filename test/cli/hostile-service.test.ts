@@ -3,9 +3,11 @@
  * so whatever it prints must not drive the operator's terminal, and what it sends must reach the
  * route it names. A plain node:http server stands in for the service (no database needed).
  */
+import { execFile } from 'node:child_process'
 import http from 'node:http'
 import type { AddressInfo } from 'node:net'
 import { PassThrough } from 'node:stream'
+import { promisify } from 'node:util'
 import t from 'tap'
 import { cliHome } from '../helpers/cli.js'
 import type { TestContext } from '../helpers/context.js'
@@ -170,4 +172,33 @@ t.test('a redirect is not followed: the token stays with the service it was give
     t.notMatch(res.stdout + res.stderr, 'reaktor_pat_', 'the token is not printed')
   }
   t.same([seen, other.requests], [[], []], 'nothing reached the redirect target')
+})
+
+t.test('the next-page hint, pasted into a shell, gives back the very words: a hostile cursor runs nothing', async (t) => {
+  const id = "it's \u202eodd"
+  const cursors = ['x; echo INJECTED $(id) `id`', "a'b\u001b[2J\nc\\d"]
+  const { base } = await fakeService(t, (req, reply) => {
+    const before = new URL(req.url ?? '/', 'http://x').searchParams.get('before')
+    const nextBefore = before === null ? cursors[0] : cursors[1]
+    if (req.url?.startsWith('/api/v1/polling/') === true) return json(reply, 200, { runs: [], nextBefore })
+    json(reply, 200, { entries: [], nextBefore })
+  })
+  const env = { XDG_CONFIG_HOME: await cliHome(t), REAKTOR_URL: base, REAKTOR_TOKEN: 'reaktor_pat_' + 'x'.repeat(43) }
+  const cases: Array<[string[], string, string[]]> = [
+    [['polling', 'runs', id], 'more: reaktor ', ['polling', 'runs', id, '--before', cursors[0]]],
+    [['polling', 'runs', id, '--before', 'y'], 'more: reaktor ', ['polling', 'runs', id, '--before', cursors[1]]],
+    [['audit', '--actor', "o'brien"], 'older entries: reaktor ', ['audit', '--actor', "o'brien", '--before', cursors[0]]],
+    [['audit', '--before', 'y'], 'older entries: reaktor ', ['audit', '--before', cursors[1]]]
+  ]
+  for (const [args, prefix, words] of cases) {
+    const what = JSON.stringify(args)
+    const res = await atTerminal(args, env)
+    t.equal(res.code, 0, res.stderr)
+    t.notMatch(res.stderr, CONTROL, `${what}: nothing raw on the terminal`)
+    const hint = res.stderr.split('\n').find((line) => line.startsWith(prefix))
+    t.ok(hint, `${what}: the hint is printed`)
+    // The hint's arguments as a shell parses them: one per line, NUL-free.
+    const { stdout } = await promisify(execFile)('bash', ['-c', `printf '%s\\0' ${hint?.slice(prefix.length) ?? ''}`], { env: { LANG: 'C.UTF-8' } })
+    t.same(stdout.split('\0').slice(0, -1), words, `${what}: the pasted hint names the same id and cursor`)
+  }
 })

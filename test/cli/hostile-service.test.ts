@@ -33,11 +33,11 @@ function json (reply: http.ServerResponse, status: number, body: unknown): void 
 }
 
 /** `reaktor <args>` in this process, its stdout a terminal (as when an operator types it). */
-async function atTerminal (args: string[], env: Record<string, string>): Promise<{ code: number, stdout: string, stderr: string }> {
+async function atTerminal (args: string[], env: Record<string, string>, input = ''): Promise<{ code: number, stdout: string, stderr: string }> {
   let stdout = ''
   let stderr = ''
   const stdin = new PassThrough()
-  stdin.end()
+  stdin.end(input)
   const code = await main(args, {
     env,
     stdin,
@@ -89,6 +89,23 @@ t.test('control characters and bidi overrides from the service are shown escaped
     const printed = res.stdout + res.stderr
     t.notMatch(printed, CONTROL, `${args.join(' ')}: nothing raw`)
     t.match(printed, 'boom\\x1b]0;pwned\\x07\\x1b[2J\\x9b31m\\u202etxt.exe', `${args.join(' ')}: the text shown, escaped`)
+  }
+
+  // What the service answers to a login and a new token, printed as messages.
+  const TOKEN = { id: HOSTILE, token: 'reaktor_pat_' + 'y'.repeat(43), name: HOSTILE, expiresAt: HOSTILE }
+  const { base: accounts } = await fakeService(t, (req, reply) => {
+    if (req.url === '/api/v1/auth/login') return json(reply, 200, { token: 'reaktor_session' })
+    if (req.url === '/api/v1/tokens') return json(reply, 201, TOKEN)
+    if (req.url === '/api/v1/auth/logout') return json(reply, 200, { message: 'bye' })
+    if (req.url === '/api/v1/auth/me') return json(reply, 200, { username: HOSTILE, role: HOSTILE, kind: 'token', tokenId: HOSTILE, expiresAt: null })
+    json(reply, 404, { statusCode: 404, error: 'Not Found', message: 'no' })
+  })
+  const accountEnv = { XDG_CONFIG_HOME: await cliHome(t), REAKTOR_URL: accounts }
+  for (const [args, input] of [[['tokens', 'create', 'ci'], ''], [['login', '--username', 'alice', '--password-stdin'], 'a password\n']] as const) {
+    const res = await atTerminal([...args], { ...accountEnv, REAKTOR_TOKEN: 'reaktor_pat_' + 'x'.repeat(43) }, input)
+    t.equal(res.code, 0, res.stderr)
+    t.notMatch(res.stdout + res.stderr, CONTROL, `${args.join(' ')}: nothing raw`)
+    t.match(res.stdout + res.stderr, 'boom\\x1b]0;pwned', `${args.join(' ')}: the text shown, escaped`)
   }
 
   // --json is for scripts: the values as the service sent them (JSON escapes what it must).

@@ -51,8 +51,8 @@ export const tokensCommands: CommandModule = (program, context) => {
       const answer = await (await context.api()).request<CreatedToken | null>('POST', '/tokens', { body: { name, expiresIn: opts.expiresIn }, allow: [403] })
       if (answer === null) throw new CliError(EXIT.auth, NEEDS_SESSION)
       if (context.json()) return printJson(io, answer)
-      io.stderr.write(`API token "${answer.name}" created: id ${answer.id}, expires ${answer.expiresAt ?? 'never'}. The token follows, shown this once:\n`)
-      io.stdout.write(`${answer.token}\n`)
+      io.stderr.write(printable(`API token "${answer.name}" created: id ${answer.id}, expires ${answer.expiresAt ?? 'never'}. The token follows, shown this once:\n`))
+      io.stdout.write(`${printable(answer.token)}\n`)
     })
 
   tokens.command('revoke')

@@ -50,11 +50,11 @@ function printUser (context: CliContext, user: User): void {
 function printWithPassword (context: CliContext, answer: UserWithPassword, done: string): void {
   if (context.json()) return printJson(context.io, answer)
   if (answer.password === undefined) {
-    context.io.stderr.write(`${done}\n`)
+    context.io.stderr.write(`${printable(done)}\n`)
     return printUser(context, answer.user)
   }
-  context.io.stderr.write(`${done}; the generated password follows, shown this once:\n`)
-  context.io.stdout.write(`${answer.password}\n`)
+  context.io.stderr.write(`${printable(done)}; the generated password follows, shown this once:\n`)
+  context.io.stdout.write(`${printable(answer.password)}\n`)
 }
 
 function addPasswd (parent: Command, context: CliContext): void {

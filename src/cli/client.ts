@@ -42,6 +42,8 @@ export class ApiClient {
     const headers: Record<string, string> = { accept: 'application/json' }
     if (options.auth !== false) {
       if (this.token === undefined) throw new CliError(EXIT.auth, `not logged in to ${this.url}: run "reaktor login", or set REAKTOR_TOKEN`)
+      // fetch refuses such a header value with an error that quotes it: the token would be printed.
+      if (!/^[\x21-\x7e]+$/.test(this.token)) throw new CliError(EXIT.auth, 'the token (REAKTOR_TOKEN, else the stored login) holds a space, a line break or a character no token has: not sent')
       headers['x-service-token'] = this.token
     }
     if (options.body !== undefined) headers['content-type'] = 'application/json'

@@ -219,3 +219,14 @@ t.test('the next-page hint, pasted into a shell, gives back the very words: a ho
     t.same(stdout.split('\0').slice(0, -1), words, `${what}: the pasted hint names the same id and cursor`)
   }
 })
+
+t.test('a token with a line break or a control character inside is not sent, and not printed', async (t) => {
+  const { base, requests } = await fakeService(t, (_req, reply) => json(reply, 200, {}))
+  for (const token of ['reaktor_pat_secret\rpart2', 'reaktor_pat_secret\npart2', 'reaktor_pat_secret\u0000part2', 'reaktor_pat_secret part2']) {
+    const res = await atTerminal(['whoami'], { XDG_CONFIG_HOME: await cliHome(t), REAKTOR_URL: base, REAKTOR_TOKEN: token })
+    t.equal(res.code, 4, JSON.stringify(token))
+    t.match(res.stderr, 'holds a space, a line break or a character no token has')
+    t.notMatch(res.stdout + res.stderr, 'secret', 'no part of the token printed')
+  }
+  t.same(requests, [], 'nothing sent')
+})

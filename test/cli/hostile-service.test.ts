@@ -131,22 +131,21 @@ t.test('an id of "." or ".." never reaches another route; "/", "?" and "#" stay 
 
 t.test('--password-stdin with stdin a terminal: a usage error at once, not a wait while the password is typed with echo', async (t) => {
   const { base, requests } = await fakeService(t, (_req, reply) => json(reply, 500, { statusCode: 500, error: 'Internal Server Error', message: 'unexpected' }))
-  const stdin = Object.assign(new PassThrough(), { isTTY: true, setRawMode: () => undefined })
-  t.teardown(() => stdin.destroy())
-  let stderr = ''
-  const run = main(['login', '--username', 'alice', '--password-stdin'], {
-    env: { XDG_CONFIG_HOME: await cliHome(t), REAKTOR_URL: base },
-    stdin,
-    stdout: { write: () => true, isTTY: true },
-    stderr: { write: (s: string) => { stderr += s }, isTTY: true }
-  })
-  // Nothing is typed: without the check the command would wait for an end of input forever.
-  let timer: NodeJS.Timeout | undefined
-  const deadline = new Promise<string>((resolve) => { timer = setTimeout(() => resolve('still waiting after 5s'), 5000) })
-  const code = await Promise.race([run, deadline])
-  clearTimeout(timer)
-  t.equal(code, 2, stderr)
-  t.match(stderr, '--password-stdin reads a pipe or a file, and stdin is a terminal')
+  // admin reset-password reaches the database (this URL, which nothing serves) after reading stdin.
+  const env = { XDG_CONFIG_HOME: await cliHome(t), REAKTOR_URL: base, REAKTOR_TOKEN: 'reaktor_pat_' + 'x'.repeat(43), DATABASE_URL: 'postgres://nobody@127.0.0.1:1/none' }
+  for (const args of [['login', '--username', 'alice', '--password-stdin'], ['users', 'create', 'bob', '--password-stdin'], ['admin', 'reset-password', '--password-stdin', 'bob']]) {
+    const stdin = Object.assign(new PassThrough(), { isTTY: true, setRawMode: () => undefined })
+    t.teardown(() => stdin.destroy())
+    let stderr = ''
+    const run = main(args, { env, stdin, stdout: { write: () => true, isTTY: true }, stderr: { write: (s: string) => { stderr += s }, isTTY: true } })
+    // Nothing is typed: without the check the command would wait for an end of input forever.
+    let timer: NodeJS.Timeout | undefined
+    const deadline = new Promise<string>((resolve) => { timer = setTimeout(() => resolve('still waiting after 5s'), 5000) })
+    const code = await Promise.race([run, deadline])
+    clearTimeout(timer)
+    t.equal(code, 2, `${args.join(' ')}: ${stderr}`)
+    t.match(stderr, '--password-stdin reads a pipe or a file, and stdin is a terminal')
+  }
   t.same(requests, [], 'nothing was sent')
 })
 

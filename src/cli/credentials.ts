@@ -13,9 +13,13 @@ export interface StoredLogin {
   tokenId: string
 }
 
-/** `$XDG_CONFIG_HOME/reaktor/credentials.json`, or `~/.config/reaktor/credentials.json`. */
+/**
+ * `$XDG_CONFIG_HOME/reaktor/credentials.json`, or `~/.config/reaktor/credentials.json`. A relative
+ * XDG_CONFIG_HOME is ignored, as the XDG spec asks: it would put the token under whatever folder
+ * the command runs in (a repository, to be committed with it).
+ */
 export function credentialsPath (env: Record<string, string | undefined>): string {
-  const base = env.XDG_CONFIG_HOME !== undefined && env.XDG_CONFIG_HOME !== ''
+  const base = env.XDG_CONFIG_HOME !== undefined && path.isAbsolute(env.XDG_CONFIG_HOME)
     ? env.XDG_CONFIG_HOME
     : path.join(env.HOME !== undefined && env.HOME !== '' ? env.HOME : os.homedir(), '.config')
   return path.join(base, 'reaktor', 'credentials.json')

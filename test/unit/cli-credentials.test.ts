@@ -55,3 +55,12 @@ t.test('a folder or a file of another user is neither written into nor believed'
   t.same(await fs.readdir(folder), ['credentials.json'], 'nothing written there')
   t.match(await fs.readFile(file, 'utf8'), 'evil.example', 'their file as it was')
 })
+
+t.test('a relative XDG_CONFIG_HOME is ignored: the token never lands under the current folder', async (t) => {
+  const home = await tempDir(t, 'reaktor-cred-')
+  for (const relative of ['.', 'config', './x/..']) {
+    t.equal(credentialsPath({ XDG_CONFIG_HOME: relative, HOME: home }), path.join(home, '.config', 'reaktor', 'credentials.json'), JSON.stringify(relative))
+  }
+  t.equal(credentialsPath({ XDG_CONFIG_HOME: '/srv/conf', HOME: home }), '/srv/conf/reaktor/credentials.json', 'an absolute one is used')
+  t.equal(credentialsPath({ XDG_CONFIG_HOME: '', HOME: home }), path.join(home, '.config', 'reaktor', 'credentials.json'), 'an empty one is unset')
+})

@@ -26,14 +26,14 @@ export function credentialsPath (env: Record<string, string | undefined>): strin
 }
 
 /**
- * Refuses a file or folder another user owns. In a shared XDG_CONFIG_HOME another user could have
- * made the folder first: they could then swap the file for one naming their service, which would
- * receive the next login's password and every command's token.
+ * Refuses a file or folder another user owns (root aside, who could change it anyway). In a shared
+ * XDG_CONFIG_HOME another user could have made the folder first: they could then swap the file for
+ * one naming their service, which would receive the next login's password and every command's token.
  */
 async function assertOwn (target: string, kind: 'file' | 'folder'): Promise<Stats> {
   const stats = await fs.stat(target)
   const uid = process.getuid?.()
-  if (uid !== undefined && stats.uid !== uid) {
+  if (uid !== undefined && stats.uid !== uid && stats.uid !== 0) {
     throw new CliError(EXIT.error, `${target} belongs to another user (uid ${stats.uid}): not used; remove it, or set XDG_CONFIG_HOME to a ${kind === 'file' ? 'folder' : 'place'} of your own`)
   }
   if (kind === 'folder' && !stats.isDirectory()) throw new CliError(EXIT.error, `${target} is not a folder: remove it, then run "reaktor login" again`)

@@ -10,8 +10,10 @@ const VERSION = '0.1.0'
 
 /** The URL and token the commands use (see CliContext.api). */
 export async function resolveApi (io: CliIo, urlOption: string | undefined): Promise<ApiClient> {
-  const stored = await readStoredLogin(io.env)
-  const url = urlOption ?? nonEmpty(io.env.REAKTOR_URL) ?? stored?.url ?? DEFAULT_URL
+  const given = urlOption ?? nonEmpty(io.env.REAKTOR_URL)
+  // With both the URL and the token given, the stored login plays no part: not even read.
+  const stored = given !== undefined && nonEmpty(io.env.REAKTOR_TOKEN) !== undefined ? undefined : await readStoredLogin(io.env)
+  const url = given ?? stored?.url ?? DEFAULT_URL
   let parsed: URL
   try {
     parsed = new URL(url)

@@ -4,8 +4,10 @@
  * route it names. A plain node:http server stands in for the service (no database needed).
  */
 import { execFile } from 'node:child_process'
+import fs from 'node:fs/promises'
 import http from 'node:http'
 import type { AddressInfo } from 'node:net'
+import path from 'node:path'
 import { PassThrough } from 'node:stream'
 import { promisify } from 'node:util'
 import t from 'tap'
@@ -228,4 +230,18 @@ t.test('a token with a line break or a control character inside is not sent, and
     t.notMatch(res.stdout + res.stderr, 'secret', 'no part of the token printed')
   }
   t.same(requests, [], 'nothing sent')
+})
+
+t.test('a config folder of another user: refused for the stored login, no obstacle when the URL and the token are given', async (t) => {
+  const { base } = await fakeService(t, (_req, reply) => json(reply, 200, { username: 'alice', role: 'admin', kind: 'token', tokenId: 'id', expiresAt: null }))
+  const home = await cliHome(t)
+  const folder = path.join(home, 'reaktor')
+  await fs.mkdir(folder)
+  await fs.chown(folder, 65534, 65534)
+  let res = await atTerminal(['whoami'], { XDG_CONFIG_HOME: home, REAKTOR_URL: base, REAKTOR_TOKEN: 'reaktor_pat_' + 'x'.repeat(43) })
+  t.equal(res.code, 0, res.stderr)
+  t.match(res.stdout, 'alice')
+  res = await atTerminal(['whoami'], { XDG_CONFIG_HOME: home, REAKTOR_URL: base })
+  t.equal(res.code, 1, 'the stored login is needed: refused')
+  t.match(res.stderr, 'belongs to another user')
 })

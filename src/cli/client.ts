@@ -61,7 +61,14 @@ export class ApiClient {
     } catch {
       // Not JSON (a proxy's error page): the status tells what happened.
     }
-    if (response.ok) return body as T
+    if (response.ok) {
+      // Every answer of the API is an object: anything else (a web page, a bare value) means that
+      // something other than the service answered, which commands must not read fields of.
+      if (text !== '' && (body === null || typeof body !== 'object' || Array.isArray(body))) {
+        throw new CliError(EXIT.error, `${method} ${target.pathname} answered ${response.status} with no JSON object: is ${this.url} a reaktor service?`)
+      }
+      return body as T
+    }
     if (options.allow?.includes(response.status) === true) return null as T
     const message = typeof body?.message === 'string' ? body.message : `${method} ${target.pathname} answered ${response.status}`
     // The hint is for a refused token: a refused password (login itself) is no reason to log in again.

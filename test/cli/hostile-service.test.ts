@@ -245,3 +245,17 @@ t.test('a config folder of another user: refused for the stored login, no obstac
   t.equal(res.code, 1, 'the stored login is needed: refused')
   t.match(res.stderr, 'belongs to another user')
 })
+
+t.test('a 200 that is not a JSON object (a web page, a bare value): a clear failure, not a crash reading its fields', async (t) => {
+  const bodies = ['<html><body>Welcome to nginx</body></html>', '42', 'null', '[]']
+  let next = 0
+  const { base } = await fakeService(t, (_req, reply) => {
+    reply.writeHead(200, { 'content-type': 'text/html' }).end(bodies[next++ % bodies.length])
+  })
+  const env = { XDG_CONFIG_HOME: await cliHome(t), REAKTOR_URL: base, REAKTOR_TOKEN: 'reaktor_pat_' + 'x'.repeat(43) }
+  for (const body of bodies) {
+    const res = await atTerminal(['polling', 'list'], env)
+    t.equal(res.code, 1, body)
+    t.equal(res.stderr, `reaktor: GET /api/v1/polling answered 200 with no JSON object: is ${base} a reaktor service?\n`, body)
+  }
+})

@@ -1,7 +1,9 @@
 /**
  * The CLI against a service that answers what it likes: reaktor code writes labels and run errors,
- * so whatever it prints must not drive the operator's terminal, and what it sends must reach the
- * route it names. A plain node:http server stands in for the service (no database needed).
+ * so whatever it prints must not drive the operator's terminal; pasted hints must give back the
+ * same words; ids must reach the route they name; the token must go nowhere else and never be
+ * printed; a huge or non-JSON answer must fail cleanly; and --password-stdin must not read a
+ * terminal. A plain node:http server stands in for the service (no database needed).
  */
 import { execFile } from 'node:child_process'
 import fs from 'node:fs/promises'
@@ -26,7 +28,10 @@ async function fakeService (t: TestContext, handler: Handler): Promise<{ base: s
     handler(req, reply)
   })
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
-  t.teardown(() => server.close())
+  t.teardown(() => {
+    server.close()
+    server.closeAllConnections()
+  })
   return { base: `http://127.0.0.1:${(server.address() as AddressInfo).port}`, requests }
 }
 

@@ -12,6 +12,9 @@ export interface Column<T> {
 // eslint-disable-next-line no-control-regex
 const UNSAFE = /[\u0000-\u001f\u007f-\u009f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]/g
 
+// UNSAFE less the C0 controls, which JSON.stringify escapes itself (and the line breaks of its layout).
+const UNSAFE_IN_JSON = /[\u007f-\u009f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]/g
+
 /** `text` fit for a terminal: every unsafe character shown as its escape (`\x1b`, `\u202e`); line breaks kept. */
 export function printable (text: string): string {
   return text.replace(UNSAFE, (ch) => ch === '\n' ? ch : escapeChar(ch))
@@ -55,6 +58,11 @@ export function formatFields (fields: ReadonlyArray<[string, string | number | b
   return fields.map(([name, value]) => `${(name + ':').padEnd(width + 1)} ${cell(value)}`).join('\n') + '\n'
 }
 
+/**
+ * JSON as the API sent it. JSON.stringify escapes C0 controls but writes DEL, C1 controls and bidi
+ * overrides raw, which a terminal may act on: they are written as `\u` escapes, the same strings
+ * to any JSON reader (outside strings JSON text has none of them).
+ */
 export function printJson (io: CliIo, value: unknown): void {
-  io.stdout.write(JSON.stringify(value, null, 2) + '\n')
+  io.stdout.write(JSON.stringify(value, null, 2).replace(UNSAFE_IN_JSON, (ch) => `\\u${ch.charCodeAt(0).toString(16).padStart(4, '0')}`) + '\n')
 }

@@ -118,7 +118,8 @@ t.test('control characters and bidi overrides from the service are shown escaped
   // --json is for scripts: the values as the service sent them (JSON escapes what it must).
   const res = await atTerminal(['--json', 'polling', 'status', 'evil'], env)
   t.equal(res.code, 0, res.stderr)
-  t.equal(JSON.parse(res.stdout).lastError, HOSTILE)
+  t.equal(JSON.parse(res.stdout).lastError, HOSTILE, '--json: the very value')
+  t.notMatch(res.stdout, CONTROL, '--json: nothing raw either (escaped the JSON way)')
 })
 
 t.test('an id of "." or ".." never reaches another route; "/", "?" and "#" stay inside the id', async (t) => {

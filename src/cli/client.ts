@@ -21,18 +21,29 @@ export function exitCodeOf (status: number): ExitCode {
   return EXIT.error
 }
 
+/**
+ * The most of one answer the CLI reads: far above any list the service sends (a status is under
+ * 1 KiB), far below what would exhaust the process's memory when something else answers, endlessly.
+ */
+export const MAX_ANSWER_BYTES = 256 * 1024 * 1024
+
 /** The service's REST API, `/api/v1`, with the token in `X-Service-Token`. */
 export class ApiClient {
-  constructor (readonly url: string, private readonly token: string | undefined) {}
+  constructor (readonly url: string, private readonly token: string | undefined, private readonly maxAnswerBytes = MAX_ANSWER_BYTES) {}
 
   async request<T = any>(method: string, path: string, options: RequestOptions = {}): Promise<T> {
     const target = new URL(`/api/v1${path}`, this.url)
+    // An id of "." or ".." (valid for a reaktor or a user) is a path step to the URL parser, even
+    // percent-encoded: sent, it would name another route (`polling run ..` → POST /api/v1/run).
+    if (target.pathname !== `/api/v1${path}`) throw new CliError(EXIT.usage, `"." and ".." cannot be sent as an id in a URL path (${method} /api/v1${path})`)
     for (const [key, value] of Object.entries(options.query ?? {})) {
       if (value !== undefined) target.searchParams.set(key, String(value))
     }
     const headers: Record<string, string> = { accept: 'application/json' }
     if (options.auth !== false) {
       if (this.token === undefined) throw new CliError(EXIT.auth, `not logged in to ${this.url}: run "reaktor login", or set REAKTOR_TOKEN`)
+      // fetch refuses such a header value with an error that quotes it: the token would be printed.
+      if (!/^[\x21-\x7e]+$/.test(this.token)) throw new CliError(EXIT.auth, 'the token (REAKTOR_TOKEN, else the stored login) holds a space, a line break or a character no token has: not sent')
       headers['x-service-token'] = this.token
     }
     if (options.body !== undefined) headers['content-type'] = 'application/json'
@@ -43,18 +54,46 @@ export class ApiClient {
       const cause = (err as { cause?: { code?: string, message?: string } }).cause
       throw new CliError(EXIT.error, `cannot reach ${this.url}: ${cause?.code ?? cause?.message ?? (err as Error).message}`)
     }
-    const text = await response.text()
+    const text = await this.answerText(response, `${method} ${target.pathname}`)
     let body: any = null
     try {
       body = text === '' ? null : JSON.parse(text)
     } catch {
       // Not JSON (a proxy's error page): the status tells what happened.
     }
-    if (response.ok) return body as T
+    if (response.ok) {
+      // Every answer of the API is an object: anything else (a web page, a bare value) means that
+      // something other than the service answered, which commands must not read fields of.
+      if (text !== '' && (body === null || typeof body !== 'object' || Array.isArray(body))) {
+        throw new CliError(EXIT.error, `${method} ${target.pathname} answered ${response.status} with no JSON object: is ${this.url} a reaktor service?`)
+      }
+      return body as T
+    }
     if (options.allow?.includes(response.status) === true) return null as T
     const message = typeof body?.message === 'string' ? body.message : `${method} ${target.pathname} answered ${response.status}`
     // The hint is for a refused token: a refused password (login itself) is no reason to log in again.
     const hint = response.status === 401 && options.auth !== false ? ' (run "reaktor login", or set REAKTOR_TOKEN)' : ''
     throw new CliError(exitCodeOf(response.status), `${message}${hint}`)
+  }
+
+  private async answerText (response: Response, what: string): Promise<string> {
+    const tooLarge = (): CliError => new CliError(EXIT.error, `${what}: the answer is larger than ${this.maxAnswerBytes} bytes, not read (is ${this.url} a reaktor service?)`)
+    if (Number(response.headers.get('content-length')) > this.maxAnswerBytes) {
+      await response.body?.cancel()
+      throw tooLarge()
+    }
+    if (response.body === null) return ''
+    const reader = response.body.getReader()
+    const chunks: Uint8Array[] = []
+    let size = 0
+    for (let read = await reader.read(); read.done !== true; read = await reader.read()) {
+      size += read.value.byteLength
+      if (size > this.maxAnswerBytes) {
+        await reader.cancel()
+        throw tooLarge()
+      }
+      chunks.push(read.value)
+    }
+    return Buffer.concat(chunks).toString('utf8')
   }
 }

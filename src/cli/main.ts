@@ -3,14 +3,17 @@ import { ApiClient, DEFAULT_URL } from './client.js'
 import { CliError, EXIT, type CliContext, type CliIo, type CommandModule } from './context.js'
 import { readStoredLogin } from './credentials.js'
 import { commandModules } from './commands/index.js'
+import { printable } from './output.js'
 
 /** The version the CLI reports: the service's own (package.json). */
 const VERSION = '0.1.0'
 
 /** The URL and token the commands use (see CliContext.api). */
 export async function resolveApi (io: CliIo, urlOption: string | undefined): Promise<ApiClient> {
-  const stored = await readStoredLogin(io.env)
-  const url = urlOption ?? nonEmpty(io.env.REAKTOR_URL) ?? stored?.url ?? DEFAULT_URL
+  const given = urlOption ?? nonEmpty(io.env.REAKTOR_URL)
+  // With both the URL and the token given, the stored login plays no part: not even read.
+  const stored = given !== undefined && nonEmpty(io.env.REAKTOR_TOKEN) !== undefined ? undefined : await readStoredLogin(io.env)
+  const url = given ?? stored?.url ?? DEFAULT_URL
   let parsed: URL
   try {
     parsed = new URL(url)
@@ -79,10 +82,10 @@ export async function main (args: readonly string[], io: CliIo): Promise<number>
     }
     if (err instanceof CliError) {
       // An empty message: the command has already said what went wrong (in its own words).
-      if (err.message !== '') io.stderr.write(`reaktor: ${err.message}\n`)
+      if (err.message !== '') io.stderr.write(`reaktor: ${printable(err.message)}\n`)
       return err.exitCode
     }
-    io.stderr.write(`reaktor: ${(err as Error).message}\n`)
+    io.stderr.write(`reaktor: ${printable((err as Error).message)}\n`)
     return EXIT.error
   }
 }

@@ -6,8 +6,17 @@ async function readAll (stream: AsyncIterable<Buffer | string>): Promise<string>
   return Buffer.concat(chunks).toString('utf8')
 }
 
+/**
+ * `--password-stdin` reads a pipe or a file. At a terminal it would wait for Ctrl+D while the
+ * password is typed with echo, in plain sight.
+ */
+export function refuseTerminalStdin (io: CliIo): void {
+  if (io.stdin.isTTY === true) throw new CliError(EXIT.usage, '--password-stdin reads a pipe or a file, and stdin is a terminal: leave the option out to be asked without echo')
+}
+
 /** A secret from stdin (`--password-stdin`): all of it, without the one line break `echo` adds. */
 export async function secretFromStdin (io: CliIo): Promise<string> {
+  refuseTerminalStdin(io)
   return (await readAll(io.stdin as AsyncIterable<Buffer | string>)).replace(/\r?\n$/, '')
 }
 

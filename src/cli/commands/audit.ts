@@ -1,7 +1,7 @@
 import { InvalidArgumentError, Option } from 'commander'
 import { AUDIT_LIMIT } from '../../schemas/audit.js'
 import type { CommandModule } from '../context.js'
-import { formatTable, printJson } from '../output.js'
+import { formatTable, printJson, shellWord } from '../output.js'
 
 interface AuditEntry { id: number, at: string, action: string, actor: string | null, address: string | null, node: string, targets: string[], details: Record<string, unknown> }
 interface AuditPage { entries: AuditEntry[], nextBefore: string | null }
@@ -10,11 +10,6 @@ function limit (value: string): number {
   const n = Number(value)
   if (!/^\d+$/.test(value) || n < AUDIT_LIMIT.min || n > AUDIT_LIMIT.max) throw new InvalidArgumentError(`expected an integer from ${AUDIT_LIMIT.min} to ${AUDIT_LIMIT.max}`)
   return n
-}
-
-/** A word a shell passes on as it is, quoted otherwise: the next-page hint is meant to be pasted. */
-function shellWord (word: string): string {
-  return /^[\w@%+=:,./-]+$/.test(word) ? word : `'${word.replaceAll('\'', '\'\\\'\'')}'`
 }
 
 /** `reaktor audit` over `GET /api/v1/audit` (admins only). */

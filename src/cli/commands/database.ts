@@ -1,6 +1,7 @@
 import { Argument } from 'commander'
 import { CliError, EXIT, type ExitCode, type CommandModule } from '../context.js'
 import { printJson } from '../output.js'
+import { refuseTerminalStdin } from '../prompt.js'
 
 const WHERE = 'It reaches the database as the service does: DATABASE_URL, or else the embedded PostgreSQL\n' +
   'of DATA_DIR (which only one process may run: stop the service first). --url, REAKTOR_URL and\n' +
@@ -40,6 +41,7 @@ export const databaseCommands: CommandModule = (program, context) => {
     .addHelpText('after', `\n${WHERE}\nExit codes: 0 done, 1 failed, 2 usage or password rules, 3 no such user; nothing is changed unless 0.\n\n` +
       'Examples:\n  DATABASE_URL=postgres://reaktor@db/reaktor reaktor admin reset-password admin\n  printf \'%s\\n\' "$NEW" | reaktor admin reset-password --password-stdin admin')
     .action(async (username: string, opts: { passwordStdin?: boolean }) => {
+      if (opts.passwordStdin === true) refuseTerminalStdin(io)
       const { resetPasswordCommand } = await import('../../auth/reset-password-command.js')
       // With --json the password it prints is wrapped in the JSON answer instead.
       let printed = ''

@@ -1,6 +1,6 @@
 import { Command, InvalidArgumentError, Option } from 'commander'
 import { CliError, EXIT, type CliContext, type CommandModule } from '../context.js'
-import { formatFields, formatTable, printJson, type Column } from '../output.js'
+import { formatFields, formatTable, printable, printJson, shellWord, type Column } from '../output.js'
 
 /** A polling status as `GET /api/v1/polling` answers it (the fields the CLI shows). */
 interface Status {
@@ -127,7 +127,7 @@ Example:
         if (options.app === undefined && ids.length === 1) {
           const answer = await api.request<{ message: string }>('POST', `/polling/${encodeURIComponent(ids[0])}/${action}`)
           if (context.json()) return printJson(context.io, answer)
-          context.io.stdout.write(`${answer.message}\n`)
+          context.io.stdout.write(`${printable(answer.message)}\n`)
           return
         }
         const answer = await api.request<BulkAnswer>('POST', `/polling/${action}`, { body: options.app === undefined ? { ids } : { app: options.app } })
@@ -152,7 +152,7 @@ Example:
     .action(async (id: string) => {
       const answer = await (await context.api()).request<{ message: string }>('POST', `/polling/${encodeURIComponent(id)}/run`)
       if (context.json()) return printJson(context.io, answer)
-      context.io.stdout.write(`${answer.message}\n`)
+      context.io.stdout.write(`${printable(answer.message)}\n`)
     })
 
   polling.command('runs')
@@ -181,7 +181,7 @@ Example:
       }
       if (answer.nextBefore !== null) {
         const limit = options.limit === undefined ? '' : ` --limit ${options.limit}`
-        context.io.stderr.write(`more: reaktor polling runs ${shellWord(id)}${limit} --before ${answer.nextBefore}\n`)
+        context.io.stderr.write(`more: reaktor polling runs ${shellWord(id)}${limit} --before ${shellWord(answer.nextBefore)}\n`)
       }
     })
 }
@@ -191,11 +191,6 @@ function runsLimit (value: string): number {
     throw new InvalidArgumentError(`a whole number from ${RUNS_LIMIT.min} to ${RUNS_LIMIT.max}`)
   }
   return Number(value)
-}
-
-// The hint is meant to be pasted: an id with spaces or quotes must come back as one word.
-function shellWord (text: string): string {
-  return /^[A-Za-z0-9._@:/-]+$/.test(text) ? text : `'${text.replace(/'/g, "'\\''")}'`
 }
 
 /**

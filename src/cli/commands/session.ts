@@ -4,7 +4,7 @@ import { isDuration } from '../../duration.js'
 import { ApiClient } from '../client.js'
 import { CliError, EXIT, type CliContext, type CommandModule } from '../context.js'
 import { credentialsPath, readStoredLogin, removeStoredLogin, writeStoredLogin, type StoredLogin } from '../credentials.js'
-import { formatFields, printJson } from '../output.js'
+import { formatFields, printable, printJson } from '../output.js'
 import { promptLine, promptSecret, secretFromStdin } from '../prompt.js'
 
 interface CreatedToken { id: string, token: string, expiresAt: string | null }
@@ -89,7 +89,7 @@ async function login (context: CliContext, options: { username?: string, passwor
   if (previous !== undefined && previous.tokenId !== created.id) await revokeQuietly(previous)
 
   if (context.json()) return printJson(io, { url, username: me.username, tokenId: created.id, expiresAt: created.expiresAt, credentialsFile: file })
-  io.stdout.write(`Logged in to ${url} as ${me.username} (${me.role}); token ${created.id} ${created.expiresAt === null ? 'never expires' : `expires ${created.expiresAt}`}, stored in ${file}\n`)
+  io.stdout.write(printable(`Logged in to ${url} as ${me.username} (${me.role}); token ${created.id} ${created.expiresAt === null ? 'never expires' : `expires ${created.expiresAt}`}, stored in ${file}`) + '\n')
 }
 
 // Checked before the password is asked: a typo in the duration should not cost a login attempt.

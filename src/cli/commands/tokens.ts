@@ -1,7 +1,7 @@
 import { Argument, InvalidArgumentError } from 'commander'
 import { isDuration } from '../../duration.js'
 import { CliError, EXIT, type CommandModule } from '../context.js'
-import { formatTable, printJson } from '../output.js'
+import { formatTable, printable, printJson } from '../output.js'
 
 interface TokenView { id: string, name: string, owner: string, createdAt: string, lastUsedAt: string | null, expiresAt: string | null }
 interface CreatedToken { id: string, name: string, token: string, createdAt: string, expiresAt: string | null }
@@ -51,8 +51,8 @@ export const tokensCommands: CommandModule = (program, context) => {
       const answer = await (await context.api()).request<CreatedToken | null>('POST', '/tokens', { body: { name, expiresIn: opts.expiresIn }, allow: [403] })
       if (answer === null) throw new CliError(EXIT.auth, NEEDS_SESSION)
       if (context.json()) return printJson(io, answer)
-      io.stderr.write(`API token "${answer.name}" created: id ${answer.id}, expires ${answer.expiresAt ?? 'never'}. The token follows, shown this once:\n`)
-      io.stdout.write(`${answer.token}\n`)
+      io.stderr.write(printable(`API token "${answer.name}" created: id ${answer.id}, expires ${answer.expiresAt ?? 'never'}. The token follows, shown this once:\n`))
+      io.stdout.write(`${printable(answer.token)}\n`)
     })
 
   tokens.command('revoke')
@@ -62,6 +62,6 @@ export const tokensCommands: CommandModule = (program, context) => {
     .action(async (id: string) => {
       const answer = await (await context.api()).request<{ message: string }>('DELETE', `/tokens/${encodeURIComponent(id)}`)
       if (context.json()) return printJson(io, answer)
-      io.stdout.write(`${answer.message}\n`)
+      io.stdout.write(`${printable(answer.message)}\n`)
     })
 }

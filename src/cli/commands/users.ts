@@ -1,7 +1,7 @@
 import { Argument, InvalidArgumentError, Option, type Command } from 'commander'
 import { passwordProblem, usernameProblem } from '../../auth/user-rules.js'
 import { CliError, EXIT, type CliContext, type CommandModule } from '../context.js'
-import { formatFields, formatTable, printJson } from '../output.js'
+import { formatFields, formatTable, printable, printJson } from '../output.js'
 import { confirm, promptSecret, secretFromStdin } from '../prompt.js'
 
 interface User { id: string, username: string, role: string, disabled: boolean, createdAt: string, updatedAt: string }
@@ -50,11 +50,11 @@ function printUser (context: CliContext, user: User): void {
 function printWithPassword (context: CliContext, answer: UserWithPassword, done: string): void {
   if (context.json()) return printJson(context.io, answer)
   if (answer.password === undefined) {
-    context.io.stderr.write(`${done}\n`)
+    context.io.stderr.write(`${printable(done)}\n`)
     return printUser(context, answer.user)
   }
-  context.io.stderr.write(`${done}; the generated password follows, shown this once:\n`)
-  context.io.stdout.write(`${answer.password}\n`)
+  context.io.stderr.write(`${printable(done)}; the generated password follows, shown this once:\n`)
+  context.io.stdout.write(`${printable(answer.password)}\n`)
 }
 
 function addPasswd (parent: Command, context: CliContext): void {
@@ -78,7 +78,7 @@ function addPasswd (parent: Command, context: CliContext): void {
       checkedPassword(newPassword)
       const answer = await (await context.api()).request<{ message: string }>('POST', '/auth/password', { body: { currentPassword, newPassword } })
       if (context.json()) return printJson(io, answer)
-      io.stdout.write(`${answer.message}\n`)
+      io.stdout.write(`${printable(answer.message)}\n`)
     })
 }
 
@@ -151,7 +151,7 @@ export const usersCommands: CommandModule = (program, context) => {
       }
       const answer = await (await context.api()).request<{ message: string }>('DELETE', userPath(name))
       if (context.json()) return printJson(io, answer)
-      io.stdout.write(`${answer.message}\n`)
+      io.stdout.write(`${printable(answer.message)}\n`)
     })
 
   addPasswd(users, context)

@@ -11,10 +11,20 @@ import * as tokens from './views/tokens.js'
 function route (hash) {
   const path = hash.replace(/^#\/?/, '')
   const [head, ...rest] = path.split('/')
-  if (head === 'reaktor' && rest.length > 0) return [reaktor, 'reaktors', { id: decodeURIComponent(rest.join('/')) }]
+  if (head === 'reaktor' && rest.length > 0) return [reaktor, 'reaktors', { id: decodeSegment(rest.join('/')) }]
   if (head === 'users') return [users, 'users', {}]
   if (head === 'tokens') return [tokens, 'tokens', {}]
   return [reaktors, 'reaktors', {}]
+}
+
+// A link with a stray `%` (typed, cut short, or crafted) would throw here and leave a blank page:
+// the id is then the text as it stands, which the reaktor page reports as not registered.
+function decodeSegment (text) {
+  try {
+    return decodeURIComponent(text)
+  } catch {
+    return text
+  }
 }
 
 let unmount = null

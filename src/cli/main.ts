@@ -47,7 +47,13 @@ export function buildProgram (io: CliIo, modules: readonly CommandModule[] = com
     .exitOverride()
     .addHelpText('after', `
 Environment: REAKTOR_URL and REAKTOR_TOKEN override the stored login.
-Exit codes: 0 ok, 1 error, 2 usage, 3 not found, 4 not authenticated or forbidden.`)
+Exit codes: 0 ok, 1 error, 2 usage, 3 not found, 4 not authenticated or forbidden.
+
+Examples:
+  $ reaktor login --username admin --url http://127.0.0.1:3000
+  $ reaktor polling list --state running
+  $ reaktor --json polling status drain-demo
+  $ reaktor polling runs --help`)
   const context: CliContext = {
     io,
     json: () => program.opts().json === true,
@@ -74,8 +80,9 @@ export async function main (args: readonly string[], io: CliIo): Promise<number>
     return EXIT.ok
   } catch (err) {
     if (err instanceof CommanderError) {
-      if (err.code === 'commander.helpDisplayed' || err.code === 'commander.version') return EXIT.ok
-      return EXIT.usage
+      // Help or the version asked for (`--help`, `help <command>`) ends with 0; help shown because
+      // the call said nothing to do (`reaktor`, `reaktor polling`) ends with 1 there: a usage error.
+      return err.exitCode === 0 ? EXIT.ok : EXIT.usage
     }
     if (err instanceof CliError) {
       // An empty message: the command has already said what went wrong (in its own words).

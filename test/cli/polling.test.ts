@@ -22,7 +22,7 @@ const { app, base } = await listeningApp(t, {
   env: ADMIN_ENV,
   scheduler: FAST_SCHEDULER,
   apps: [
-    { name: 'cli-app', version: '1.0.0', pollingReaktors: [reaktor('alpha', () => false, true), reaktor('beta', () => false, false), reaktor('gamma', () => { throw new Error('boom') }, true)] },
+    { name: 'cli-app', version: '1.0.0', pollingReaktors: [reaktor('alpha', () => false, true, { description: 'Moves quartz' }), reaktor('beta', () => false, false), reaktor('gamma', () => { throw new Error('boom') }, true)] },
     { name: 'other-app', version: '1.0.0', pollingReaktors: [reaktor('delta', () => false, false, { label: 'Delta reaktor' })] }
   ]
 })
@@ -49,7 +49,7 @@ function ids (json: string): string[] {
 
 t.test('list and status: tables, --json as the API answers, the filters', async (t) => {
   const listed = (await call('GET', '/api/v1/polling')).body
-  const [table, json, running, failing, otherApp, query, none, status, statusJson] = await Promise.all([
+  const [table, json, running, failing, otherApp, query, none, status, statusJson, described] = await Promise.all([
     cli('polling', 'list'),
     cli('polling', 'list', '--json'),
     cli('polling', 'list', '--json', '--state', 'running'),
@@ -58,9 +58,10 @@ t.test('list and status: tables, --json as the API answers, the filters', async 
     cli('polling', 'list', '--json', '-q', 'DELTA REAK'),
     cli('polling', 'list', '--state', 'stopped', '--failing'),
     cli('polling', 'status', 'gamma'),
-    cli('--json', 'polling', 'status', 'alpha')
+    cli('--json', 'polling', 'status', 'alpha'),
+    cli('polling', 'list', '--json', '--query', 'quartz')
   ])
-  for (const res of [table, json, running, failing, otherApp, query, none, status, statusJson]) t.equal(res.code, 0, res.stderr)
+  for (const res of [table, json, running, failing, otherApp, query, none, status, statusJson, described]) t.equal(res.code, 0, res.stderr)
   const byId = Object.fromEntries(listed.pollingReaktors.map((s: any) => [s.reaktorDefinitionId, s]))
   t.same(cells(table.stdout), [
     ['ID', 'APP', 'STATE', 'INTERVAL', 'LAST RUN', 'OUTCOME', 'NEXT RUN', 'FAILURES', 'OWNER'],
@@ -74,6 +75,8 @@ t.test('list and status: tables, --json as the API answers, the filters', async 
   t.same(ids(failing.stdout), ['gamma'], '--failing')
   t.same(ids(otherApp.stdout), ['delta'], '--app')
   t.same(ids(query.stdout), ['delta'], '-q matches the label, in any case')
+  t.same(ids(described.stdout), [], '-q does not look in the description, as the API\'s q does not')
+  t.same((await call('GET', '/api/v1/polling?q=quartz')).body.total, 0, 'the API\'s q: the same')
   t.equal(none.stdout, '(none)\n', 'no match: an empty table says so')
   t.match(status.stdout, /^id:\s+gamma\n/)
   t.match(status.stdout, /\nstate:\s+running\n/)

@@ -98,7 +98,7 @@ t.test('start, stop, run, runs', async (t) => {
   t.same(await Promise.all(['alpha', 'beta', 'gamma', 'delta'].map(state)), ['stopped', 'stopped', 'stopped', 'stopped'])
 
   const [bulk, run, unknownRun] = await Promise.all([
-    cli('--json', 'polling', 'start', 'delta', 'nope', 'beta'),
+    cli('--json', 'polling', 'start', 'delta', 'nope', 'beta', 'delta', 'nope'),
     cli('polling', 'run', 'alpha'),
     cli('polling', 'run', 'nope')
   ])
@@ -111,7 +111,11 @@ t.test('start, stop, run, runs', async (t) => {
     notFound: ['nope']
   }, '--json: the bulk answer')
   t.match(bulk.stderr, 'not registered: nope')
-  t.same(await Promise.all(['beta', 'delta'].map(state)), ['running', 'running'])
+  t.same(await Promise.all(['beta', 'delta'].map(state)), ['running', 'running'], 'an id named twice: once, in the order first named')
+  res = await cli('polling', 'stop', 'beta', 'beta')
+  t.same([res.code, res.stdout], [0, 'Polling reaktor "beta" stopped successfully\n'], 'one id named twice: the single route')
+  res = await cli('polling', 'start', 'beta')
+  t.equal(res.code, 0, res.stderr)
   t.equal(run.code, 1, 'run on a stopped reaktor')
   t.match(run.stderr, 'Polling reaktor "alpha" is stopped: start it first')
   t.equal(unknownRun.code, 3, 'run on an unknown id')

@@ -117,8 +117,10 @@ Ids the service does not know are listed on stderr, and the exit code is 3 (the 
 Example:
   $ reaktor polling ${action} drain-demo
   $ reaktor polling ${action} --app drain-demo`)
-      .action(async (ids: string[], options: { app?: string }, command: Command) => {
-        if ((ids.length === 0) === (options.app === undefined)) command.error('error: give reaktor ids or --app <name>, not both', { exitCode: EXIT.usage })
+      .action(async (given: string[], options: { app?: string }, command: Command) => {
+        if ((given.length === 0) === (options.app === undefined)) command.error('error: give reaktor ids or --app <name>, not both', { exitCode: EXIT.usage })
+        // An id named twice (ids pasted from a list) means it once: the bulk route refuses repeats.
+        const ids = [...new Set(given)]
         const api = await context.api()
         if (options.app === undefined && ids.length === 1) {
           const answer = await api.request<{ message: string }>('POST', `/polling/${encodeURIComponent(ids[0])}/${action}`)

@@ -120,6 +120,14 @@ t.test('login, whoami, REAKTOR_TOKEN, another URL, logout', async (t) => {
   t.equal(res.code, 0, res.stderr)
   t.match(res.stdout, 'the service no longer knew token')
   await t.rejects(fs.stat(bobLogin.credentialsFile), { code: 'ENOENT' })
+
+  // --json: what was logged out of, and whether the service still knew the token.
+  res = await runCli(['--json', 'login', '--username', 'bob', '--password-stdin'], { env: { XDG_CONFIG_HOME: bobHome, REAKTOR_URL: base }, stdin: BOB.password })
+  t.equal(res.code, 0, res.stderr)
+  const again = JSON.parse(res.stdout)
+  res = await runCli(['logout', '--json'], { env: { XDG_CONFIG_HOME: bobHome } })
+  t.equal(res.code, 0, res.stderr)
+  t.same(JSON.parse(res.stdout), { url: base, username: 'bob', tokenId: again.tokenId, revoked: true }, 'logout --json, as the README documents it')
 })
 
 t.test('login failures: wrong password 4, unreachable 1, a refused expiry 1 with no session left, usage 2', async (t) => {

@@ -14,7 +14,7 @@ t.test('stdout on /dev/full: exit 1 and one line saying so', async (t) => {
   // --help needs no service: its one write meets the full device.
   const child = spawn(process.execPath, [path.join(ROOT, 'bin', 'reaktor.js'), '--help'], { cwd: ROOT, env: { PATH: process.env.PATH ?? '' }, stdio: ['ignore', full, 'pipe'] })
   let stderr = ''
-  child.stderr.setEncoding('utf8').on('data', (s: string) => { stderr += s })
+  child.stderr?.setEncoding('utf8').on('data', (s: string) => { stderr += s })
   const code = await new Promise<number | null>((resolve) => child.on('close', resolve))
   t.equal(code, 1)
   t.equal(stderr, 'reaktor: cannot write the output: ENOSPC\n')

@@ -20,7 +20,7 @@ const { app, base } = await listeningApp(t, {
     pollingReaktors: Array.from({ length: COUNT }, (_, i) => probe(`many-${String(i).padStart(4, '0')}`, () => false, {
       interval: '1h',
       autoStart: false,
-      label: i % 100 === 0 ? `Hundredth ${i}` : null
+      label: i % 100 === 0 ? `Hundredth ${i}` : undefined
     }).registration)
   }]
 })

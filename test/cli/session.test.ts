@@ -136,14 +136,15 @@ t.test('login failures: wrong password 4, unreachable 1, a refused expiry 1 with
   const env = { XDG_CONFIG_HOME: home, REAKTOR_URL: base }
   const file = path.join(home, 'reaktor', 'credentials.json')
   const port = await closedPort()
-  const [wrong, unreachable, expiry, noUser, noTty, badUrl, badDuration] = await Promise.all([
+  const [wrong, unreachable, expiry, noUser, noTty, badUrl, badDuration, noName] = await Promise.all([
     runCli(['login', '--username', ADMIN.username, '--password-stdin'], { env, stdin: 'not the password' }),
     runCli(['login', '--username', ADMIN.username, '--password-stdin', '--url', `http://127.0.0.1:${port}`], { env, stdin: ADMIN.password }),
     runCli(['login', '--username', ADMIN.username, '--password-stdin', '--expires-in', '5s'], { env, stdin: ADMIN.password }),
     runCli(['login', '--password-stdin'], { env, stdin: ADMIN.password }),
     runCli(['login', '--username', ADMIN.username], { env }),
     runCli(['login', '--username', ADMIN.username, '--password-stdin', '--url', 'ftp://example.org'], { env, stdin: ADMIN.password }),
-    runCli(['login', '--username', ADMIN.username, '--password-stdin', '--expires-in', 'soon'], { env, stdin: ADMIN.password })
+    runCli(['login', '--username', ADMIN.username, '--password-stdin', '--expires-in', 'soon'], { env, stdin: ADMIN.password }),
+    runCli(['login'], { env })
   ])
   t.equal(wrong.code, 4, 'a wrong password')
   t.match(wrong.stderr, /^reaktor: Invalid username or password\n$/, "the service's message, no login hint")
@@ -154,6 +155,8 @@ t.test('login failures: wrong password 4, unreachable 1, a refused expiry 1 with
   t.equal(noUser.code, 2, '--password-stdin without --username')
   t.equal(noTty.code, 2, 'no terminal to ask the password on')
   t.match(noTty.stderr, '--password-stdin')
+  t.equal(noName.code, 2, 'no terminal to ask the username on')
+  t.equal(noName.stderr, 'reaktor: Username: no terminal to ask on; give it with --username\n', 'the option that gives the username, not --password-stdin (which needs --username)')
   t.equal(badUrl.code, 2, 'not an http URL')
   t.equal(badDuration.code, 2, 'not a duration')
   t.match(badDuration.stderr, /^error: option '--expires-in <duration>' argument 'soon' is invalid\. a duration such as 30m, 12h or 90d, or "never"\nUsage: reaktor login/)

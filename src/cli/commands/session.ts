@@ -62,7 +62,7 @@ async function login (context: CliContext, options: { username?: string, passwor
   }
   // Only the URL of the resolved client is used: the login makes its own token.
   const { url } = await context.api()
-  const username = options.username ?? await promptLine(io, 'Username: ')
+  const username = options.username ?? await promptLine(io, 'Username: ', 'give it with --username')
   const password = options.passwordStdin === true ? await secretFromStdin(io) : await promptSecret(io, 'Password: ')
   if (username.trim() === '' || password === '') throw new CliError(EXIT.usage, 'the username and the password must not be empty')
 

@@ -1,7 +1,23 @@
+import { isDuration, MAX_TIMER_MS, parseDuration } from '../duration.js'
 import { CliError, EXIT, type ExitCode } from './errors.js'
 
 /** The default service address: `npm start` on this machine. */
 export const DEFAULT_URL = 'http://127.0.0.1:3000'
+
+/** How long one request may take unless REAKTOR_TIMEOUT says otherwise. */
+export const DEFAULT_TIMEOUT = '30s'
+
+/**
+ * REAKTOR_TIMEOUT in milliseconds. Without a bound, a service that accepts the connection but never
+ * answers (a stalled node, a hung proxy) would hold a script for the HTTP client's own five minutes.
+ */
+export function requestTimeoutMs (env: Record<string, string | undefined>): number {
+  const value = env.REAKTOR_TIMEOUT === undefined || env.REAKTOR_TIMEOUT.trim() === '' ? DEFAULT_TIMEOUT : env.REAKTOR_TIMEOUT.trim()
+  if (!isDuration(value) || parseDuration(value) === 0 || parseDuration(value) > MAX_TIMER_MS) {
+    throw new CliError(EXIT.usage, `REAKTOR_TIMEOUT must be a duration such as 30s or 2m (1ms to 24d), not ${JSON.stringify(value)}`)
+  }
+  return parseDuration(value)
+}
 
 export interface RequestOptions {
   body?: unknown
@@ -23,7 +39,12 @@ export function exitCodeOf (status: number): ExitCode {
 
 /** The service's REST API, `/api/v1`, with the token in `X-Service-Token`. */
 export class ApiClient {
-  constructor (readonly url: string, private readonly token: string | undefined) {}
+  constructor (readonly url: string, private readonly token: string | undefined, readonly timeoutMs: number = parseDuration(DEFAULT_TIMEOUT)) {}
+
+  /** The same service, the same timeout, another token. */
+  withToken (token: string | undefined): ApiClient {
+    return new ApiClient(this.url, token, this.timeoutMs)
+  }
 
   async request<T = any>(method: string, path: string, options: RequestOptions = {}): Promise<T> {
     const target = new URL(`/api/v1${path}`, this.url)
@@ -36,14 +57,17 @@ export class ApiClient {
       headers['x-service-token'] = this.token
     }
     if (options.body !== undefined) headers['content-type'] = 'application/json'
+    const signal = AbortSignal.timeout(this.timeoutMs)
     let response: Response
+    let text: string
     try {
-      response = await fetch(target, { method, headers, body: options.body === undefined ? undefined : JSON.stringify(options.body), redirect: 'manual' })
+      response = await fetch(target, { method, headers, body: options.body === undefined ? undefined : JSON.stringify(options.body), redirect: 'manual', signal })
+      text = await response.text()
     } catch (err) {
+      if (signal.aborted) throw new CliError(EXIT.error, `no answer from ${this.url} within ${this.timeoutMs}ms (REAKTOR_TIMEOUT): ${method} ${target.pathname}`)
       const cause = (err as { cause?: { code?: string, message?: string } }).cause
       throw new CliError(EXIT.error, `cannot reach ${this.url}: ${cause?.code ?? cause?.message ?? (err as Error).message}`)
     }
-    const text = await response.text()
     let body: any = null
     try {
       body = text === '' ? null : JSON.parse(text)

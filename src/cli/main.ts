@@ -1,5 +1,5 @@
 import { Command, CommanderError, Option } from 'commander'
-import { ApiClient, DEFAULT_URL } from './client.js'
+import { ApiClient, DEFAULT_URL, requestTimeoutMs } from './client.js'
 import { CliError, EXIT, type CliContext, type CliIo, type CommandModule } from './context.js'
 import { readStoredLogin } from './credentials.js'
 import { commandModules } from './commands/index.js'
@@ -19,7 +19,7 @@ export async function resolveApi (io: CliIo, urlOption: string | undefined): Pro
   }
   if (parsed.protocol !== 'http:' && parsed.protocol !== 'https:') throw new CliError(EXIT.usage, `not an http(s) URL: ${url}`)
   const token = nonEmpty(io.env.REAKTOR_TOKEN) ?? (stored !== undefined && sameService(stored.url, parsed) ? stored.token : undefined)
-  return new ApiClient(parsed.origin, token)
+  return new ApiClient(parsed.origin, token, requestTimeoutMs(io.env))
 }
 
 function nonEmpty (value: string | undefined): string | undefined {
@@ -46,7 +46,8 @@ export function buildProgram (io: CliIo, modules: readonly CommandModule[] = com
     .configureOutput({ writeOut: (s) => io.stdout.write(s), writeErr: (s) => io.stderr.write(s), outputError: (s, write) => write(s) })
     .exitOverride()
     .addHelpText('after', `
-Environment: REAKTOR_URL and REAKTOR_TOKEN override the stored login.
+Environment: REAKTOR_URL and REAKTOR_TOKEN override the stored login; REAKTOR_TIMEOUT bounds
+each request (default 30s).
 Exit codes: 0 ok, 1 error, 2 usage, 3 not found, 4 not authenticated or forbidden.
 
 Examples:

@@ -30,8 +30,9 @@ export interface RequestOptions {
 
 /** The exit code of an API error status: scripts tell "not found" and "not allowed" from other failures. */
 export function exitCodeOf (status: number): ExitCode {
-  // The service refused the input as invalid: a bad argument, as commander's own usage errors.
-  if (status === 400) return EXIT.usage
+  // The service refused the input as invalid: a bad argument, as commander's own usage errors;
+  // 414 is an argument too long for a path (an id past the router's limit).
+  if (status === 400 || status === 414) return EXIT.usage
   if (status === 401 || status === 403) return EXIT.auth
   if (status === 404) return EXIT.notFound
   return EXIT.error

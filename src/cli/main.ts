@@ -9,7 +9,13 @@ const VERSION = '0.1.0'
 
 /** The URL and token the commands use (see CliContext.api). */
 export async function resolveApi (io: CliIo, urlOption: string | undefined): Promise<ApiClient> {
-  const stored = await readStoredLogin(io.env)
+  // A stored login that cannot be read (a truncated file) must not block REAKTOR_TOKEN, nor the
+  // login that replaces it: without it the command goes on as if there were none, and says so.
+  const stored = await readStoredLogin(io.env).catch((err: unknown) => {
+    if (!(err instanceof CliError)) throw err
+    io.stderr.write(`reaktor: warning: ${err.message} (ignored here)\n`)
+    return undefined
+  })
   const url = urlOption ?? nonEmpty(io.env.REAKTOR_URL) ?? stored?.url ?? DEFAULT_URL
   let parsed: URL
   try {

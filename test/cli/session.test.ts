@@ -175,6 +175,19 @@ t.test('login failures: wrong password 4, unreachable 1, a refused expiry 1 with
   t.equal(res.code, 1, 'unreachable')
   t.match(res.stderr, `cannot reach http://127.0.0.1:${port}: ECONNREFUSED; the stored login is kept`)
   t.ok((await fs.stat(storedFile)).isFile(), 'the file is kept')
+
+  // A stored login that is not one (a truncated file): a warning, and REAKTOR_TOKEN or a new login still work.
+  const broken = await cliHome(t)
+  const brokenFile = path.join(broken, 'reaktor', 'credentials.json')
+  await fs.mkdir(path.dirname(brokenFile), { mode: 0o700 })
+  await fs.writeFile(brokenFile, '{"url": "http://127.0.0.1:', { mode: 0o600 })
+  const withToken = await runCli(['whoami', '--json'], { env: { XDG_CONFIG_HOME: broken, REAKTOR_URL: base, REAKTOR_TOKEN: await loginToken(app) } })
+  t.equal(withToken.code, 0, withToken.stderr)
+  t.equal(JSON.parse(withToken.stdout).username, ADMIN.username, 'REAKTOR_TOKEN works')
+  t.match(withToken.stderr, `reaktor: warning: ${brokenFile} is not a stored login`)
+  const relogin = await runCli(['login', '--username', ADMIN.username, '--password-stdin'], { env: { XDG_CONFIG_HOME: broken, REAKTOR_URL: base }, stdin: ADMIN.password })
+  t.equal(relogin.code, 0, relogin.stderr)
+  t.equal(JSON.parse(await fs.readFile(brokenFile, 'utf8')).username, ADMIN.username, 'a login replaces it')
 })
 
 /** `reaktor login` in this process at a fake terminal: `answers` are typed when their question (the key) is written. */

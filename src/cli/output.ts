@@ -5,10 +5,15 @@ export interface Column<T> {
   value: (row: T) => string | number | boolean | null | undefined
 }
 
+// eslint-disable-next-line no-control-regex
+const CONTROL = /[\u0000-\u001f\u007f-\u009f]/g
+
 function cell (value: string | number | boolean | null | undefined): string {
   if (value === null || value === undefined || value === '') return '-'
   // One row per line: a newline or tab in a value (an error message) would break the columns.
-  return String(value).replace(/[\t\r\n]+/g, ' ')
+  // Other control characters are shown, not sent: an error message or label that carries terminal
+  // escape sequences (from whatever an aktor read) must not clear, retitle or rewrite the operator's terminal.
+  return String(value).replace(/[\t\r\n]+/g, ' ').replace(CONTROL, (c) => `\\x${c.charCodeAt(0).toString(16).padStart(2, '0')}`)
 }
 
 /** A plain-text table: a header line, then one padded line per row; "(none)" when empty. */

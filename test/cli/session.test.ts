@@ -234,4 +234,12 @@ t.test('login at a terminal: the username echoed, the password not, also when ty
   res = await terminalLogin(env, new Map([['Username: ', `${ADMIN.username}\r${ADMIN.password}\r`]]))
   t.equal(res.code, 0, res.stderr)
   t.equal(res.stderr, `Username: ${ADMIN.username}\nPassword: \n`)
+
+  // Ctrl-C at the password: cancelled, exit 1, the terminal out of raw mode, nothing stored or asked.
+  const cancelledHome = await cliHome(t)
+  res = await terminalLogin({ ...env, XDG_CONFIG_HOME: cancelledHome }, new Map([['Username: ', `${ADMIN.username}\r`], ['Password: ', 'half a pass\u0003']]))
+  t.equal(res.code, 1)
+  t.equal(res.stderr, `Username: ${ADMIN.username}\nPassword: \nreaktor: cancelled\n`)
+  t.same(res.rawModes, [true, false, true, false], 'raw mode ended')
+  await t.rejects(fs.stat(path.join(cancelledHome, 'reaktor')), { code: 'ENOENT' }, 'nothing stored')
 })

@@ -49,6 +49,11 @@ export class ApiClient {
 
   async request<T = any>(method: string, path: string, options: RequestOptions = {}): Promise<T> {
     const target = new URL(`/api/v1${path}`, this.url)
+    // An argument of "." or ".." (encoding keeps it: "%2E" is a dot to a URL too) would be resolved
+    // away, and the request would reach another route: `polling start .` the bulk start.
+    if (target.pathname !== `/api/v1${path}`) {
+      throw new CliError(EXIT.usage, `"." and ".." cannot be sent as an id or a name: they are not one part of a URL path (${method} /api/v1${path})`)
+    }
     for (const [key, value] of Object.entries(options.query ?? {})) {
       if (value !== undefined) target.searchParams.set(key, String(value))
     }

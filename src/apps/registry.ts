@@ -60,6 +60,10 @@ export function buildRegistry (apps: LoadedApp[], log: Log): AppRegistry {
     if (id.length > MAX_REAKTOR_ID_LENGTH || /[\p{Cc}\p{Cs}]/u.test(id)) {
       throw new RegistrationError(`${appLabel(app)}: ${where}: reaktorDefinitionId ${JSON.stringify(id)} is not allowed; expected at most ${MAX_REAKTOR_ID_LENGTH} printable characters`)
     }
+    // A URL resolves "." and ".." away (encoded too): no request could name the reaktor in a path.
+    if (id === '.' || id === '..') {
+      throw new RegistrationError(`${appLabel(app)}: ${where}: reaktorDefinitionId ${JSON.stringify(id)} is not allowed: a URL path cannot carry it`)
+    }
     const other = owners.get(id)
     if (other !== undefined) {
       throw new RegistrationError(`reaktorDefinitionId "${id}" is registered twice: by ${appLabel(other)} and by ${appLabel(app)}`)

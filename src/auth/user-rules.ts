@@ -40,6 +40,8 @@ export function usernameProblem (raw: string): string | null {
   if (name.length === 0) return 'username: at least 1 character after trimming spaces'
   if ([...name].length > USERNAME_MAX) return `username: at most ${USERNAME_MAX} characters`
   if (UNPRINTABLE.test(name)) return `username: ${PRINTABLE_RULE}`
+  // A URL resolves "." and ".." away (encoded too): /users/{username} could never reach the user.
+  if (name === '.' || name === '..') return 'username: not "." or "..", which a URL path cannot carry'
   return null
 }
 

@@ -1,7 +1,23 @@
+import { isDuration, MAX_TIMER_MS, parseDuration } from '../duration.js'
 import { CliError, EXIT, type ExitCode } from './errors.js'
 
 /** The default service address: `npm start` on this machine. */
 export const DEFAULT_URL = 'http://127.0.0.1:3000'
+
+/** How long one request may take unless REAKTOR_TIMEOUT says otherwise. */
+export const DEFAULT_TIMEOUT = '30s'
+
+/**
+ * REAKTOR_TIMEOUT in milliseconds. Without a bound, a service that accepts the connection but never
+ * answers (a stalled node, a hung proxy) would hold a script for the HTTP client's own five minutes.
+ */
+export function requestTimeoutMs (env: Record<string, string | undefined>): number {
+  const value = env.REAKTOR_TIMEOUT === undefined || env.REAKTOR_TIMEOUT.trim() === '' ? DEFAULT_TIMEOUT : env.REAKTOR_TIMEOUT.trim()
+  if (!isDuration(value) || parseDuration(value) === 0 || parseDuration(value) > MAX_TIMER_MS) {
+    throw new CliError(EXIT.usage, `REAKTOR_TIMEOUT must be a duration such as 30s or 2m (1ms to 24d), not ${JSON.stringify(value)}`)
+  }
+  return parseDuration(value)
+}
 
 export interface RequestOptions {
   body?: unknown
@@ -14,8 +30,9 @@ export interface RequestOptions {
 
 /** The exit code of an API error status: scripts tell "not found" and "not allowed" from other failures. */
 export function exitCodeOf (status: number): ExitCode {
-  // The service refused the input as invalid: a bad argument, as commander's own usage errors.
-  if (status === 400) return EXIT.usage
+  // The service refused the input as invalid: a bad argument, as commander's own usage errors;
+  // 414 is an argument too long for a path (an id past the router's limit).
+  if (status === 400 || status === 414) return EXIT.usage
   if (status === 401 || status === 403) return EXIT.auth
   if (status === 404) return EXIT.notFound
   return EXIT.error
@@ -29,13 +46,20 @@ export const MAX_ANSWER_BYTES = 256 * 1024 * 1024
 
 /** The service's REST API, `/api/v1`, with the token in `X-Service-Token`. */
 export class ApiClient {
-  constructor (readonly url: string, private readonly token: string | undefined, private readonly maxAnswerBytes = MAX_ANSWER_BYTES) {}
+  constructor (readonly url: string, private readonly token: string | undefined, readonly timeoutMs: number = parseDuration(DEFAULT_TIMEOUT), private readonly maxAnswerBytes = MAX_ANSWER_BYTES) {}
+
+  /** The same service, the same timeout, another token. */
+  withToken (token: string | undefined): ApiClient {
+    return new ApiClient(this.url, token, this.timeoutMs, this.maxAnswerBytes)
+  }
 
   async request<T = any>(method: string, path: string, options: RequestOptions = {}): Promise<T> {
     const target = new URL(`/api/v1${path}`, this.url)
-    // An id of "." or ".." (valid for a reaktor or a user) is a path step to the URL parser, even
-    // percent-encoded: sent, it would name another route (`polling run ..` → POST /api/v1/run).
-    if (target.pathname !== `/api/v1${path}`) throw new CliError(EXIT.usage, `"." and ".." cannot be sent as an id in a URL path (${method} /api/v1${path})`)
+    // An argument of "." or ".." (encoding keeps it: "%2E" is a dot to a URL too) would be resolved
+    // away, and the request would reach another route: `polling start .` the bulk start.
+    if (target.pathname !== `/api/v1${path}`) {
+      throw new CliError(EXIT.usage, `"." and ".." cannot be sent as an id or a name: they are not one part of a URL path (${method} /api/v1${path})`)
+    }
     for (const [key, value] of Object.entries(options.query ?? {})) {
       if (value !== undefined) target.searchParams.set(key, String(value))
     }
@@ -47,14 +71,18 @@ export class ApiClient {
       headers['x-service-token'] = this.token
     }
     if (options.body !== undefined) headers['content-type'] = 'application/json'
+    const signal = AbortSignal.timeout(this.timeoutMs)
     let response: Response
+    let text: string
     try {
-      response = await fetch(target, { method, headers, body: options.body === undefined ? undefined : JSON.stringify(options.body), redirect: 'manual' })
+      response = await fetch(target, { method, headers, body: options.body === undefined ? undefined : JSON.stringify(options.body), redirect: 'manual', signal })
+      text = await this.answerText(response, `${method} ${target.pathname}`)
     } catch (err) {
+      if (err instanceof CliError) throw err
+      if (signal.aborted) throw new CliError(EXIT.error, `no answer from ${this.url} within ${this.timeoutMs}ms (REAKTOR_TIMEOUT): ${method} ${target.pathname}`)
       const cause = (err as { cause?: { code?: string, message?: string } }).cause
       throw new CliError(EXIT.error, `cannot reach ${this.url}: ${cause?.code ?? cause?.message ?? (err as Error).message}`)
     }
-    const text = await this.answerText(response, `${method} ${target.pathname}`)
     let body: any = null
     try {
       body = text === '' ? null : JSON.parse(text)

@@ -1,5 +1,5 @@
 import { Command, CommanderError, Option } from 'commander'
-import { ApiClient, DEFAULT_URL } from './client.js'
+import { ApiClient, DEFAULT_URL, requestTimeoutMs } from './client.js'
 import { CliError, EXIT, type CliContext, type CliIo, type CommandModule } from './context.js'
 import { readStoredLogin } from './credentials.js'
 import { commandModules } from './commands/index.js'
@@ -11,8 +11,16 @@ const VERSION = '0.1.0'
 /** The URL and token the commands use (see CliContext.api). */
 export async function resolveApi (io: CliIo, urlOption: string | undefined): Promise<ApiClient> {
   const given = urlOption ?? nonEmpty(io.env.REAKTOR_URL)
-  // With both the URL and the token given, the stored login plays no part: not even read.
-  const stored = given !== undefined && nonEmpty(io.env.REAKTOR_TOKEN) !== undefined ? undefined : await readStoredLogin(io.env)
+  // With both the URL and the token given, the stored login plays no part: not even read. Else a
+  // stored login that cannot be read (a truncated file) must not block REAKTOR_TOKEN, nor the login
+  // that replaces it: without it the command goes on as if there were none, and says so.
+  const stored = given !== undefined && nonEmpty(io.env.REAKTOR_TOKEN) !== undefined
+    ? undefined
+    : await readStoredLogin(io.env).catch((err: unknown) => {
+      if (!(err instanceof CliError)) throw err
+      io.stderr.write(`reaktor: warning: ${err.message} (ignored here)\n`)
+      return undefined
+    })
   const url = given ?? stored?.url ?? DEFAULT_URL
   let parsed: URL
   try {
@@ -22,7 +30,7 @@ export async function resolveApi (io: CliIo, urlOption: string | undefined): Pro
   }
   if (parsed.protocol !== 'http:' && parsed.protocol !== 'https:') throw new CliError(EXIT.usage, `not an http(s) URL: ${url}`)
   const token = nonEmpty(io.env.REAKTOR_TOKEN) ?? (stored !== undefined && sameService(stored.url, parsed) ? stored.token : undefined)
-  return new ApiClient(parsed.origin, token)
+  return new ApiClient(parsed.origin, token, requestTimeoutMs(io.env))
 }
 
 function nonEmpty (value: string | undefined): string | undefined {
@@ -49,8 +57,15 @@ export function buildProgram (io: CliIo, modules: readonly CommandModule[] = com
     .configureOutput({ writeOut: (s) => io.stdout.write(s), writeErr: (s) => io.stderr.write(s), outputError: (s, write) => write(s) })
     .exitOverride()
     .addHelpText('after', `
-Environment: REAKTOR_URL and REAKTOR_TOKEN override the stored login.
-Exit codes: 0 ok, 1 error, 2 usage, 3 not found, 4 not authenticated or forbidden.`)
+Environment: REAKTOR_URL and REAKTOR_TOKEN override the stored login; REAKTOR_TIMEOUT bounds
+each request (default 30s).
+Exit codes: 0 ok, 1 error, 2 usage, 3 not found, 4 not authenticated or forbidden.
+
+Examples:
+  $ reaktor login --username admin --url http://127.0.0.1:3000
+  $ reaktor polling list --state running
+  $ reaktor --json polling status drain-demo
+  $ reaktor polling runs --help`)
   const context: CliContext = {
     io,
     json: () => program.opts().json === true,
@@ -77,8 +92,9 @@ export async function main (args: readonly string[], io: CliIo): Promise<number>
     return EXIT.ok
   } catch (err) {
     if (err instanceof CommanderError) {
-      if (err.code === 'commander.helpDisplayed' || err.code === 'commander.version') return EXIT.ok
-      return EXIT.usage
+      // Help or the version asked for (`--help`, `help <command>`) ends with 0; help shown because
+      // the call said nothing to do (`reaktor`, `reaktor polling`) ends with 1 there: a usage error.
+      return err.exitCode === 0 ? EXIT.ok : EXIT.usage
     }
     if (err instanceof CliError) {
       // An empty message: the command has already said what went wrong (in its own words).

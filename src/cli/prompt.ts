@@ -20,9 +20,9 @@ export async function secretFromStdin (io: CliIo): Promise<string> {
   return (await readAll(io.stdin as AsyncIterable<Buffer | string>)).replace(/\r?\n$/, '')
 }
 
-/** A line typed at the terminal, echoed (a username). */
-export async function promptLine (io: CliIo, question: string): Promise<string> {
-  return await promptTty(io, question, true)
+/** A line typed at the terminal, echoed (a username); `instead` says how to give it without a terminal. */
+export async function promptLine (io: CliIo, question: string, instead: string): Promise<string> {
+  return await promptTty(io, question, true, instead)
 }
 
 /**
@@ -30,13 +30,13 @@ export async function promptLine (io: CliIo, question: string): Promise<string> 
  * stay in the shell history and in the process list): a prompt, or stdin with `--password-stdin`.
  */
 export async function promptSecret (io: CliIo, question: string): Promise<string> {
-  return await promptTty(io, question, false)
+  return await promptTty(io, question, false, 'pipe it in with --password-stdin')
 }
 
-async function promptTty (io: CliIo, question: string, echo: boolean): Promise<string> {
+async function promptTty (io: CliIo, question: string, echo: boolean, instead: string): Promise<string> {
   const { stdin } = io
   if (stdin.isTTY !== true || typeof stdin.setRawMode !== 'function') {
-    throw new CliError(EXIT.usage, `${question.replace(/:\s*$/, '')}: no terminal to ask on; pipe it in with --password-stdin`)
+    throw new CliError(EXIT.usage, `${question.replace(/:\s*$/, '')}: no terminal to ask on; ${instead}`)
   }
   io.stderr.write(question)
   stdin.setRawMode(true)
@@ -89,5 +89,5 @@ async function promptTty (io: CliIo, question: string, echo: boolean): Promise<s
  */
 export async function confirm (io: CliIo, question: string, flag: string): Promise<boolean> {
   if (io.stdin.isTTY !== true) throw new CliError(EXIT.usage, `${question.replace(/\?\s*$/, '')}: no terminal to ask on; add ${flag} to confirm`)
-  return /^y(es)?$/i.test((await promptLine(io, `${question} [y/N] `)).trim())
+  return /^y(es)?$/i.test((await promptLine(io, `${question} [y/N] `, `add ${flag} to confirm`)).trim())
 }

@@ -57,6 +57,12 @@ t.test('a reaktorDefinitionId with NUL or a lone surrogate stops the start (ids 
       apps: [{ name: 'app', version: '1.0.0', pollingReaktors: [{ reaktorDefinitionId: id, interval: '5s', createReaktor: () => () => false }] }]
     }), { message: /reaktorDefinitionId ".*" is not allowed; expected at most 200 printable characters/ }, JSON.stringify(id))
   }
+  // "." and "..": a URL resolves them away, so no route could name the reaktor.
+  for (const id of ['.', '..']) {
+    await t.rejects(build(t, {
+      apps: [{ name: 'app', version: '1.0.0', pollingReaktors: [{ reaktorDefinitionId: id, interval: '5s', createReaktor: () => () => false }] }]
+    }), { message: `reaktorDefinitionId "${id}" is not allowed: a URL path cannot carry it` }, JSON.stringify(id))
+  }
   // A character outside the BMP is a proper surrogate pair: allowed.
   const app = await build(t, { apps: [{ name: 'app', version: '1.0.0', pollingReaktors: [{ reaktorDefinitionId: 'rocket-\u{1F680}', interval: '5s', createReaktor: () => () => false }] }] })
   t.equal(app.apps.pollingReaktors.has('rocket-\u{1F680}'), true)

@@ -173,7 +173,7 @@ t.test('an answer larger than the limit is not read whole, with or without a len
     reply.on('error', () => undefined)
     more()
   })
-  const client = new ApiClient(base, 'reaktor_pat_' + 'x'.repeat(43), MIB.length)
+  const client = new ApiClient(base, 'reaktor_pat_' + 'x'.repeat(43), 30_000, MIB.length)
   for (const path of ['/polling/sized', '/polling/chunked']) {
     await t.rejects(client.request('GET', path), { exitCode: 1, message: `GET /api/v1${path}: the answer is larger than ${MIB.length} bytes, not read` }, path)
   }

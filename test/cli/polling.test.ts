@@ -23,7 +23,7 @@ const { app, base } = await listeningApp(t, {
   env: ADMIN_ENV,
   scheduler: FAST_SCHEDULER,
   apps: [
-    { name: 'cli-app', version: '1.0.0', pollingReaktors: [reaktor('alpha', () => false, true), reaktor('beta', () => false, false), reaktor('gamma', () => { throw new Error('boom') }, true)] },
+    { name: 'cli-app', version: '1.0.0', pollingReaktors: [reaktor('alpha', () => false, true, { description: 'Moves quartz' }), reaktor('beta', () => false, false), reaktor('gamma', () => { throw new Error('boom') }, true)] },
     { name: 'other-app', version: '1.0.0', pollingReaktors: [reaktor('delta', () => false, false, { label: 'Delta reaktor' })] }
   ]
 })
@@ -52,7 +52,7 @@ function ids (json: string): string[] {
 
 t.test('list and status: tables, --json as the API answers, the filters', async (t) => {
   const listed = (await call('GET', '/api/v1/polling')).body
-  const [table, json, running, failing, otherApp, query, none, status, statusJson] = await Promise.all([
+  const [table, json, running, failing, otherApp, query, none, status, statusJson, described] = await Promise.all([
     cli('polling', 'list'),
     cli('polling', 'list', '--json'),
     inProcess('polling', 'list', '--json', '--state', 'running'),
@@ -61,9 +61,10 @@ t.test('list and status: tables, --json as the API answers, the filters', async 
     inProcess('polling', 'list', '--json', '-q', 'DELTA REAK'),
     inProcess('polling', 'list', '--state', 'stopped', '--failing'),
     inProcess('polling', 'status', 'gamma'),
-    inProcess('--json', 'polling', 'status', 'alpha')
+    inProcess('--json', 'polling', 'status', 'alpha'),
+    inProcess('polling', 'list', '--json', '--query', 'quartz')
   ])
-  for (const res of [table, json, running, failing, otherApp, query, none, status, statusJson]) t.equal(res.code, 0, res.stderr)
+  for (const res of [table, json, running, failing, otherApp, query, none, status, statusJson, described]) t.equal(res.code, 0, res.stderr)
   const byId = Object.fromEntries(listed.pollingReaktors.map((s: any) => [s.reaktorDefinitionId, s]))
   t.same(cells(table.stdout), [
     ['ID', 'APP', 'STATE', 'INTERVAL', 'LAST RUN', 'OUTCOME', 'NEXT RUN', 'FAILURES', 'OWNER'],
@@ -77,6 +78,8 @@ t.test('list and status: tables, --json as the API answers, the filters', async 
   t.same(ids(failing.stdout), ['gamma'], '--failing')
   t.same(ids(otherApp.stdout), ['delta'], '--app')
   t.same(ids(query.stdout), ['delta'], '-q matches the label, in any case')
+  t.same(ids(described.stdout), [], '-q does not look in the description, as the API\'s q does not')
+  t.same((await call('GET', '/api/v1/polling?q=quartz')).body.total, 0, 'the API\'s q: the same')
   t.equal(none.stdout, '(none)\n', 'no match: an empty table says so')
   t.match(status.stdout, /^id:\s+gamma\n/)
   t.match(status.stdout, /\nstate:\s+running\n/)
@@ -98,7 +101,7 @@ t.test('start, stop, run, runs', async (t) => {
   t.same(await Promise.all(['alpha', 'beta', 'gamma', 'delta'].map(state)), ['stopped', 'stopped', 'stopped', 'stopped'])
 
   const [bulk, run, unknownRun] = await Promise.all([
-    cli('--json', 'polling', 'start', 'delta', 'nope', 'beta'),
+    cli('--json', 'polling', 'start', 'delta', 'nope', 'beta', 'delta', 'nope'),
     inProcess('polling', 'run', 'alpha'),
     inProcess('polling', 'run', 'nope')
   ])
@@ -111,7 +114,11 @@ t.test('start, stop, run, runs', async (t) => {
     notFound: ['nope']
   }, '--json: the bulk answer')
   t.match(bulk.stderr, 'not registered: nope')
-  t.same(await Promise.all(['beta', 'delta'].map(state)), ['running', 'running'])
+  t.same(await Promise.all(['beta', 'delta'].map(state)), ['running', 'running'], 'an id named twice: once, in the order first named')
+  res = await cli('polling', 'stop', 'beta', 'beta')
+  t.same([res.code, res.stdout], [0, 'Polling reaktor "beta" stopped successfully\n'], 'one id named twice: the single route')
+  res = await cli('polling', 'start', 'beta')
+  t.equal(res.code, 0, res.stderr)
   t.equal(run.code, 1, 'run on a stopped reaktor')
   t.match(run.stderr, 'Polling reaktor "alpha" is stopped: start it first')
   t.equal(unknownRun.code, 3, 'run on an unknown id')

@@ -120,6 +120,14 @@ t.test('login, whoami, REAKTOR_TOKEN, another URL, logout', async (t) => {
   t.equal(res.code, 0, res.stderr)
   t.match(res.stdout, 'the service no longer knew token')
   await t.rejects(fs.stat(bobLogin.credentialsFile), { code: 'ENOENT' })
+
+  // --json: what was logged out of, and whether the service still knew the token.
+  res = await runCli(['--json', 'login', '--username', 'bob', '--password-stdin'], { env: { XDG_CONFIG_HOME: bobHome, REAKTOR_URL: base }, stdin: BOB.password })
+  t.equal(res.code, 0, res.stderr)
+  const again = JSON.parse(res.stdout)
+  res = await runCli(['logout', '--json'], { env: { XDG_CONFIG_HOME: bobHome } })
+  t.equal(res.code, 0, res.stderr)
+  t.same(JSON.parse(res.stdout), { url: base, username: 'bob', tokenId: again.tokenId, revoked: true }, 'logout --json, as the README documents it')
 })
 
 t.test('login failures: wrong password 4, unreachable 1, a refused expiry 1 with no session left, usage 2', async (t) => {
@@ -129,14 +137,15 @@ t.test('login failures: wrong password 4, unreachable 1, a refused expiry 1 with
   const file = path.join(home, 'reaktor', 'credentials.json')
   const port = await closedPort()
   // Two as processes, the others in this process (a process start each would cost a second or more).
-  const [wrong, unreachable, expiry, noUser, noTty, badUrl, badDuration] = await Promise.all([
+  const [wrong, unreachable, expiry, noUser, noTty, badUrl, badDuration, noName] = await Promise.all([
     runCli(['login', '--username', ADMIN.username, '--password-stdin'], { env, stdin: 'not the password' }),
     runCliInProcess(['login', '--username', ADMIN.username, '--password-stdin', '--url', `http://127.0.0.1:${port}`], { env, stdin: ADMIN.password }),
     runCliInProcess(['login', '--username', ADMIN.username, '--password-stdin', '--expires-in', '5s'], { env, stdin: ADMIN.password }),
     runCliInProcess(['login', '--password-stdin'], { env, stdin: ADMIN.password }),
     runCliInProcess(['login', '--username', ADMIN.username], { env }),
     runCliInProcess(['login', '--username', ADMIN.username, '--password-stdin', '--url', 'ftp://example.org'], { env, stdin: ADMIN.password }),
-    runCli(['login', '--username', ADMIN.username, '--password-stdin', '--expires-in', 'soon'], { env, stdin: ADMIN.password })
+    runCli(['login', '--username', ADMIN.username, '--password-stdin', '--expires-in', 'soon'], { env, stdin: ADMIN.password }),
+    runCliInProcess(['login'], { env })
   ])
   t.equal(wrong.code, 4, 'a wrong password')
   t.match(wrong.stderr, /^reaktor: Invalid username or password\n$/, "the service's message, no login hint")
@@ -147,6 +156,8 @@ t.test('login failures: wrong password 4, unreachable 1, a refused expiry 1 with
   t.equal(noUser.code, 2, '--password-stdin without --username')
   t.equal(noTty.code, 2, 'no terminal to ask the password on')
   t.match(noTty.stderr, '--password-stdin')
+  t.equal(noName.code, 2, 'no terminal to ask the username on')
+  t.equal(noName.stderr, 'reaktor: Username: no terminal to ask on; give it with --username\n', 'the option that gives the username, not --password-stdin (which needs --username)')
   t.equal(badUrl.code, 2, 'not an http URL')
   t.equal(badDuration.code, 2, 'not a duration')
   t.match(badDuration.stderr, /^error: option '--expires-in <duration>' argument 'soon' is invalid\. a duration such as 30m, 12h or 90d, or "never"\nUsage: reaktor login/)
@@ -165,6 +176,19 @@ t.test('login failures: wrong password 4, unreachable 1, a refused expiry 1 with
   t.equal(res.code, 1, 'unreachable')
   t.match(res.stderr, `cannot reach http://127.0.0.1:${port}: ECONNREFUSED; the stored login is kept`)
   t.ok((await fs.stat(storedFile)).isFile(), 'the file is kept')
+
+  // A stored login that is not one (a truncated file): a warning, and REAKTOR_TOKEN or a new login still work.
+  const broken = await cliHome(t)
+  const brokenFile = path.join(broken, 'reaktor', 'credentials.json')
+  await fs.mkdir(path.dirname(brokenFile), { mode: 0o700 })
+  await fs.writeFile(brokenFile, '{"url": "http://127.0.0.1:', { mode: 0o600 })
+  const withToken = await runCli(['whoami', '--json'], { env: { XDG_CONFIG_HOME: broken, REAKTOR_URL: base, REAKTOR_TOKEN: await loginToken(app) } })
+  t.equal(withToken.code, 0, withToken.stderr)
+  t.equal(JSON.parse(withToken.stdout).username, ADMIN.username, 'REAKTOR_TOKEN works')
+  t.match(withToken.stderr, `reaktor: warning: ${brokenFile} is not a stored login`)
+  const relogin = await runCli(['login', '--username', ADMIN.username, '--password-stdin'], { env: { XDG_CONFIG_HOME: broken, REAKTOR_URL: base }, stdin: ADMIN.password })
+  t.equal(relogin.code, 0, relogin.stderr)
+  t.equal(JSON.parse(await fs.readFile(brokenFile, 'utf8')).username, ADMIN.username, 'a login replaces it')
 })
 
 /** `reaktor login` in this process at a fake terminal: `answers` are typed when their question (the key) is written. */
@@ -211,4 +235,12 @@ t.test('login at a terminal: the username echoed, the password not, also when ty
   res = await terminalLogin(env, new Map([['Username: ', `${ADMIN.username}\r${ADMIN.password}\r`]]))
   t.equal(res.code, 0, res.stderr)
   t.equal(res.stderr, `Username: ${ADMIN.username}\nPassword: \n`)
+
+  // Ctrl-C at the password: cancelled, exit 1, the terminal out of raw mode, nothing stored or asked.
+  const cancelledHome = await cliHome(t)
+  res = await terminalLogin({ ...env, XDG_CONFIG_HOME: cancelledHome }, new Map([['Username: ', `${ADMIN.username}\r`], ['Password: ', 'half a pass\u0003']]))
+  t.equal(res.code, 1)
+  t.equal(res.stderr, `Username: ${ADMIN.username}\nPassword: \nreaktor: cancelled\n`)
+  t.same(res.rawModes, [true, false, true, false], 'raw mode ended')
+  await t.rejects(fs.stat(path.join(cancelledHome, 'reaktor')), { code: 'ENOENT' }, 'nothing stored')
 })

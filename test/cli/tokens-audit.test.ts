@@ -4,7 +4,7 @@
  * exit code checks in this process, a few of them as a process too.
  */
 import t from 'tap'
-import { apiAs, loginToken } from '../helpers/auth.js'
+import { ADMIN, apiAs, loginToken } from '../helpers/auth.js'
 import { cliService } from '../helpers/cli-service.js'
 
 const API_TOKEN = /^reaktor_pat_[A-Za-z0-9_-]{43}\n$/
@@ -31,7 +31,15 @@ t.test('exit codes: 3 for an unknown user or token, 4 for an operator on an admi
     [['audit', '--limit', '501'], 2, /expected an integer from 1 to 500/],
     [['audit', '--before', 'not-a-cursor'], 2, /before/],
     [['tokens', 'create', 'x', '--expires-in', 'soon'], 2, /expected an integer and a unit/],
-    [['tokens', 'create', 'x', '--expires-in', '1s'], 2, /1m|expiresIn/]
+    [['tokens', 'create', 'x', '--expires-in', '1s'], 2, /1m|expiresIn/],
+    // An id longer than a URL path segment may be (the service answers 414): a bad argument too.
+    [['polling', 'status', 'x'.repeat(1100)], 2, /exceeding the max param length/],
+    // "." and "..": a URL would resolve them away and reach another route (the bulk start, the API root).
+    [['polling', 'start', '.'], 2, /"\." and "\.\." cannot be sent as an id or a name/],
+    [['users', 'delete', '..', '--yes'], 2, /"\." and "\.\." cannot be sent as an id or a name/],
+    [['tokens', 'revoke', '..'], 2, /"\." and "\.\." cannot be sent as an id or a name/],
+    // A conflict (409): a failure, not a usage error.
+    [['users', 'disable', ADMIN.username], 1, /last enabled admin/]
   ]
   const results = await Promise.all(cases.map(async ([args, , , opts]) => await s.inProcess(args, opts)))
   cases.forEach(([args, code, message], i) => {

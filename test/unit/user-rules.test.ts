@@ -25,4 +25,6 @@ t.test('usernames are trimmed, then 1 to 64 printable characters', async (t) => 
     'private use': 'a\uE000b'
   }
   for (const [what, name] of Object.entries(cases)) t.equal(usernameProblem(name), unprintable, what)
+  for (const name of ['.', '..', ' .. ']) t.equal(usernameProblem(name), 'username: not "." or "..", which a URL path cannot carry', JSON.stringify(name))
+  for (const name of ['...', '.a', 'a.b']) t.equal(usernameProblem(name), null, `${JSON.stringify(name)} is valid`)
 })

@@ -1,5 +1,8 @@
 import { Command, InvalidArgumentError, Option } from 'commander'
 import { CliError, EXIT, type CliContext, type CommandModule } from '../context.js'
+import { ReaktorList, type ListQuery } from '../../polling/list-page.js'
+import { LIST_LIMIT, type PollingStatusType } from '../../schemas/polling.js'
+import type { ApiClient } from '../client.js'
 import { formatFields, formatTable, printable, printJson, shellWord, type Column } from '../output.js'
 
 /** A polling status as `GET /api/v1/polling` answers it (the fields the CLI shows). */
@@ -44,24 +47,17 @@ Example:
     .description('the polling reaktors, sorted by id')
     .addOption(new Option('--state <state>', 'only those in this state').choices(STATES))
     .option('--failing', 'only those whose last runs failed (consecutive failures above 0)')
-    .option('--app <name>', 'only those of this app')
-    .option('-q, --query <text>', 'only those whose id, app, label or description contains the text (any case)')
+    .option('--app <name>', 'only those of this app (its name, exact)')
+    .option('-q, --query <text>', 'only those whose id, label or app name contains the text (any case)')
     .addHelpText('after', `
---json prints the API's answer, {"pollingReaktors": [...]}, with the same filters applied.
+The filters are the list API's own (GET /api/v1/polling?state=&failing=true&app=&q=).
+--json prints {"pollingReaktors": [...]}: every matching reaktor, sorted by id.
 
 Example:
   $ reaktor polling list --failing --app drain-demo`)
     .action(async (options: { state?: string, failing?: boolean, app?: string, query?: string }) => {
-      const api = await context.api()
-      const answer = await api.request<{ pollingReaktors: Status[] }>('GET', '/polling')
-      // Filtered here over the whole list, so the same call works whether or not the service filters.
-      const query = options.query?.toLowerCase()
-      const rows = answer.pollingReaktors.filter((s) =>
-        (options.state === undefined || s.state === options.state) &&
-        (options.failing !== true || s.consecutiveFailures > 0) &&
-        (options.app === undefined || s.app === options.app) &&
-        (query === undefined || [s.reaktorDefinitionId, s.app, s.label, s.description].some((v) => typeof v === 'string' && v.toLowerCase().includes(query))))
-      if (context.json()) return printJson(context.io, { ...answer, pollingReaktors: rows })
+      const rows = await listReaktors(await context.api(), { q: options.query, state: options.state, failing: options.failing === true ? 'true' : undefined, app: options.app })
+      if (context.json()) return printJson(context.io, { pollingReaktors: rows })
       const time = timeFormat(context)
       const columns: Array<Column<Status>> = [
         { header: 'ID', value: (s) => s.reaktorDefinitionId },
@@ -121,8 +117,10 @@ Ids the service does not know are listed on stderr, and the exit code is 3 (the 
 Example:
   $ reaktor polling ${action} drain-demo
   $ reaktor polling ${action} --app drain-demo`)
-      .action(async (ids: string[], options: { app?: string }, command: Command) => {
-        if ((ids.length === 0) === (options.app === undefined)) command.error('error: give reaktor ids or --app <name>, not both', { exitCode: EXIT.usage })
+      .action(async (given: string[], options: { app?: string }, command: Command) => {
+        if ((given.length === 0) === (options.app === undefined)) command.error('error: give reaktor ids or --app <name>, not both', { exitCode: EXIT.usage })
+        // An id named twice (ids pasted from a list) means it once: the bulk route refuses repeats.
+        const ids = [...new Set(given)]
         const api = await context.api()
         if (options.app === undefined && ids.length === 1) {
           const answer = await api.request<{ message: string }>('POST', `/polling/${encodeURIComponent(ids[0])}/${action}`)
@@ -184,6 +182,29 @@ Example:
         context.io.stderr.write(`more: reaktor polling runs ${shellWord(id)}${limit} --before ${shellWord(answer.nextBefore)}\n`)
       }
     })
+}
+
+/**
+ * The reaktors matching `filters`, sorted by id, from one read of the service: filtered by the
+ * service (so the filters mean what the API's do, and a few matches among thousands of reaktors
+ * cost one small answer); more matches than one page holds come from the whole list, filtered here
+ * by the service's own code, rather than from several pages that could shift between requests.
+ */
+async function listReaktors (api: ApiClient, filters: { q?: string, state?: string, failing?: 'true', app?: string }): Promise<Status[]> {
+  if (Object.values(filters).every((v) => v === undefined)) return (await api.request<{ pollingReaktors: Status[] }>('GET', '/polling')).pollingReaktors
+  const page = await api.request<{ pollingReaktors: Status[], total: number }>('GET', '/polling', { query: { ...filters, limit: LIST_LIMIT.max } })
+  if (page.total <= page.pollingReaktors.length) return page.pollingReaktors
+  const { pollingReaktors } = await api.request<{ pollingReaktors: PollingStatusType[] }>('GET', '/polling')
+  return new ReaktorList(pollingReaktors).page({
+    q: filters.q,
+    state: filters.state as ListQuery['state'],
+    failing: filters.failing === undefined ? undefined : true,
+    app: filters.app,
+    sort: 'id',
+    order: 'asc',
+    limit: pollingReaktors.length,
+    offset: 0
+  }).pollingReaktors as Status[]
 }
 
 function runsLimit (value: string): number {

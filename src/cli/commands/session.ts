@@ -1,7 +1,7 @@
 import os from 'node:os'
 import { InvalidArgumentError, Option } from 'commander'
 import { isDuration } from '../../duration.js'
-import { ApiClient } from '../client.js'
+import { ApiClient, requestTimeoutMs } from '../client.js'
 import { CliError, EXIT, type CliContext, type CommandModule } from '../context.js'
 import { credentialsPath, readStoredLogin, removeStoredLogin, writeStoredLogin, type StoredLogin } from '../credentials.js'
 import { formatFields, printable, printJson } from '../output.js'
@@ -60,15 +60,16 @@ async function login (context: CliContext, options: { username?: string, passwor
   if (options.passwordStdin === true && options.username === undefined) {
     throw new CliError(EXIT.usage, '--password-stdin needs --username: stdin carries the password')
   }
-  // Only the URL of the resolved client is used: the login makes its own token.
-  const { url } = await context.api()
-  const username = options.username ?? await promptLine(io, 'Username: ')
+  // Only the URL (and timeout) of the resolved client is used: the login makes its own token.
+  const api = await context.api()
+  const { url } = api
+  const username = options.username ?? await promptLine(io, 'Username: ', 'give it with --username')
   const password = options.passwordStdin === true ? await secretFromStdin(io) : await promptSecret(io, 'Password: ')
   if (username.trim() === '' || password === '') throw new CliError(EXIT.usage, 'the username and the password must not be empty')
 
-  const anonymous = new ApiClient(url, undefined)
+  const anonymous = api.withToken(undefined)
   const { token: sessionToken } = await anonymous.request<{ token: string }>('POST', '/auth/login', { auth: false, body: { username, password } })
-  const session = new ApiClient(url, sessionToken)
+  const session = api.withToken(sessionToken)
   let created: CreatedToken
   try {
     const body: { name: string, expiresIn?: string } = { name: `reaktor CLI on ${os.hostname()}`.slice(0, 100) }
@@ -80,13 +81,13 @@ async function login (context: CliContext, options: { username?: string, passwor
       io.stderr.write(`reaktor: warning: the login session could not be ended (it expires by itself): ${err.message}\n`)
     })
   }
-  const tokenClient = new ApiClient(url, created.token)
+  const tokenClient = api.withToken(created.token)
   const me = await tokenClient.request<Me>('GET', '/auth/me')
   const previous = await readStoredLogin(io.env).catch(() => undefined)
   const stored: StoredLogin = { url, username: me.username, token: created.token, tokenId: created.id }
   const file = await writeStoredLogin(io.env, stored)
   // The login it replaces would otherwise stay a live token that nothing on this machine knows of.
-  if (previous !== undefined && previous.tokenId !== created.id) await revokeQuietly(previous)
+  if (previous !== undefined && previous.tokenId !== created.id) await revokeQuietly(previous, api.timeoutMs)
 
   if (context.json()) return printJson(io, { url, username: me.username, tokenId: created.id, expiresAt: created.expiresAt, credentialsFile: file })
   io.stdout.write(printable(`Logged in to ${url} as ${me.username} (${me.role}); token ${created.id} ${created.expiresAt === null ? 'never expires' : `expires ${created.expiresAt}`}, stored in ${file}`) + '\n')
@@ -98,8 +99,8 @@ function expiresIn (value: string): string {
   return value
 }
 
-async function revokeQuietly (login: StoredLogin): Promise<void> {
-  await new ApiClient(login.url, login.token).request('DELETE', `/tokens/${encodeURIComponent(login.tokenId)}`, { allow: [401, 403, 404] }).catch(() => undefined)
+async function revokeQuietly (login: StoredLogin, timeoutMs: number): Promise<void> {
+  await new ApiClient(login.url, login.token, timeoutMs).request('DELETE', `/tokens/${encodeURIComponent(login.tokenId)}`, { allow: [401, 403, 404] }).catch(() => undefined)
 }
 
 async function logout (context: CliContext): Promise<void> {
@@ -109,7 +110,7 @@ async function logout (context: CliContext): Promise<void> {
     io.stderr.write(`reaktor: not logged in (no ${credentialsPath(io.env)})\n`)
     return
   }
-  const client = new ApiClient(stored.url, stored.token)
+  const client = new ApiClient(stored.url, stored.token, requestTimeoutMs(io.env))
   let known: unknown
   try {
     known = await client.request('DELETE', `/tokens/${encodeURIComponent(stored.tokenId)}`, { allow: [401, 404] })

@@ -128,7 +128,7 @@ t.test('an id of "." or ".." never reaches another route; "/", "?" and "#" stay 
   for (const args of [['polling', 'run', '..'], ['polling', 'status', '.'], ['polling', 'start', '..'], ['tokens', 'revoke', '..'], ['users', 'show', '..']]) {
     const res = await atTerminal(args, env)
     t.equal(res.code, 2, `${args.join(' ')}: a usage error`)
-    t.match(res.stderr, '"." and ".." cannot be sent as an id')
+    t.match(res.stderr, /"\." (and|or) "\.\."/)
   }
   t.same(requests, [], 'nothing was sent')
 
@@ -238,7 +238,7 @@ t.test('a token with a line break or a control character inside is not sent, and
   t.same(requests, [], 'nothing sent')
 })
 
-t.test('a config folder of another user: refused for the stored login, no obstacle when the URL and the token are given', async (t) => {
+t.test('a config folder of another user: not trusted as the stored login, no obstacle when the URL and the token are given', async (t) => {
   const { base } = await fakeService(t, (_req, reply) => json(reply, 200, { username: 'alice', role: 'admin', kind: 'token', tokenId: 'id', expiresAt: null }))
   const home = await cliHome(t)
   const folder = path.join(home, 'reaktor')
@@ -248,7 +248,7 @@ t.test('a config folder of another user: refused for the stored login, no obstac
   t.equal(res.code, 0, res.stderr)
   t.match(res.stdout, 'alice')
   res = await atTerminal(['whoami'], { XDG_CONFIG_HOME: home, REAKTOR_URL: base })
-  t.equal(res.code, 1, 'the stored login is needed: refused')
+  t.equal(res.code, 4, 'the stored login is needed: not trusted, so not logged in')
   t.match(res.stderr, 'belongs to another user')
 })
 

@@ -36,7 +36,7 @@ t.test('exit codes: 3 for an unknown user or token, 4 for an operator on an admi
     [['polling', 'status', 'x'.repeat(1100)], 2, /exceeding the max param length/],
     // "." and "..": a URL would resolve them away and reach another route (the bulk start, the API root).
     [['polling', 'start', '.'], 2, /"\." and "\.\." cannot be sent as an id or a name/],
-    [['users', 'delete', '..', '--yes'], 2, /"\." and "\.\." cannot be sent as an id or a name/],
+    [['users', 'delete', '..', '--yes'], 2, /username: not "\." or "\.\.", which a URL path cannot carry/],
     [['tokens', 'revoke', '..'], 2, /"\." and "\.\." cannot be sent as an id or a name/],
     // A conflict (409): a failure, not a usage error.
     [['users', 'disable', ADMIN.username], 1, /last enabled admin/]

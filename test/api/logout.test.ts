@@ -139,7 +139,9 @@ t.test('the home page has a sign-out button, and its policy allows exactly that 
   t.match(home.body, /<form class="sign-out" method="post" action="\/logout"><button type="submit">Sign out<\/button><\/form>/)
   const csp = String(home.headers['content-security-policy'])
   const directives = new Map(csp.split(';').map((d) => d.trim().split(/\s+/)).map(([k, ...v]) => [k, v.join(' ')]))
-  t.same([...directives.keys()].sort(), ['base-uri', 'default-src', 'form-action', 'frame-ancestors', 'style-src'])
+  t.same([...directives.keys()].sort(), ['base-uri', 'default-src', 'form-action', 'frame-ancestors', 'script-src', 'style-src'])
+  // The policy is the login page's, whose one script it allows by hash; the home page carries none.
+  t.notMatch(home.body, /<script/i)
   t.equal(directives.get('form-action'), "'self'")
   t.equal(directives.get('default-src'), "'none'")
   const style = /<style>([\s\S]*?)<\/style>/.exec(home.body)?.[1] ?? ''

@@ -8,7 +8,18 @@ import { randomBytes, scrypt, timingSafeEqual, type ScryptOptions } from 'node:c
  * N=2^15, r=8, p=3 is one of OWASP's recommended scrypt settings: 32 MiB of memory and roughly
  * 150 ms of CPU per hash, which login rate limiting keeps affordable.
  */
-const PARAMS = { N: 2 ** 15, r: 8, p: 3 } as const
+export const PASSWORD_PARAMS = { N: 2 ** 15, r: 8, p: 3 } as const
+
+let params: { N: number, r: number, p: number } = PASSWORD_PARAMS
+
+/**
+ * For test suites only (the service never calls it): a cheap cost, so that the hundreds of logins
+ * of a test run do not spend minutes of CPU hashing. Hashes carry their parameters, so every hash
+ * verifies either way; the tests of this module's defaults run without it.
+ */
+export function lowerPasswordCostForTests (): void {
+  params = { N: 2 ** 10, r: 8, p: 1 }
+}
 const SALT_BYTES = 16
 const KEY_BYTES = 32
 const PREFIX = 'scrypt'
@@ -24,8 +35,8 @@ async function derive (password: string, salt: Buffer, N: number, r: number, p: 
 /** Hashes a password with a fresh random salt. */
 export async function hashPassword (password: string): Promise<string> {
   const salt = randomBytes(SALT_BYTES)
-  const key = await derive(password, salt, PARAMS.N, PARAMS.r, PARAMS.p, KEY_BYTES)
-  return [PREFIX, PARAMS.N, PARAMS.r, PARAMS.p, salt.toString('base64'), key.toString('base64')].join('$')
+  const key = await derive(password, salt, params.N, params.r, params.p, KEY_BYTES)
+  return [PREFIX, params.N, params.r, params.p, salt.toString('base64'), key.toString('base64')].join('$')
 }
 
 interface Parsed { N: number, r: number, p: number, salt: Buffer, key: Buffer }

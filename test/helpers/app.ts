@@ -4,11 +4,16 @@ import Fastify, { type FastifyInstance, type RouteOptions } from 'fastify'
 import pino from 'pino'
 import { app as servicePlugin, buildApp, loggerOptions, serverOptions, type AppOptions } from '../../src/app.js'
 import type { AppDefinition } from '../../src/apps/types.js'
+import { lowerPasswordCostForTests } from '../../src/auth/password.js'
 import { loadConfig, type Config } from '../../src/config.js'
 import { tempDir, type TestContext } from './context.js'
 import { createTestDatabase } from './database.js'
 import { logOutput } from './log.js'
 import { FAST_SCHEDULER } from './scheduler.js'
+
+// Every service these tests build in this process hashes passwords cheaply: logins are the bulk of
+// the suite's CPU otherwise. test/unit/password-cost.test.ts checks the service's own cost.
+lowerPasswordCostForTests()
 
 /** A validated config for tests: quiet, its own DATA_DIR, no apps unless given. */
 export async function testConfig (t: TestContext, env: Record<string, string> = {}): Promise<Config> {

@@ -52,10 +52,12 @@ if (skip !== false) {
     // The example UI refreshes every second and, once it finds no token, goes to the login page on
     // its own. Its timers wait for the test's word, so that the tab is still the same page when the
     // test asks its helper: installed fake time still flows with real time (the sign-in needs it),
-    // so it is paused once the UI is up; a refresh due within those 10 ms finds the token still live.
+    // so it is paused once the UI is up, at a moment far enough ahead that it is not yet past when
+    // the pause arrives on a busy machine (10 ms was not always); a refresh fired on the way finds
+    // the token still live.
     await appTab.clock.install()
     await signInThroughAppUi(appTab, base)
-    await appTab.clock.pauseAt(await appTab.evaluate(() => Date.now()) + 10)
+    await appTab.clock.pauseAt(await appTab.evaluate(() => Date.now()) + 2000)
     const token = await appTab.evaluate(() => (window as any).getServiceAuthToken() as string | null)
     t.type(token, 'string', 'the app UI\'s helper has the session token')
     t.equal(await apiStatus(base, token!), 200, 'which the API accepts')

@@ -11,21 +11,14 @@ import type { FastifyInstance } from 'fastify'
 import type { Browser, BrowserContext, Page } from 'playwright-core'
 import { SESSION_COOKIE } from '../../src/auth/types.js'
 import { ADMIN, ADMIN_ENV, apiAs, apiLogin, createApiToken, loginToken, type Credentials } from '../helpers/auth.js'
-import { browserSkip, launchChromium, listeningApp, submitLogin } from '../helpers/browser.js'
+import { browserTests, listeningApp, submitLogin } from '../helpers/browser.js'
 import { cliHome, runCli } from '../helpers/cli.js'
 import { waitFor, type TestContext } from '../helpers/context.js'
 import { ARTIFACTS_DIR, EXAMPLE_APPS_DIR } from '../helpers/paths.js'
 
 const CONSOLE = '/app-ui/reaktor-console@1.0.0/'
 
-const skip = browserSkip()
-if (skip !== false) {
-  t.test('console accounts browser tests', { skip }, () => {})
-} else {
-  let browser: Browser
-  t.before(async () => {
-    browser = await launchChromium(t)
-  })
+browserTests((browser) => {
 
   async function startService (t: TestContext): Promise<{ app: FastifyInstance, base: string }> {
     return await listeningApp(t, { env: { ...ADMIN_ENV, REAKTOR_APPS_DIR: EXAMPLE_APPS_DIR } })
@@ -335,4 +328,4 @@ if (skip !== false) {
     t.equal((await fetch(`${base}/api/v1/auth/me`, { headers: { 'x-service-token': token } })).status, 401, 'the session is refused')
     t.same(problems, [], 'no script error or policy violation')
   })
-}
+})

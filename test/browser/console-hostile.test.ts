@@ -7,8 +7,8 @@
  */
 import path from 'node:path'
 import t from 'tap'
-import type { Browser, Page } from 'playwright-core'
-import { browserSkip, launchChromium, listeningApp } from '../helpers/browser.js'
+import type { Page } from 'playwright-core'
+import { browserTests, listeningApp } from '../helpers/browser.js'
 import { ADMIN, ADMIN_ENV, apiAs, createApiToken, loginToken } from '../helpers/auth.js'
 import { EXAMPLE_APPS_DIR } from '../helpers/paths.js'
 import { FAST_SCHEDULER } from '../helpers/scheduler.js'
@@ -38,14 +38,7 @@ const FLEET: AppDefinition = {
   ]
 }
 
-const skip = browserSkip()
-if (skip !== false) {
-  t.test('browser tests', { skip }, () => {})
-} else {
-  let browser: Browser
-  t.before(async () => {
-    browser = await launchChromium(t)
-  })
+browserTests((browser) => {
 
   /** Elements made from the payloads, and links in the view that leave the console's own routes. */
   async function injected (page: Page): Promise<{ pwn: number, links: string[] }> {
@@ -136,4 +129,4 @@ if (skip !== false) {
     t.same(problems, [], 'no page errors')
     t.same(await page.evaluate(() => (window as unknown as { violations: string[] }).violations), [], 'no policy violation')
   })
-}
+})

@@ -8,9 +8,9 @@ import { randomUUID } from 'node:crypto'
 import fs from 'node:fs/promises'
 import path from 'node:path'
 import t, { type Test } from 'tap'
-import type { Browser, BrowserContext, Page } from 'playwright-core'
+import type { BrowserContext, Page } from 'playwright-core'
 import type { FastifyInstance } from 'fastify'
-import { browserSkip, launchChromium, listeningApp, submitLogin } from '../helpers/browser.js'
+import { browserTests, listeningApp, submitLogin } from '../helpers/browser.js'
 import { ADMIN, ADMIN_ENV } from '../helpers/auth.js'
 import { ARTIFACTS_DIR, EXAMPLE_APPS_DIR } from '../helpers/paths.js'
 import { FAST_SCHEDULER } from '../helpers/scheduler.js'
@@ -43,14 +43,7 @@ const LONG_FLEET: AppDefinition = {
   }]
 }
 
-const skip = browserSkip()
-if (skip !== false) {
-  t.test('browser tests', { skip }, () => {})
-} else {
-  let browser: Browser
-  t.before(async () => {
-    browser = await launchChromium(t)
-  })
+browserTests((browser) => {
 
   interface Console { app: FastifyInstance, base: string, context: BrowserContext, page: Page, foreign: string[], problems: string[] }
 
@@ -334,4 +327,4 @@ if (skip !== false) {
     t.equal(new URL(page.url()).searchParams.get('redirect'), `${CONSOLE_PATH}#/reaktor/gamma-idle`)
     t.equal(new URL(page.url()).origin, base)
   })
-}
+})

@@ -6,8 +6,7 @@
 import { mkdir } from 'node:fs/promises'
 import path from 'node:path'
 import t from 'tap'
-import type { Browser } from 'playwright-core'
-import { browserSkip, launchChromium, listeningApp } from '../helpers/browser.js'
+import { browserTests, listeningApp } from '../helpers/browser.js'
 import { ADMIN_ENV, loginToken } from '../helpers/auth.js'
 import { probe } from '../helpers/scheduler.js'
 
@@ -17,12 +16,7 @@ declare global {
   interface Window { cspViolations: string[] }
 }
 
-const skip = browserSkip()
-if (skip !== false) {
-  t.test('browser tests', { skip }, () => {})
-} else {
-  let browser: Browser
-  t.before(async () => { browser = await launchChromium(t) })
+browserTests((browser) => {
 
   t.test('the docs page renders under its CSP, loads only from the service, and tries an operation out with a token', async (t) => {
     const { app, base } = await listeningApp(t, { env: ADMIN_ENV, apps: [{ name: 'docs-app', version: '1.0.0', pollingReaktors: [probe('docs-reaktor', () => false, { interval: '1h' }).registration] }] })
@@ -92,4 +86,4 @@ if (skip !== false) {
     await page.waitForFunction(() => window.cspViolations.length > 0)
     t.match(await page.evaluate(() => window.cspViolations), [/^script-src-elem inline$/], 'and is reported as a violation')
   })
-}
+})

@@ -4,20 +4,12 @@
  * reads, and a cross-site form post is refused by the browser-sent headers.
  */
 import t from 'tap'
-import type { Browser } from 'playwright-core'
-import { browserSkip, CROSS_SITE_FLAG, crossSitePage, launchChromium, listeningApp } from '../helpers/browser.js'
+import { browserTests, CROSS_SITE_FLAG, crossSitePage, listeningApp } from '../helpers/browser.js'
 import { SESSION_COOKIE } from '../../src/auth/types.js'
 import { ADMIN, ADMIN_ENV } from '../helpers/auth.js'
 import type { TestContext } from '../helpers/context.js'
 
-const skip = browserSkip()
-if (skip !== false) {
-  t.test('browser tests', { skip }, () => {})
-} else {
-  let browser: Browser
-  t.before(async () => {
-    browser = await launchChromium(t, [CROSS_SITE_FLAG])
-  })
+browserTests((browser) => {
 
   async function startService (t: TestContext): Promise<string> {
     return (await listeningApp(t, { env: ADMIN_ENV })).base
@@ -78,4 +70,4 @@ if (skip !== false) {
     t.equal(response.status(), 403)
     t.same((await context.cookies(base)).filter((c) => c.name === SESSION_COOKIE), [], 'no session cookie was set')
   })
-}
+}, [CROSS_SITE_FLAG])

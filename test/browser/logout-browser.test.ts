@@ -6,8 +6,8 @@
 import fs from 'node:fs'
 import path from 'node:path'
 import t from 'tap'
-import type { Browser, BrowserContext, Page } from 'playwright-core'
-import { browserSkip, CROSS_SITE_FLAG, crossSitePage, launchChromium, listeningApp, submitLogin } from '../helpers/browser.js'
+import type { BrowserContext, Page } from 'playwright-core'
+import { browserTests, CROSS_SITE_FLAG, crossSitePage, listeningApp, submitLogin } from '../helpers/browser.js'
 import { SESSION_COOKIE } from '../../src/auth/types.js'
 import { ADMIN, ADMIN_ENV } from '../helpers/auth.js'
 import { waitFor, type TestContext } from '../helpers/context.js'
@@ -15,14 +15,7 @@ import { ARTIFACTS_DIR, EXAMPLE_APPS_DIR } from '../helpers/paths.js'
 
 const APP_UI = '/app-ui/drain-demo@1.0.0/'
 
-const skip = browserSkip()
-if (skip !== false) {
-  t.test('browser tests', { skip }, () => {})
-} else {
-  let browser: Browser
-  t.before(async () => {
-    browser = await launchChromium(t, [CROSS_SITE_FLAG])
-  })
+browserTests((browser) => {
 
   async function startService (t: TestContext) {
     return await listeningApp(t, { env: { ...ADMIN_ENV, REAKTOR_APPS_DIR: EXAMPLE_APPS_DIR } })
@@ -121,4 +114,4 @@ if (skip !== false) {
     t.equal((await context.cookies(base)).find((c) => c.name === SESSION_COOKIE)?.value, token, 'the browser keeps its cookie')
     t.equal(await tab.evaluate(() => (window as any).getServiceAuthToken()), token, 'the app UI still has its token')
   })
-}
+}, [CROSS_SITE_FLAG])

@@ -4,25 +4,18 @@
  * https (seen through TRUST_PROXY) the cookie is `__Host-reaktor_session`, and the helper reads it.
  */
 import t from 'tap'
-import type { Browser, BrowserContext, Page } from 'playwright-core'
-import { browserSkip, launchChromium, submitLogin } from '../helpers/browser.js'
+import type { BrowserContext, Page } from 'playwright-core'
+import { browserTests, submitLogin } from '../helpers/browser.js'
 import { SECURE_SESSION_COOKIE, SESSION_COOKIE } from '../../src/auth/types.js'
 import { ADMIN, ADMIN_ENV } from '../helpers/auth.js'
 import { build } from '../helpers/app.js'
 import { writeApp } from '../helpers/app-ui.js'
 import type { TestContext } from '../helpers/context.js'
 
-const skip = browserSkip()
 const PAGE = '<!DOCTYPE html><html><head><title>Cookie demo</title></head><body><p>app</p></body></html>'
 const APP_PATH = '/app-ui/cookie-demo@1.0.0/'
 
-if (skip !== false) {
-  t.test('browser tests', { skip }, () => {})
-} else {
-  let browser: Browser
-  t.before(async () => {
-    browser = await launchChromium(t)
-  })
+browserTests((browser) => {
 
   /** The service with one app UI, and a browser logged in to it through the form. */
   async function loggedIn (t: TestContext, env: Record<string, string>, host: string, headers: Record<string, string> = {}): Promise<{ base: string, context: BrowserContext, page: Page }> {
@@ -75,4 +68,4 @@ if (skip !== false) {
     t.equal(res?.status(), 200)
     t.equal(await helper(page), secure?.value, 'the planted plain cookie does not reach the page')
   })
-}
+})

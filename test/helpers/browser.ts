@@ -2,6 +2,7 @@ import { existsSync } from 'node:fs'
 import http from 'node:http'
 import type { AddressInfo } from 'node:net'
 import type { FastifyInstance } from 'fastify'
+import t from 'tap'
 import { chromium, type Browser, type Page } from 'playwright-core'
 import { build, type BuildOptions } from './app.js'
 import type { Credentials } from './auth.js'
@@ -30,6 +31,22 @@ export async function launchChromium (t: TestContext, extraArgs: string[] = []):
   const browser = await chromium.launch({ executablePath: CHROMIUM, args: [...CHROMIUM_FLAGS, ...extraArgs] })
   t.teardown(async () => await browser.close())
   return browser
+}
+
+/**
+ * The browser tests of one file: one Chromium for all of them, launched before the first and closed
+ * after the last, reached through `browser.newContext`. Without Chromium, `tests` is not called
+ * and the file reports the skip with its reason (browserSkip: under CI that fails instead).
+ */
+export function browserTests (tests: (browser: Pick<Browser, 'newContext'>) => void, extraArgs: string[] = []): void {
+  const skip = browserSkip()
+  if (skip !== false) {
+    t.test('browser tests', { skip }, () => {})
+    return
+  }
+  let launched: Browser | undefined
+  t.before(async () => { launched = await launchChromium(t, extraArgs) })
+  tests({ newContext: async (options) => await launched!.newContext(options) })
 }
 
 /** The app built as `build` does, listening on loopback for a browser; `base` is its origin. */

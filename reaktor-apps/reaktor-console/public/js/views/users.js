@@ -23,9 +23,13 @@ export function mount (container, _params, me) {
       h('thead', null, h('tr', null, ['Username', 'Role', 'Status', 'Created', 'Last change', 'Actions'].map((c) => h('th', { scope: 'col' }, c)))),
       tbody))
 
-  /** Shows a secret the API returned once, above the list, replacing an earlier one. */
+  /**
+   * Shows a password the API returned once, above the list, replacing an earlier one; none (a typed
+   * password, not shown) removes the earlier one, which is no longer the password.
+   */
   function showSecret (title, value) {
-    secrets.replaceChildren(secretBox({ title, value, name: 'password', note: 'Copy it now: it will not be shown again. Hand it over on a safe channel.' }))
+    if (value) secrets.replaceChildren(secretBox({ title, value, name: 'password', note: 'Copy it now: it will not be shown again. Hand it over on a safe channel.' }))
+    else secrets.replaceChildren()
   }
 
   async function load () {
@@ -135,9 +139,7 @@ export function mount (container, _params, me) {
     const payload = typed.checked ? { password: password.value } : {}
     await change(tr, 'reset', async () => {
       const answer = await api('POST', `/users/${seg(user.username)}/password`, payload)
-      // A typed password is not shown; a generated one shown earlier is no longer the password.
-      if (answer.password) showSecret(`New password of ${user.username}`, answer.password)
-      else secrets.replaceChildren()
+      showSecret(`New password of ${user.username}`, answer.password)
       return answer
     }, `Password of ${user.username} reset`)
   }
@@ -160,8 +162,7 @@ export function mount (container, _params, me) {
     if (password.value !== '') body.password = password.value
     const answer = await api('POST', '/users', body)
     if (!active) return
-    if (answer.password) showSecret(`Password of ${answer.user.username}`, answer.password)
-    else secrets.replaceChildren()
+    showSecret(`Password of ${answer.user.username}`, answer.password)
     form.reset()
     toast(`User ${answer.user.username} created`)
     await load()

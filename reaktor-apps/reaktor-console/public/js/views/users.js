@@ -68,10 +68,12 @@ export function mount (container, _params, me) {
   function row (user) {
     const tr = h('tr', { dataset: { username: user.username } })
     const who = user.username === me.username ? ' (you)' : ''
+    /** A PATCH of this user, its answer (the user) as `change` redraws the row from. */
+    const patch = (body) => () => api('PATCH', `/users/${seg(user.username)}`, body).then((u) => ({ user: u }))
     const role = h('select', {
       'aria-label': `Role of ${user.username}`,
       dataset: { action: 'role' },
-      onchange: () => change(tr, 'role', () => api('PATCH', `/users/${seg(user.username)}`, { role: role.value }).then((u) => ({ user: u })), `${user.username} is now ${role.value === 'admin' ? 'an admin' : 'an operator'}`)
+      onchange: () => change(tr, 'role', patch({ role: role.value }), `${user.username} is now ${role.value === 'admin' ? 'an admin' : 'an operator'}`)
         .then(() => { if (role.isConnected) role.value = user.role })
     }, ROLES.map((r) => h('option', { value: r, selected: r === user.role }, r)))
     const toggle = h('button', {
@@ -85,8 +87,7 @@ export function mount (container, _params, me) {
           text: 'They can no longer sign in, and every session and API token of theirs ends now. Enabling them again does not bring those back.',
           confirmLabel: 'Disable'
         })) return
-        await change(tr, 'toggle', () => api('PATCH', `/users/${seg(user.username)}`, { disabled: disabling }).then((u) => ({ user: u })),
-          `${user.username} ${disabling ? 'disabled' : 'enabled'}`)
+        await change(tr, 'toggle', patch({ disabled: disabling }), `${user.username} ${disabling ? 'disabled' : 'enabled'}`)
       }
     }, user.disabled ? 'Enable' : 'Disable')
     const reset = h('button', { type: 'button', class: 'secondary', dataset: { action: 'reset' }, onclick: () => resetPassword(tr, user) }, 'Reset password')

@@ -1,7 +1,7 @@
 // One reaktor: its status (refreshed every second while the tab is visible), start/stop/run now,
 // the run history with "load more", a chart of recent run durations, and its series of /metrics.
 import { api, seg, LoginRequired } from '../api.js'
-import { h, toast, relative, formatTime, formatDuration } from '../ui.js'
+import { h, toast, relative, formatTime, formatDuration, set } from '../ui.js'
 import { outcomeBadge, stateBadge, isFailing, outcomeKind, runControl } from './polling-common.js'
 import { durationChart } from './run-chart.js'
 import { metricsOf } from './metrics.js'
@@ -63,8 +63,8 @@ export function mount (container, { id }) {
   function renderStatus (s) {
     const now = Date.now()
     status = s
-    if (title.textContent !== (s.label ?? s.reaktorDefinitionId)) title.textContent = s.label ?? s.reaktorDefinitionId
-    if (description.textContent !== (s.description ?? '')) description.textContent = s.description ?? ''
+    set(title, s.label ?? s.reaktorDefinitionId)
+    set(description, s.description ?? '')
     description.hidden = !s.description
     badges.replaceChildren(stateBadge(s), isFailing(s) ? h('span', { class: 'badge failed' }, `⚠ failing: ${s.consecutiveFailures} in a row`) : '')
     // Each value is rewritten only when it changed, so text selected in it stays selected.

@@ -39,6 +39,14 @@ function json (reply: http.ServerResponse, status: number, body: unknown): void 
   reply.writeHead(status, { 'content-type': 'application/json' }).end(JSON.stringify(body))
 }
 
+/** A well-formed API token the fake services take. */
+const FAKE_TOKEN = 'reaktor_pat_' + 'x'.repeat(43)
+
+/** The CLI's environment against `base` with FAKE_TOKEN, a config home of its own. */
+async function cliEnv (t: TestContext, base: string): Promise<Record<string, string>> {
+  return { XDG_CONFIG_HOME: await cliHome(t), REAKTOR_URL: base, REAKTOR_TOKEN: FAKE_TOKEN }
+}
+
 /** `reaktor <args>` in this process, its stdout a terminal (as when an operator types it). */
 async function atTerminal (args: string[], env: Record<string, string>, input = ''): Promise<{ code: number, stdout: string, stderr: string }> {
   let stdout = ''
@@ -89,7 +97,7 @@ t.test('control characters and bidi overrides from the service are shown escaped
     if (req.url?.startsWith('/api/v1/polling/evil/runs') === true) return json(reply, 200, { runs: [{ runId: 'r', node: HOSTILE, startedAt: new Date().toISOString(), durationMs: 1, outcome: 'failure', error: HOSTILE }], nextBefore: null })
     json(reply, 404, { statusCode: 404, error: 'Not Found', message: HOSTILE })
   })
-  const env = { XDG_CONFIG_HOME: await cliHome(t), REAKTOR_URL: base, REAKTOR_TOKEN: 'reaktor_pat_' + 'x'.repeat(43) }
+  const env = await cliEnv(t, base)
 
   for (const args of [['polling', 'list'], ['polling', 'status', 'evil'], ['polling', 'run', 'evil'], ['polling', 'runs', 'evil'], ['polling', 'status', 'nothing']]) {
     const res = await atTerminal(args, env)
@@ -109,7 +117,7 @@ t.test('control characters and bidi overrides from the service are shown escaped
   })
   const accountEnv = { XDG_CONFIG_HOME: await cliHome(t), REAKTOR_URL: accounts }
   for (const [args, input] of [[['tokens', 'create', 'ci'], ''], [['login', '--username', 'alice', '--password-stdin'], 'a password\n']] as const) {
-    const res = await atTerminal([...args], { ...accountEnv, REAKTOR_TOKEN: 'reaktor_pat_' + 'x'.repeat(43) }, input)
+    const res = await atTerminal([...args], { ...accountEnv, REAKTOR_TOKEN: FAKE_TOKEN }, input)
     t.equal(res.code, 0, res.stderr)
     t.notMatch(res.stdout + res.stderr, CONTROL, `${args.join(' ')}: nothing raw`)
     t.match(res.stdout + res.stderr, 'boom\\x1b]0;pwned', `${args.join(' ')}: the text shown, escaped`)
@@ -124,7 +132,7 @@ t.test('control characters and bidi overrides from the service are shown escaped
 
 t.test('an id of "." or ".." never reaches another route; "/", "?" and "#" stay inside the id', async (t) => {
   const { base, requests } = await fakeService(t, (_req, reply) => json(reply, 404, { statusCode: 404, error: 'Not Found', message: 'no such route' }))
-  const env = { XDG_CONFIG_HOME: await cliHome(t), REAKTOR_URL: base, REAKTOR_TOKEN: 'reaktor_pat_' + 'x'.repeat(43) }
+  const env = await cliEnv(t, base)
   for (const args of [['polling', 'run', '..'], ['polling', 'status', '.'], ['polling', 'start', '..'], ['tokens', 'revoke', '..'], ['users', 'show', '..']]) {
     const res = await atTerminal(args, env)
     t.equal(res.code, 2, `${args.join(' ')}: a usage error`)
@@ -140,7 +148,7 @@ t.test('an id of "." or ".." never reaches another route; "/", "?" and "#" stay 
 t.test('--password-stdin with stdin a terminal: a usage error at once, not a wait while the password is typed with echo', async (t) => {
   const { base, requests } = await fakeService(t, (_req, reply) => json(reply, 500, { statusCode: 500, error: 'Internal Server Error', message: 'unexpected' }))
   // admin reset-password reaches the database (this URL, which nothing serves) after reading stdin.
-  const env = { XDG_CONFIG_HOME: await cliHome(t), REAKTOR_URL: base, REAKTOR_TOKEN: 'reaktor_pat_' + 'x'.repeat(43), DATABASE_URL: 'postgres://nobody@127.0.0.1:1/none' }
+  const env = { ...await cliEnv(t, base), DATABASE_URL: 'postgres://nobody@127.0.0.1:1/none' }
   for (const args of [['login', '--username', 'alice', '--password-stdin'], ['users', 'create', 'bob', '--password-stdin'], ['admin', 'reset-password', '--password-stdin', 'bob']]) {
     const stdin = Object.assign(new PassThrough(), { isTTY: true, setRawMode: () => undefined })
     t.teardown(() => stdin.destroy())
@@ -173,7 +181,7 @@ t.test('an answer larger than the limit is not read whole, with or without a len
     reply.on('error', () => undefined)
     more()
   })
-  const client = new ApiClient(base, 'reaktor_pat_' + 'x'.repeat(43), 30_000, MIB.length)
+  const client = new ApiClient(base, FAKE_TOKEN, 30_000, MIB.length)
   for (const path of ['/polling/sized', '/polling/chunked']) {
     await t.rejects(client.request('GET', path), { exitCode: 1, message: `GET /api/v1${path}: the answer is larger than ${MIB.length} bytes, not read` }, path)
   }
@@ -188,7 +196,7 @@ t.test('a redirect is not followed: the token stays with the service it was give
   const { base } = await fakeService(t, (req, reply) => {
     reply.writeHead(req.method === 'POST' ? 307 : 302, { location: `${other.base}${req.url ?? ''}` }).end()
   })
-  const env = { XDG_CONFIG_HOME: await cliHome(t), REAKTOR_URL: base, REAKTOR_TOKEN: 'reaktor_pat_' + 'x'.repeat(43) }
+  const env = await cliEnv(t, base)
   for (const args of [['polling', 'list'], ['polling', 'run', 'a']]) {
     const res = await atTerminal(args, env)
     t.equal(res.code, 1, `${args.join(' ')}: a failure`)
@@ -207,7 +215,7 @@ t.test('the next-page hint, pasted into a shell, gives back the very words: a ho
     if (req.url?.startsWith('/api/v1/polling/') === true) return json(reply, 200, { runs: [], nextBefore })
     json(reply, 200, { entries: [], nextBefore })
   })
-  const env = { XDG_CONFIG_HOME: await cliHome(t), REAKTOR_URL: base, REAKTOR_TOKEN: 'reaktor_pat_' + 'x'.repeat(43) }
+  const env = await cliEnv(t, base)
   const cases: Array<[string[], string, string[]]> = [
     [['polling', 'runs', id], 'more: reaktor ', ['polling', 'runs', id, '--before', cursors[0]]],
     [['polling', 'runs', id, '--before', 'y'], 'more: reaktor ', ['polling', 'runs', id, '--before', cursors[1]]],
@@ -244,7 +252,7 @@ t.test('a config folder of another user: not trusted as the stored login, no obs
   const folder = path.join(home, 'reaktor')
   await fs.mkdir(folder)
   await fs.chown(folder, 65534, 65534)
-  let res = await atTerminal(['whoami'], { XDG_CONFIG_HOME: home, REAKTOR_URL: base, REAKTOR_TOKEN: 'reaktor_pat_' + 'x'.repeat(43) })
+  let res = await atTerminal(['whoami'], { XDG_CONFIG_HOME: home, REAKTOR_URL: base, REAKTOR_TOKEN: FAKE_TOKEN })
   t.equal(res.code, 0, res.stderr)
   t.match(res.stdout, 'alice')
   res = await atTerminal(['whoami'], { XDG_CONFIG_HOME: home, REAKTOR_URL: base })
@@ -258,7 +266,7 @@ t.test('a 200 that is not a JSON object (a web page, a bare value): a clear fail
   const { base } = await fakeService(t, (_req, reply) => {
     reply.writeHead(200, { 'content-type': 'text/html' }).end(bodies[next++ % bodies.length])
   })
-  const env = { XDG_CONFIG_HOME: await cliHome(t), REAKTOR_URL: base, REAKTOR_TOKEN: 'reaktor_pat_' + 'x'.repeat(43) }
+  const env = await cliEnv(t, base)
   for (const body of bodies) {
     const res = await atTerminal(['polling', 'list'], env)
     t.equal(res.code, 1, body)

@@ -28,13 +28,14 @@ export async function cliService (t: TestContext): Promise<CliService> {
   const { app, base } = await listeningApp(t, { env: ADMIN_ENV })
   const home = await cliHome(t)
   const admin = await loginToken(app)
+  const env = (token = admin): Record<string, string> => ({ XDG_CONFIG_HOME: home, REAKTOR_URL: base, REAKTOR_TOKEN: token })
   return {
     app,
     base,
     home,
     admin,
-    cli: async (args, opts = {}) => await runCli(args, { env: { XDG_CONFIG_HOME: home, REAKTOR_URL: base, REAKTOR_TOKEN: opts.token ?? admin }, stdin: opts.stdin }),
-    inProcess: async (args, opts = {}) => await runCliInProcess(args, { env: { XDG_CONFIG_HOME: home, REAKTOR_URL: base, REAKTOR_TOKEN: opts.token ?? admin }, stdin: opts.stdin }),
+    cli: async (args, opts = {}) => await runCli(args, { env: env(opts.token), stdin: opts.stdin }),
+    inProcess: async (args, opts = {}) => await runCliInProcess(args, { env: env(opts.token), stdin: opts.stdin }),
     logsIn: async (username, password) => (await apiLogin(app, { username, password })).statusCode === 200,
     user: async (username) => await apiAs(app, admin)('GET', `/api/v1/users/${encodeURIComponent(username)}`)
   }

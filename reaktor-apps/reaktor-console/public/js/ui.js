@@ -18,6 +18,11 @@ export function h (tag, props, ...children) {
   return el
 }
 
+/** Sets an element's text only when it changed (no needless layout, no announcement). */
+export function set (el, text) {
+  if (el.textContent !== text) el.textContent = text
+}
+
 /** A short line in the status area (announced to screen readers); errors stay until the next one. */
 export function toast (text, isError = false) {
   const el = document.getElementById('toast')

@@ -1,7 +1,7 @@
 // The series of one reaktor in the Prometheus text of /metrics (label `reaktor`), read line by line.
 
 /** `name{a="x",b="y"} 1` → {name, labels, value}; comments and blank lines → null. */
-export function parseLine (line) {
+function parseLine (line) {
   if (line === '' || line.startsWith('#')) return null
   const match = /^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{.*\})?\s+(\S+)/.exec(line)
   if (!match) return null

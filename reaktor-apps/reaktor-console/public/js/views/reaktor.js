@@ -1,7 +1,7 @@
 // One reaktor: its status (refreshed every second while the tab is visible), start/stop/run now,
 // the run history with "load more", a chart of recent run durations, and its series of /metrics.
 import { api, seg, LoginRequired } from '../api.js'
-import { h, toast, relative, formatTime, formatDuration } from '../ui.js'
+import { h, toast, relative, formatTime, formatDuration, set } from '../ui.js'
 import { outcomeBadge, stateBadge, isFailing, outcomeKind, runControl } from './polling-common.js'
 import { durationChart } from './run-chart.js'
 import { metricsOf } from './metrics.js'
@@ -28,7 +28,6 @@ export function mount (container, { id }) {
   let status = null
   const runs = [] // newest first, as the API answers
   let nextBefore
-  let known = new Set()
 
   const title = h('h1', null, id)
   const badges = h('span', { class: 'badges' })
@@ -64,8 +63,8 @@ export function mount (container, { id }) {
   function renderStatus (s) {
     const now = Date.now()
     status = s
-    if (title.textContent !== (s.label ?? s.reaktorDefinitionId)) title.textContent = s.label ?? s.reaktorDefinitionId
-    if (description.textContent !== (s.description ?? '')) description.textContent = s.description ?? ''
+    set(title, s.label ?? s.reaktorDefinitionId)
+    set(description, s.description ?? '')
     description.hidden = !s.description
     badges.replaceChildren(stateBadge(s), isFailing(s) ? h('span', { class: 'badge failed' }, `⚠ failing: ${s.consecutiveFailures} in a row`) : '')
     // Each value is rewritten only when it changed, so text selected in it stays selected.
@@ -114,11 +113,15 @@ export function mount (container, { id }) {
     chart.replaceChildren(...durationChart(recent, outcomeKind))
   }
 
+  /** The ids of the runs shown. */
+  const shownRuns = () => new Set(runs.map((r) => r.runId))
+
   /** The newest page, merged in front of what is shown (older pages loaded stay). */
   async function refreshRuns () {
     try {
       const answer = await api('GET', `/polling/${seg(id)}/runs`, undefined, { limit: RUNS_PAGE })
       if (nextBefore === undefined) nextBefore = answer.nextBefore
+      const known = shownRuns()
       const fresh = answer.runs.filter((r) => !known.has(r.runId))
       // A run shown while in flight (timed out, no duration yet) is replaced by its settled row.
       for (const r of answer.runs) {
@@ -126,7 +129,6 @@ export function mount (container, { id }) {
         if (i >= 0) runs[i] = r
       }
       runs.unshift(...fresh)
-      known = new Set(runs.map((r) => r.runId))
       renderRuns()
     } catch (err) {
       if (err instanceof LoginRequired) { gone = true; return }
@@ -138,9 +140,9 @@ export function mount (container, { id }) {
     more.disabled = true
     try {
       const answer = await api('GET', `/polling/${seg(id)}/runs`, undefined, { limit: RUNS_PAGE, before: nextBefore })
+      const known = shownRuns()
       const older = answer.runs.filter((r) => !known.has(r.runId))
       runs.push(...older)
-      for (const r of older) known.add(r.runId)
       nextBefore = answer.nextBefore
       renderRuns()
       // The first new row takes the focus, so the keyboard goes on from where the list grew.

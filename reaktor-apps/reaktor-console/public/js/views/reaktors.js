@@ -2,7 +2,7 @@
 // at most once a second while the tab is visible. Rows are kept by id and their cells rewritten in
 // place, so focus, the checkbox selection and the scroll position survive every refresh.
 import { api, seg, LoginRequired } from '../api.js'
-import { h, toast, relative, formatTime } from '../ui.js'
+import { h, toast, relative, formatTime, set } from '../ui.js'
 import { outcomeBadge, stateBadge, isFailing, runControl } from './polling-common.js'
 
 const PAGE = 50
@@ -236,9 +236,4 @@ export function mount (container) {
     clearInterval(ticker)
     document.removeEventListener('visibilitychange', onVisibility)
   }
-}
-
-/** Sets an element's text only when it changed (no needless layout, no announcement). */
-function set (el, text) {
-  if (el.textContent !== text) el.textContent = text
 }

@@ -23,9 +23,13 @@ export function mount (container, _params, me) {
       h('thead', null, h('tr', null, ['Username', 'Role', 'Status', 'Created', 'Last change', 'Actions'].map((c) => h('th', { scope: 'col' }, c)))),
       tbody))
 
-  /** Shows a secret the API returned once, above the list, replacing an earlier one. */
+  /**
+   * Shows a password the API returned once, above the list, replacing an earlier one; none (a typed
+   * password, not shown) removes the earlier one, which is no longer the password.
+   */
   function showSecret (title, value) {
-    secrets.replaceChildren(secretBox({ title, value, name: 'password', note: 'Copy it now: it will not be shown again. Hand it over on a safe channel.' }))
+    if (value) secrets.replaceChildren(secretBox({ title, value, name: 'password', note: 'Copy it now: it will not be shown again. Hand it over on a safe channel.' }))
+    else secrets.replaceChildren()
   }
 
   async function load () {
@@ -64,10 +68,12 @@ export function mount (container, _params, me) {
   function row (user) {
     const tr = h('tr', { dataset: { username: user.username } })
     const who = user.username === me.username ? ' (you)' : ''
+    /** A PATCH of this user, its answer (the user) as `change` redraws the row from. */
+    const patch = (body) => () => api('PATCH', `/users/${seg(user.username)}`, body).then((u) => ({ user: u }))
     const role = h('select', {
       'aria-label': `Role of ${user.username}`,
       dataset: { action: 'role' },
-      onchange: () => change(tr, 'role', () => api('PATCH', `/users/${seg(user.username)}`, { role: role.value }).then((u) => ({ user: u })), `${user.username} is now ${role.value === 'admin' ? 'an admin' : 'an operator'}`)
+      onchange: () => change(tr, 'role', patch({ role: role.value }), `${user.username} is now ${role.value === 'admin' ? 'an admin' : 'an operator'}`)
         .then(() => { if (role.isConnected) role.value = user.role })
     }, ROLES.map((r) => h('option', { value: r, selected: r === user.role }, r)))
     const toggle = h('button', {
@@ -81,8 +87,7 @@ export function mount (container, _params, me) {
           text: 'They can no longer sign in, and every session and API token of theirs ends now. Enabling them again does not bring those back.',
           confirmLabel: 'Disable'
         })) return
-        await change(tr, 'toggle', () => api('PATCH', `/users/${seg(user.username)}`, { disabled: disabling }).then((u) => ({ user: u })),
-          `${user.username} ${disabling ? 'disabled' : 'enabled'}`)
+        await change(tr, 'toggle', patch({ disabled: disabling }), `${user.username} ${disabling ? 'disabled' : 'enabled'}`)
       }
     }, user.disabled ? 'Enable' : 'Disable')
     const reset = h('button', { type: 'button', class: 'secondary', dataset: { action: 'reset' }, onclick: () => resetPassword(tr, user) }, 'Reset password')
@@ -135,9 +140,7 @@ export function mount (container, _params, me) {
     const payload = typed.checked ? { password: password.value } : {}
     await change(tr, 'reset', async () => {
       const answer = await api('POST', `/users/${seg(user.username)}/password`, payload)
-      // A typed password is not shown; a generated one shown earlier is no longer the password.
-      if (answer.password) showSecret(`New password of ${user.username}`, answer.password)
-      else secrets.replaceChildren()
+      showSecret(`New password of ${user.username}`, answer.password)
       return answer
     }, `Password of ${user.username} reset`)
   }
@@ -160,8 +163,7 @@ export function mount (container, _params, me) {
     if (password.value !== '') body.password = password.value
     const answer = await api('POST', '/users', body)
     if (!active) return
-    if (answer.password) showSecret(`Password of ${answer.user.username}`, answer.password)
-    else secrets.replaceChildren()
+    showSecret(`Password of ${answer.user.username}`, answer.password)
     form.reset()
     toast(`User ${answer.user.username} created`)
     await load()

@@ -13,10 +13,11 @@ const DEFAULT_TIMEOUT = '30s'
  */
 export function requestTimeoutMs (env: Record<string, string | undefined>): number {
   const value = env.REAKTOR_TIMEOUT === undefined || env.REAKTOR_TIMEOUT.trim() === '' ? DEFAULT_TIMEOUT : env.REAKTOR_TIMEOUT.trim()
-  if (!isDuration(value) || parseDuration(value) === 0 || parseDuration(value) > MAX_TIMER_MS) {
+  const ms = isDuration(value) ? parseDuration(value) : 0
+  if (ms === 0 || ms > MAX_TIMER_MS) {
     throw new CliError(EXIT.usage, `REAKTOR_TIMEOUT must be a duration such as 30s or 2m (1ms to 24d), not ${JSON.stringify(value)}`)
   }
-  return parseDuration(value)
+  return ms
 }
 
 export interface RequestOptions {

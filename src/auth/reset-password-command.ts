@@ -1,4 +1,5 @@
 import { parseArgs } from 'node:util'
+import { readAll } from '../cli/prompt.js'
 import { ConfigError, loadConfig } from '../config.js'
 import { startEmbeddedPostgres } from '../db/embedded.js'
 import { FolderInUseError } from '../db/folder-lock.js'
@@ -20,12 +21,6 @@ export interface CommandIo {
 
 /** How the command is invoked, for its usage line (another front end passes its own). */
 const DEFAULT_INVOCATION = 'npm run admin:reset-password --'
-
-async function readAll (stream: AsyncIterable<Buffer | string>): Promise<string> {
-  const chunks: Buffer[] = []
-  for await (const chunk of stream) chunks.push(typeof chunk === 'string' ? Buffer.from(chunk) : chunk)
-  return Buffer.concat(chunks).toString('utf8')
-}
 
 /**
  * Resets a user's password from the command line: `[--password-stdin] <username>`. Without

@@ -108,7 +108,7 @@ export function renderLoginPage ({ redirect, username = '', error }: LoginPageOp
 export interface HomePageApp { name: string, version: string, url?: string, reaktors: number }
 
 /** The app whose UI is the console: the home page's first entry when it is loaded. */
-export const CONSOLE_APP = 'reaktor-console'
+const CONSOLE_APP = 'reaktor-console'
 
 function reaktorCount (n: number): string {
   return n === 0 ? 'no polling reaktor' : `${n} polling reaktor${n === 1 ? '' : 's'}`

@@ -1,10 +1,12 @@
 import { parseArgs } from 'node:util'
+import { readAll } from '../cli/prompt.js'
 import { ConfigError, loadConfig } from '../config.js'
 import { startEmbeddedPostgres } from '../db/embedded.js'
 import { FolderInUseError } from '../db/folder-lock.js'
 import { createDatabase } from '../db/index.js'
 import { hashPassword, randomPassword } from './password.js'
-import { passwordProblem, resetPassword } from './reset-password.js'
+import { resetPassword } from './reset-password.js'
+import { passwordProblem } from './user-rules.js'
 
 /** Exit codes of the command (README "The first admin and a lost admin password"). */
 export const RESET_EXIT = { ok: 0, failed: 1, usage: 2, unknownUser: 3 } as const
@@ -19,12 +21,6 @@ export interface CommandIo {
 
 /** How the command is invoked, for its usage line (another front end passes its own). */
 const DEFAULT_INVOCATION = 'npm run admin:reset-password --'
-
-async function readAll (stream: AsyncIterable<Buffer | string>): Promise<string> {
-  const chunks: Buffer[] = []
-  for await (const chunk of stream) chunks.push(typeof chunk === 'string' ? Buffer.from(chunk) : chunk)
-  return Buffer.concat(chunks).toString('utf8')
-}
 
 /**
  * Resets a user's password from the command line: `[--password-stdin] <username>`. Without

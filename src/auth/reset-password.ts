@@ -4,9 +4,6 @@ import type { Database } from '../db/schema.js'
 import { revokeUserCredentials } from './sessions.js'
 import { findUserByUsername } from './users.js'
 
-// The rule lives with the other account rules, where the command line (src/cli) reads it without the database code.
-export { passwordProblem } from './user-rules.js'
-
 export interface PasswordReset {
   /** The username as stored (the lookup ignores case). */
   username: string

@@ -5,7 +5,7 @@ import { CliError, EXIT, type ExitCode } from './errors.js'
 export const DEFAULT_URL = 'http://127.0.0.1:3000'
 
 /** How long one request may take unless REAKTOR_TIMEOUT says otherwise. */
-export const DEFAULT_TIMEOUT = '30s'
+const DEFAULT_TIMEOUT = '30s'
 
 /**
  * REAKTOR_TIMEOUT in milliseconds. Without a bound, a service that accepts the connection but never
@@ -13,10 +13,11 @@ export const DEFAULT_TIMEOUT = '30s'
  */
 export function requestTimeoutMs (env: Record<string, string | undefined>): number {
   const value = env.REAKTOR_TIMEOUT === undefined || env.REAKTOR_TIMEOUT.trim() === '' ? DEFAULT_TIMEOUT : env.REAKTOR_TIMEOUT.trim()
-  if (!isDuration(value) || parseDuration(value) === 0 || parseDuration(value) > MAX_TIMER_MS) {
+  const ms = isDuration(value) ? parseDuration(value) : 0
+  if (ms === 0 || ms > MAX_TIMER_MS) {
     throw new CliError(EXIT.usage, `REAKTOR_TIMEOUT must be a duration such as 30s or 2m (1ms to 24d), not ${JSON.stringify(value)}`)
   }
-  return parseDuration(value)
+  return ms
 }
 
 export interface RequestOptions {
@@ -29,7 +30,7 @@ export interface RequestOptions {
 }
 
 /** The exit code of an API error status: scripts tell "not found" and "not allowed" from other failures. */
-export function exitCodeOf (status: number): ExitCode {
+function exitCodeOf (status: number): ExitCode {
   // The service refused the input as invalid: a bad argument, as commander's own usage errors;
   // 414 is an argument too long for a path (an id past the router's limit).
   if (status === 400 || status === 414) return EXIT.usage
@@ -42,7 +43,7 @@ export function exitCodeOf (status: number): ExitCode {
  * The most of one answer the CLI reads: far above any list the service sends (a status is under
  * 1 KiB), far below what would exhaust the process's memory when something else answers, endlessly.
  */
-export const MAX_ANSWER_BYTES = 256 * 1024 * 1024
+const MAX_ANSWER_BYTES = 256 * 1024 * 1024
 
 /** The service's REST API, `/api/v1`, with the token in `X-Service-Token`. */
 export class ApiClient {

@@ -9,7 +9,7 @@ import { printable } from './output.js'
 const VERSION = '0.1.0'
 
 /** The URL and token the commands use (see CliContext.api). */
-export async function resolveApi (io: CliIo, urlOption: string | undefined): Promise<ApiClient> {
+async function resolveApi (io: CliIo, urlOption: string | undefined): Promise<ApiClient> {
   const given = urlOption ?? nonEmpty(io.env.REAKTOR_URL)
   // With both the URL and the token given, the stored login plays no part: not even read. Else a
   // stored login that cannot be read (a truncated file) must not block REAKTOR_TOKEN, nor the login
@@ -47,7 +47,7 @@ function sameService (storedUrl: string, url: URL): boolean {
 }
 
 /** The whole command tree, writing to `io`. */
-export function buildProgram (io: CliIo, modules: readonly CommandModule[] = commandModules): Command {
+function buildProgram (io: CliIo, modules: readonly CommandModule[] = commandModules): Command {
   const program = new Command('reaktor')
   program
     .description('Operate a reaktor service: polling reaktors, users, API tokens, the audit log, and the database.')

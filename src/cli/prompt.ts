@@ -1,6 +1,7 @@
 import { CliError, EXIT, type CliIo } from './context.js'
 
-async function readAll (stream: AsyncIterable<Buffer | string>): Promise<string> {
+/** All of a stream (stdin), as UTF-8 text. */
+export async function readAll (stream: AsyncIterable<Buffer | string>): Promise<string> {
   const chunks: Buffer[] = []
   for await (const chunk of stream) chunks.push(typeof chunk === 'string' ? Buffer.from(chunk) : chunk)
   return Buffer.concat(chunks).toString('utf8')

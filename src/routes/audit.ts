@@ -2,7 +2,7 @@ import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import { BEFORE_RULE, loadAuditLog } from '../audit-pages.js'
 import { AUDIT_LIMIT, AuditEntry, AuditPage, AuditQuery } from '../schemas/audit.js'
 import { described, ErrorBody } from '../schemas/common.js'
-import { digitsOnlyLimit, limitRule, pagingErrors } from './paging.js'
+import { digitsOnly, limitRule, pagingErrors } from './paging.js'
 
 const LIMIT_RULE = limitRule(AUDIT_LIMIT)
 const FILTER_RULES: Record<string, string> = Object.fromEntries((['action', 'actor'] as const).map((name) => {
@@ -17,7 +17,7 @@ const routes: FastifyPluginAsyncTypebox = async (fastify) => {
 
   fastify.get('/audit', {
     schemaErrorFormatter: pagingErrors(LIMIT_RULE, () => `${BEFORE_RULE}, given once`, FILTER_RULES),
-    preValidation: digitsOnlyLimit(LIMIT_RULE),
+    preValidation: digitsOnly({ limit: LIMIT_RULE }),
     preHandler: fastify.requireAdmin,
     schema: {
       operationId: 'listAuditEntries',

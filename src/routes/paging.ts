@@ -8,15 +8,11 @@ export function limitRule ({ min, max, default: byDefault }: PageLimit): string 
 }
 
 /**
- * The preValidation of a paged list: the validator coerces the text to a number, which would take
- * "0x10", "1e2" or " 10" for one, and lets hundreds of digits through as Infinity (a 500 once
- * serialized or sent to the database), so `limit` must be digits only, of a safe integer.
+ * The preValidation of a paged list, for its integer query parameters (each name with what it must
+ * be): the validator coerces the text to a number, which would take "0x10", "1e2" or " 10" for one,
+ * and lets hundreds of digits through as Infinity (a 500 once serialized or sent to the database),
+ * so each must be digits only, of a safe integer.
  */
-export function digitsOnlyLimit (rule: string): (this: FastifyInstance, request: FastifyRequest) => Promise<void> {
-  return digitsOnly({ limit: rule })
-}
-
-/** digitsOnlyLimit for any integer query parameters: each name with what it must be. */
 export function digitsOnly (rules: Record<string, string>): (this: FastifyInstance, request: FastifyRequest) => Promise<void> {
   return async function (this: FastifyInstance, request: FastifyRequest): Promise<void> {
     const query = request.query as Record<string, unknown>

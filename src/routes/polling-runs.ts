@@ -4,7 +4,7 @@ import { loadHistoryCursors, TIMESTAMP_FORM } from '../polling/history-cursor.js
 import { described, ErrorBody, UnknownReaktorAnswer } from '../schemas/common.js'
 import { ReaktorIdParams } from '../schemas/polling.js'
 import { HISTORY_LIMIT, RunHistoryPage, RunHistoryQuery } from '../schemas/polling-runs.js'
-import { digitsOnlyLimit, limitRule, pagingErrors } from './paging.js'
+import { digitsOnly, limitRule, pagingErrors } from './paging.js'
 
 const LIMIT_RULE = limitRule(HISTORY_LIMIT)
 const BEFORE_FORMS = `the nextBefore of a previous page, or ${TIMESTAMP_FORM}`
@@ -18,7 +18,7 @@ const routes: FastifyPluginAsyncTypebox = async (fastify) => {
 
   fastify.get('/polling/:reaktorId/runs', {
     schemaErrorFormatter: historyErrors,
-    preValidation: digitsOnlyLimit(LIMIT_RULE),
+    preValidation: digitsOnly({ limit: LIMIT_RULE }),
     schema: {
       tags: ['polling'],
       operationId: 'listPollingRuns',

@@ -2,6 +2,7 @@ import { Command, InvalidArgumentError, Option } from 'commander'
 import { CliError, EXIT, type CliContext, type CommandModule } from '../context.js'
 import { ReaktorList, type ListQuery } from '../../polling/list-page.js'
 import { LIST_LIMIT, type PollingStatusType } from '../../schemas/polling.js'
+import { HISTORY_LIMIT } from '../../schemas/polling-runs.js'
 import type { ApiClient } from '../client.js'
 import { formatFields, formatTable, printable, printJson, shellWord, type Column } from '../output.js'
 
@@ -33,7 +34,6 @@ interface Run { runId: string, node: string, startedAt: string, durationMs: numb
 interface BulkAnswer { action: string, results: Array<{ reaktorDefinitionId: string, result: string }>, changed: number, unchanged: number, notFound: string[] }
 
 const STATES = ['running', 'stopped']
-const RUNS_LIMIT = { min: 1, max: 500 }
 
 /** `reaktor polling list|status|start|stop|run|runs`. */
 export const pollingCommands: CommandModule = (program, context) => {
@@ -156,7 +156,7 @@ Example:
   polling.command('runs')
     .description('a polling reaktor\'s recorded runs, newest first')
     .argument('<id>', 'the reaktor id')
-    .addOption(new Option('--limit <n>', `how many runs (${RUNS_LIMIT.min} to ${RUNS_LIMIT.max}; the service's default: 20)`).argParser(runsLimit))
+    .addOption(new Option('--limit <n>', `how many runs (${HISTORY_LIMIT.min} to ${HISTORY_LIMIT.max}; the service's default: ${HISTORY_LIMIT.default})`).argParser(runsLimit))
     .option('--before <cursor>', 'the next page: the cursor a previous call printed (or an ISO 8601 date-time)')
     .addHelpText('after', `
 --json prints the API's answer, {"runs": [...], "nextBefore": <cursor or null>}.
@@ -208,8 +208,8 @@ async function listReaktors (api: ApiClient, filters: { q?: string, state?: stri
 }
 
 function runsLimit (value: string): number {
-  if (!/^[0-9]+$/.test(value) || Number(value) < RUNS_LIMIT.min || Number(value) > RUNS_LIMIT.max) {
-    throw new InvalidArgumentError(`a whole number from ${RUNS_LIMIT.min} to ${RUNS_LIMIT.max}`)
+  if (!/^[0-9]+$/.test(value) || Number(value) < HISTORY_LIMIT.min || Number(value) > HISTORY_LIMIT.max) {
+    throw new InvalidArgumentError(`a whole number from ${HISTORY_LIMIT.min} to ${HISTORY_LIMIT.max}`)
   }
   return Number(value)
 }

@@ -1,11 +1,5 @@
+import { readAll } from '../read-all.js'
 import { CliError, EXIT, type CliIo } from './context.js'
-
-/** All of a stream (stdin), as UTF-8 text. */
-export async function readAll (stream: AsyncIterable<Buffer | string>): Promise<string> {
-  const chunks: Buffer[] = []
-  for await (const chunk of stream) chunks.push(typeof chunk === 'string' ? Buffer.from(chunk) : chunk)
-  return Buffer.concat(chunks).toString('utf8')
-}
 
 /**
  * `--password-stdin` reads a pipe or a file. At a terminal it would wait for Ctrl+D while the

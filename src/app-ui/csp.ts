@@ -5,7 +5,7 @@ import { HELPER_SCRIPT_HASH } from './helper-script.js'
 /** Read by the server only; never served (it is a dot file). */
 export const EXTERNAL_RESOURCES_FILE = '.service-external-resources.json'
 
-interface Log { warn: (obj: object, msg: string) => void }
+interface Log { debug: (obj: object, msg: string) => void, warn: (obj: object, msg: string) => void }
 
 /**
  * Characters that could break out of a CSP source expression or widen it. The URL parser would
@@ -79,8 +79,9 @@ export function buildCsp (origins: readonly string[]): string {
 }
 
 /**
- * Reads `public/.service-external-resources.json` of one app. Absent, unreadable, malformed, or a
- * link leading out of `public/`: same-origin only, with a warning naming the app.
+ * Reads `public/.service-external-resources.json` of one app. Unreadable, malformed, or a link
+ * leading out of `public/`: same-origin only, with a warning naming the app. The file is optional,
+ * so its absence is only a debug line.
  */
 export async function loadAllowedOrigins (publicRoot: string, app: string, log: Log): Promise<string[]> {
   const file = path.join(publicRoot, EXTERNAL_RESOURCES_FILE)
@@ -90,9 +91,11 @@ export async function loadAllowedOrigins (publicRoot: string, app: string, log: 
     if (!real.startsWith(publicRoot + path.sep)) throw new Error('links outside public/')
     text = await fs.readFile(real, 'utf8')
   } catch (err) {
-    const absent = (err as NodeJS.ErrnoException).code === 'ENOENT'
-    log.warn({ app, err: absent ? undefined : err },
-      `app ${app}: ${absent ? 'no' : 'unreadable'} ${EXTERNAL_RESOURCES_FILE}; only same-origin resources are allowed`)
+    if ((err as NodeJS.ErrnoException).code === 'ENOENT') {
+      log.debug({ app }, `app ${app}: no ${EXTERNAL_RESOURCES_FILE}; only same-origin resources are allowed`)
+    } else {
+      log.warn({ app, err }, `app ${app}: unreadable ${EXTERNAL_RESOURCES_FILE}; only same-origin resources are allowed`)
+    }
     return []
   }
   let config: unknown

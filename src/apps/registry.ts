@@ -20,6 +20,27 @@ function appLabel (app: LoadedApp): string {
   return `app ${app.name}@${app.version}`
 }
 
+/** How a value of the wrong type reads in a message: `the number 5000`, `an object`, `null`. */
+function given (value: unknown): string {
+  if (value === null) return 'null'
+  if (Array.isArray(value)) return 'an array'
+  if (typeof value === 'object') return 'an object'
+  if (typeof value === 'function') return 'a function'
+  return `the ${typeof value} ${String(value)}`
+}
+
+/**
+ * A duration given as something other than a string: a number is the likely slip (milliseconds,
+ * as setTimeout takes them), so it gets the string that means the same.
+ */
+function durationTypeError (app: LoadedApp, what: string, field: string, value: unknown): RegistrationError {
+  let hint = ''
+  if (typeof value === 'number' && Number.isSafeInteger(value) && value >= 0) {
+    hint = ` (for ${value} ms write "${value}ms"${value > 0 && value % 1000 === 0 ? ` or "${value / 1000}s"` : ''})`
+  }
+  return new RegistrationError(`${appLabel(app)}: ${what}: ${field} must be a duration string such as "30s"; got ${given(value)}${hint}`)
+}
+
 function duration (app: LoadedApp, id: string, field: string, value: string): number {
   let ms: number
   try {
@@ -37,6 +58,16 @@ function duration (app: LoadedApp, id: string, field: string, value: string): nu
   return ms
 }
 
+/** A timeout is optional; when given it is a duration string like an interval. */
+function checkTimeoutType (app: LoadedApp, what: string, timeout: unknown): void {
+  if (timeout !== undefined && timeout !== null && typeof timeout !== 'string') throw durationTypeError(app, what, 'timeout', timeout)
+}
+
+/** Where an app came from, for messages about two apps: its folder, or the code that passed it. */
+function origin (app: LoadedApp): string {
+  return app.dir === undefined ? 'an app given in code' : `folder ${app.dir}`
+}
+
 /**
  * Indexes every app's registrations by reaktorDefinitionId and checks them: each problem stops the
  * start with one message naming the app, the reaktor and the problem.
@@ -44,7 +75,7 @@ function duration (app: LoadedApp, id: string, field: string, value: string): nu
 export function buildRegistry (apps: LoadedApp[], log: Log): AppRegistry {
   const pollingReaktors = new Map<string, RegisteredPollingReaktor>()
   const reaktors = new Map<string, RegisteredReaktor>()
-  const owners = new Map<string, LoadedApp>()
+  const owners = new Map<string, { app: LoadedApp, where: string }>()
   const byKey = new Map<string, LoadedApp>()
 
   const claim = (app: LoadedApp, registration: unknown, where: string): string => {
@@ -65,10 +96,13 @@ export function buildRegistry (apps: LoadedApp[], log: Log): AppRegistry {
       throw new RegistrationError(`${appLabel(app)}: ${where}: reaktorDefinitionId ${JSON.stringify(id)} is not allowed: a URL path cannot carry it`)
     }
     const other = owners.get(id)
-    if (other !== undefined) {
-      throw new RegistrationError(`reaktorDefinitionId "${id}" is registered twice: by ${appLabel(other)} and by ${appLabel(app)}`)
+    if (other?.app === app) {
+      throw new RegistrationError(`reaktorDefinitionId "${id}" is registered twice in ${appLabel(app)} (${other.where} and ${where}); give each registration its own id`)
     }
-    owners.set(id, app)
+    if (other !== undefined) {
+      throw new RegistrationError(`reaktorDefinitionId "${id}" is registered twice: by ${appLabel(other.app)} (${other.where}) and by ${appLabel(app)} (${where}); ids are unique across all apps`)
+    }
+    owners.set(id, { app, where })
     return id
   }
 
@@ -77,7 +111,10 @@ export function buildRegistry (apps: LoadedApp[], log: Log): AppRegistry {
       throw new RegistrationError(`app ${app.dir ?? JSON.stringify(app.name)}: package.json needs a name and a version`)
     }
     const key = `${app.name}@${app.version}`
-    if (byKey.has(key)) throw new RegistrationError(`${appLabel(app)} is loaded twice`)
+    const twin = byKey.get(key)
+    if (twin !== undefined) {
+      throw new RegistrationError(`${appLabel(app)} is loaded twice: from ${origin(twin)} and from ${origin(app)}; remove one or give it another version`)
+    }
     byKey.set(key, app)
 
     for (const field of ['pollingReaktors', 'reaktors'] as const) {
@@ -89,9 +126,11 @@ export function buildRegistry (apps: LoadedApp[], log: Log): AppRegistry {
       if (typeof registration.createReaktor !== 'function') {
         throw new RegistrationError(`${appLabel(app)}: polling reaktor "${id}" has no createReaktor function`)
       }
-      if (typeof registration.interval !== 'string') {
-        throw new RegistrationError(`${appLabel(app)}: polling reaktor "${id}" has no interval; expected a string such as "30s"`)
+      if (registration.interval === undefined) {
+        throw new RegistrationError(`${appLabel(app)}: polling reaktor "${id}" has no interval; expected a duration string such as "30s"`)
       }
+      if (typeof registration.interval !== 'string') throw durationTypeError(app, `polling reaktor "${id}"`, 'interval', registration.interval)
+      checkTimeoutType(app, `polling reaktor "${id}"`, registration.timeout)
       if (registration.autoStart !== undefined && typeof registration.autoStart !== 'boolean') {
         throw new RegistrationError(`${appLabel(app)}: polling reaktor "${id}": autoStart must be true or false, got ${JSON.stringify(registration.autoStart)}`)
       }
@@ -109,6 +148,7 @@ export function buildRegistry (apps: LoadedApp[], log: Log): AppRegistry {
       if (typeof registration.createReaktor !== 'function') {
         throw new RegistrationError(`${appLabel(app)}: reaktor "${id}" has no createReaktor function`)
       }
+      checkTimeoutType(app, `reaktor "${id}"`, registration.timeout)
       const timeoutMs = duration(app, id, 'timeout', registration.timeout ?? DEFAULT_AKTOR_TIMEOUT)
       reaktors.set(id, { app, registration, timeoutMs })
     }

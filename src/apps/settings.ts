@@ -1,4 +1,5 @@
 import { RegistrationError } from './registry.js'
+import { closest } from './closest.js'
 
 type Env = Record<string, string | undefined>
 
@@ -95,4 +96,40 @@ function frozenCopy<T> (value: T, copies = new Map<object, unknown>()): T {
     define(copy, key, frozenCopy((value as Record<string | symbol, unknown>)[key], copies))
   }
   return Object.freeze(copy) as T
+}
+
+const SETTING_PREFIX = 'REAKTOR_SETTING_'
+
+interface SettingsOwner { name: string, version: string, settings: Readonly<Record<string, unknown>> }
+
+/**
+ * Warns once per `REAKTOR_SETTING_*` variable that overrides no setting of any loaded app: a typo
+ * there would otherwise leave the default in place without a word. Every (app, setting) pair is
+ * matched, since one app's name can prefix another's (`foo` + `bar-x` and `foo-bar` + `x` both
+ * give `REAKTOR_SETTING_FOO_BAR_X`). An empty variable counts as unset, so it is passed over.
+ */
+export function warnUnknownSettingVariables (apps: readonly SettingsOwner[], env: Env, log: { warn: (obj: object, msg: string) => void }): void {
+  const known = new Map<string, SettingsOwner>()
+  for (const app of apps) {
+    for (const setting of Object.keys(app.settings)) known.set(settingEnvName(app.name, setting), app)
+  }
+  for (const [variable, value] of Object.entries(env)) {
+    if (!variable.startsWith(SETTING_PREFIX) || value === undefined || value === '' || known.has(variable)) continue
+    // The longest app prefix: for REAKTOR_SETTING_FOO_BAR_X the app foo-bar, not foo.
+    const owners = apps.filter((app) => variable.startsWith(`${SETTING_PREFIX}${envSegment(app.name)}_`))
+      .sort((a, b) => envSegment(b.name).length - envSegment(a.name).length)
+    const owner = owners[0]
+    const ownVariables = [...known].filter(([, app]) => app === owner).map(([name]) => name)
+    const closestVariable = closest(variable, owner !== undefined && ownVariables.length > 0 ? ownVariables : known.keys())
+    const app = owner === undefined ? undefined : `${owner.name}@${owner.version}`
+    const suggestion = closestVariable === undefined ? '' : `; did you mean ${closestVariable}${known.get(closestVariable) !== owner ? ` (app ${labelOf(known.get(closestVariable))})` : ''}?`
+    const problem = owner === undefined
+      ? `names no loaded app${closestVariable === undefined ? ` (loaded: ${apps.map(labelOf).join(', ') || 'none'})` : ''}`
+      : `matches no setting of app ${app}${ownVariables.length === 0 ? ' (it declares no settings in package.json "reaktor.settings")' : ''}`
+    log.warn({ variable, app, closest: closestVariable }, `${variable} ${problem}, so it is ignored${suggestion}`)
+  }
+}
+
+function labelOf (app: SettingsOwner | undefined): string {
+  return app === undefined ? '' : `${app.name}@${app.version}`
 }

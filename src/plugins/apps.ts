@@ -1,7 +1,7 @@
 import fp from 'fastify-plugin'
 import { loadAppsFromDir } from '../apps/loader.js'
 import { buildRegistry } from '../apps/registry.js'
-import { resolveSettings } from '../apps/settings.js'
+import { resolveSettings, warnUnknownSettingVariables } from '../apps/settings.js'
 import type { AppDefinition, AppRegistry, LoadedApp } from '../apps/types.js'
 
 declare module 'fastify' {
@@ -34,7 +34,10 @@ function fromDefinition (def: AppDefinition, env: Env): LoadedApp {
 /** Loads the apps (REAKTOR_APPS_DIR, then those given in code) and indexes their registrations. */
 export default fp<AppsPluginOptions>(async (fastify, opts) => {
   const env = fastify.config.appSettingsEnv
-  const fromDir = opts.loadFromDir ? await loadAppsFromDir(fastify.config.reaktorAppsDir, env, fastify.log) : []
-  const loaded: LoadedApp[] = [...fromDir, ...opts.apps.map((def) => fromDefinition(def, env))]
+  const inCode = opts.apps.map((def) => fromDefinition(def, env))
+  let fromDir: LoadedApp[] = []
+  if (opts.loadFromDir) fromDir = await loadAppsFromDir(fastify.config.reaktorAppsDir, env, fastify.log, inCode)
+  else warnUnknownSettingVariables(inCode, env, fastify.log)
+  const loaded: LoadedApp[] = [...fromDir, ...inCode]
   fastify.decorate('apps', buildRegistry(loaded, fastify.log))
 }, { name: 'apps', dependencies: ['config'] })

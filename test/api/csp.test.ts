@@ -73,14 +73,17 @@ t.test('the policy text', async (t) => {
   t.equal(buildCsp([]), `script-src 'self' ${HELPER_SCRIPT_HASH}; style-src 'self' 'unsafe-inline'; img-src 'self'; font-src 'self'; object-src 'none'; base-uri 'self'; frame-ancestors 'self'`)
 })
 
-t.test('the config file: absent, malformed, unreadable or linked outside → same-origin with a warning', async (t) => {
+t.test('the config file: absent (a debug line), malformed, unreadable or linked outside (a warning) → same-origin', async (t) => {
   const dir = await tempDir(t)
   const outside = await tempDir(t)
   const file = path.join(dir, EXTERNAL_RESOURCES_FILE)
 
   let r = memoryLogger()
+  const debug: string[] = []
+  r.debug = (_obj: unknown, msg?: string) => { debug.push(msg ?? '') }
   t.same(await loadAllowedOrigins(dir, 'app@1', r), [])
-  t.match(warnings(r), [/app@1: no \.service-external-resources\.json/], 'absent')
+  t.same(warnings(r), [], 'absent: the file is optional, so no warning')
+  t.match(debug, [/^app app@1: no \.service-external-resources\.json; only same-origin resources are allowed$/], 'only a debug line')
 
   await fs.writeFile(file, '{ "allowedOrigins": [')
   r = memoryLogger()

@@ -1,39 +1,19 @@
-import t, { type Test } from 'tap'
+import t from 'tap'
 import fs from 'node:fs/promises'
 import path from 'node:path'
 import { loadConfig as serviceLoadConfig } from '../../src/app.js'
 import { loadAppsFromDir } from '../../src/apps/loader.js'
-import { buildRegistry, RegistrationError } from '../../src/apps/registry.js'
+import { buildRegistry } from '../../src/apps/registry.js'
 import { settingEnvName } from '../../src/apps/settings.js'
 import { MissingSettingError, type AktorContext, type AktorLogger } from '../../src/sdk/index.js'
 import { build } from '../helpers/app.js'
+import { ESM, loadError, POLLING, writeApp } from '../helpers/app-folder.js'
 import { tempDir } from '../helpers/context.js'
 import { memoryLogger, silentLogger } from '../helpers/log.js'
 import { EXAMPLE_APPS_DIR } from '../helpers/paths.js'
 
-/** Writes an app folder: package.json (an object, or raw text) plus files. */
-async function writeApp (root: string, folder: string, pkg: object | string | undefined, files: Record<string, string> = {}): Promise<string> {
-  const dir = path.join(root, folder)
-  await fs.mkdir(dir, { recursive: true })
-  if (pkg !== undefined) await fs.writeFile(path.join(dir, 'package.json'), typeof pkg === 'string' ? pkg : JSON.stringify(pkg))
-  for (const [name, content] of Object.entries(files)) {
-    await fs.mkdir(path.dirname(path.join(dir, name)), { recursive: true })
-    await fs.writeFile(path.join(dir, name), content)
-  }
-  return dir
-}
-
-const ESM = { type: 'module' }
-const POLLING = `export const pollingReaktors = [{ reaktorDefinitionId: 'poll', interval: '5s', createReaktor: () => async () => false }]`
-
 function contextFor (settings: Readonly<Record<string, unknown>>, log?: Partial<AktorLogger>): AktorContext {
   return { signal: new AbortController().signal, log: { ...silentLogger, ...log }, settings, reaktorId: 'test', runId: 'run' }
-}
-
-async function loadError (t: Test, root: string, env: Record<string, string> = {}): Promise<string> {
-  const err = await loadAppsFromDir(root, env, memoryLogger()).then(() => undefined, (e: unknown) => e)
-  t.type(err, RegistrationError, 'a RegistrationError')
-  return (err as Error)?.message ?? ''
 }
 
 t.test('a missing REAKTOR_APPS_DIR means no apps, with an info line', async (t) => {
@@ -245,7 +225,7 @@ t.test('entry module problems name the app and include the cause', async (t) => 
       /^app throws@1\.0\.0: entry module "index\.js" failed to import: kaput at import/],
     ['syntax', {}, { 'index.js': 'export const = 1' }, /^app syntax@1\.0\.0: entry module "index\.js" failed to import: .*(Unexpected|token)/i],
     ['missing-import', {}, { 'index.js': "import './nope.js'" }, /^app missing-import@1\.0\.0: entry module "index\.js" failed to import: Cannot find module/],
-    ['no-entry', {}, {}, /^app no-entry@1\.0\.0: entry module "index\.js" not found in .*no-entry \(set "main" in package.json/],
+    ['no-entry', {}, {}, /^app no-entry@1\.0\.0: entry module "index\.js" not found in .*no-entry \(package\.json has no "main", so the default index\.js was assumed\); create it or set "main"/],
     ['no-main-file', { main: 'dist/main.js' }, {}, /^app no-main-file@1\.0\.0: entry module "dist\/main\.js" not found/],
     ['outside', { main: '../elsewhere.js' }, {}, /^app outside@1\.0\.0: entry module "\.\.\/elsewhere\.js" is outside the app folder/],
     ['not-array', {}, { 'index.js': 'export const pollingReaktors = { id: 1 }' }, /^app not-array@1\.0\.0: the export "pollingReaktors" must be an array/]
@@ -263,7 +243,7 @@ t.test('registration problems name the app, the reaktor and the problem', async 
   await app('first', POLLING)
   await app('second', POLLING)
   const loaded = await loadAppsFromDir(root, {}, memoryLogger())
-  t.throws(() => buildRegistry(loaded, memoryLogger()), { message: 'reaktorDefinitionId "poll" is registered twice: by app first@1.0.0 and by app second@1.0.0' })
+  t.throws(() => buildRegistry(loaded, memoryLogger()), { message: 'reaktorDefinitionId "poll" is registered twice: by app first@1.0.0 (pollingReaktors[0]) and by app second@1.0.0 (pollingReaktors[0]); ids are unique across all apps' })
 
   const cases: Array<[string, RegExp]> = [
     [`export const pollingReaktors = [{ reaktorDefinitionId: 'p', interval: '5 parsecs', createReaktor: () => () => false }]`,
@@ -330,7 +310,7 @@ t.test('registration errors make build() reject with the message', async (t) => 
   const root = await tempDir(t)
   await writeApp(root, 'one', { name: 'one', version: '1.0.0', ...ESM }, { 'index.js': POLLING })
   await writeApp(root, 'two', { name: 'two', version: '1.0.0', ...ESM }, { 'index.js': POLLING })
-  await t.rejects(build(t, { env: { REAKTOR_APPS_DIR: root } }), { message: 'reaktorDefinitionId "poll" is registered twice: by app one@1.0.0 and by app two@1.0.0' })
+  await t.rejects(build(t, { env: { REAKTOR_APPS_DIR: root } }), { message: 'reaktorDefinitionId "poll" is registered twice: by app one@1.0.0 (pollingReaktors[0]) and by app two@1.0.0 (pollingReaktors[0]); ids are unique across all apps' })
 
   const broken = await tempDir(t)
   await writeApp(broken, 'broken', { name: 'broken', version: '1.0.0', ...ESM }, { 'index.js': 'throw new Error("no luck")' })
@@ -342,7 +322,7 @@ t.test('registration errors make build() reject with the message', async (t) => 
   await t.rejects(build(t, {
     env: { REAKTOR_APPS_DIR: single },
     apps: [{ name: 'in-code', version: '1.0.0', pollingReaktors: [{ reaktorDefinitionId: 'poll', interval: '5s', createReaktor: () => () => false }] }]
-  }), { message: 'reaktorDefinitionId "poll" is registered twice: by app one@1.0.0 and by app in-code@1.0.0' })
+  }), { message: 'reaktorDefinitionId "poll" is registered twice: by app one@1.0.0 (pollingReaktors[0]) and by app in-code@1.0.0 (pollingReaktors[0]); ids are unique across all apps' })
 })
 
 t.test('build() loads folder apps and apps given in code; code apps follow the settings rule', async (t) => {

@@ -46,6 +46,63 @@ t.test('FileCache: bounded by bytes, least recently used evicted, one load per k
   t.equal(loads, 7, 'a failed load is not cached')
 })
 
+t.test('FileCache: a load under way when its key is invalidated is returned but never kept', async (t) => {
+  const cache = new FileCache(1000)
+  const gate = <T>(): { promise: Promise<T>, open: (value: T) => void } => {
+    let open!: (value: T) => void
+    return { promise: new Promise<T>((resolve) => { open = resolve }), open }
+  }
+  const before = entry(10)
+  const read = gate<CachedFile>()
+  const stale = cache.get('/pub/app.js\0v1', async () => await read.promise)
+  cache.invalidate((key) => key.startsWith('/pub/'))
+  // A request after the change reads again rather than joining the read from before it.
+  const after = entry(20)
+  const reread = gate<CachedFile>()
+  let loads = 0
+  const fresh = cache.get('/pub/app.js\0v1', async () => { loads++; return await reread.promise })
+  const joined = cache.get('/pub/app.js\0v1', async () => { loads++; return entry(30) })
+  read.open(before)
+  t.equal(await stale, before, 'whoever asked before the change gets what was read')
+  t.equal(cache.peek('/pub/app.js\0v1'), undefined, 'but it is not kept')
+  t.equal(cache.bytes, 0)
+  reread.open(after)
+  t.equal(await fresh, after)
+  t.equal(await joined, after, 'requests after the change share the new read')
+  t.equal(loads, 1)
+  t.equal(cache.peek('/pub/app.js\0v1'), after, 'the read begun after the change is kept')
+  t.equal(cache.bytes, 20)
+
+  await cache.get('/other/x.js\0v1', async () => entry(5))
+  cache.invalidate((key) => key.startsWith('/pub/'))
+  t.equal(cache.peek('/pub/app.js\0v1'), undefined, 'invalidated')
+  t.equal(cache.size, 1, 'entries it does not match stay')
+  t.equal(cache.bytes, 5, 'and the memory count follows')
+})
+
+t.test('PublicFolder: forget drops memoised answers and keeps a check under way from being memoised', async (t) => {
+  const dir = await fs.realpath(await fs.mkdtemp(path.join(os.tmpdir(), 'safe-path-')))
+  t.teardown(async () => await fs.rm(dir, { recursive: true, force: true }))
+  await fs.writeFile(path.join(dir, 'a.js'), 'one')
+  const folder = await PublicFolder.open(dir)
+  const first = await folder.resolve(['a.js'], false)
+  t.equal(await folder.resolve(['a.js'], false), first, 'memoised')
+  await fs.writeFile(path.join(dir, 'a.js'), 'three')
+  folder.forget()
+  t.match(await folder.resolve(['a.js'], false), { kind: 'file', size: 5 }, 'checked again after forget')
+
+  folder.forget()
+  const underWay = folder.resolve(['a.js'], false)
+  folder.forget()
+  const checked = await underWay
+  t.not(await folder.resolve(['a.js'], false), checked, 'an answer checked across a forget is not memoised')
+
+  await folder.resolve(['a.js'], false)
+  folder.stopMemoising()
+  const unmemoised = await folder.resolve(['a.js'], false)
+  t.not(await folder.resolve(['a.js'], false), unmemoised, 'nothing is memoised while memoising is off')
+})
+
 t.test('prepareFile: variants only for text, only when smaller', async (t) => {
   const js = await prepareFile('a.js', Buffer.from('let x = 1;\n'.repeat(100)))
   t.ok(js.br !== undefined && js.gzip !== undefined)

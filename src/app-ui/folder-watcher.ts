@@ -30,6 +30,10 @@ function gone (err: unknown): boolean {
  * synchronously within one event: no request is answered between a change being reported and the
  * watches it needs being in place.
  *
+ * Not covered: an inotify queue overflow (more than `fs.inotify.max_queued_events` events unread),
+ * which libuv drops without telling Node; it takes thousands of changes while the event loop is
+ * blocked.
+ *
  * Folders whose name starts with a dot are not watched (nothing in them is ever served); the root
  * is, and so are the dot files in it. Links are not followed (nothing served lies outside the root).
  */

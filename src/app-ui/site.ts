@@ -1,5 +1,4 @@
 import path from 'node:path'
-import type { FastifyBaseLogger } from 'fastify'
 import { buildCsp, EXTERNAL_RESOURCES_FILE, loadAllowedOrigins } from './csp.js'
 import type { FileCache } from './file-cache.js'
 import { FolderWatcher } from './folder-watcher.js'
@@ -20,9 +19,17 @@ function atOrBelow (file: string, changed: string): boolean {
   return file.startsWith(changed) && (file.length === changed.length || file.startsWith(path.sep, changed.length))
 }
 
-/** Whether the cache entry under `key` is for `changed` or a file below it. */
+/**
+ * Whether the cache entry under `key` is for `changed` or a file below it. Run on every entry at
+ * every change, so it compares in place rather than cutting the path out of the key.
+ */
 function affectedBy (changed: string): (key: string) => boolean {
-  return (key) => atOrBelow(key.slice(0, key.indexOf('\0')), changed)
+  return (key) => key.startsWith(changed) && (key.charCodeAt(changed.length) === 0 || key.startsWith(path.sep, changed.length))
+}
+
+interface Log {
+  info: (obj: object, msg: string) => void
+  warn: (obj: object, msg: string) => void
 }
 
 /** What to do about a watch that cannot be kept, by its error. */
@@ -62,10 +69,10 @@ export class Site {
     readonly label: string,
     public csp: string,
     private readonly cache: FileCache,
-    private readonly log: FastifyBaseLogger
+    private readonly log: Log
   ) {}
 
-  static async open (folder: PublicFolder, label: string, cache: FileCache, log: FastifyBaseLogger): Promise<Site> {
+  static async open (folder: PublicFolder, label: string, cache: FileCache, log: Log): Promise<Site> {
     const site = new Site(folder, label, buildCsp(await loadAllowedOrigins(folder.root, label, log)), cache, log)
     const watcher = new FolderWatcher(folder.root, {
       change: (changed) => { site.changed(changed) },

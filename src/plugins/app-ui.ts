@@ -35,7 +35,10 @@ interface HotPath {
 /** Bounds the hot-path index (query strings make the variety of raw URLs unbounded). */
 const MAX_HOT_PATHS = 10_000
 
-/** HTML is revalidated on every navigation (so the login check runs); assets are immutable per version. */
+/**
+ * HTML is revalidated on every navigation (so the login check runs); assets are kept by the
+ * browser for an hour, a compromise between repeat loads and how soon a changed asset reaches it.
+ */
 const HTML_CACHE_CONTROL = 'private, no-cache'
 const ASSET_CACHE_CONTROL = 'private, max-age=3600'
 

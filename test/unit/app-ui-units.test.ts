@@ -1,4 +1,5 @@
 import { randomBytes } from 'node:crypto'
+import nodeFs from 'node:fs'
 import fs from 'node:fs/promises'
 import os from 'node:os'
 import path from 'node:path'
@@ -9,6 +10,7 @@ import { prepareFile, preparedBytesBound, type CachedFile } from '../../src/app-
 import { PublicFolder } from '../../src/app-ui/safe-path.js'
 import { helperInsertionOffset } from '../../src/app-ui/helper-script.js'
 import { hasDotSegment, parseAppUiUrl } from '../../src/app-ui/url.js'
+import { memoryLogger } from '../helpers/log.js'
 
 function entry (bytes: number): CachedFile {
   return { contentType: 'text/plain', identity: { body: Buffer.alloc(bytes), etag: '"x"' }, bytes }
@@ -101,6 +103,34 @@ t.test('PublicFolder: forget drops memoised answers and keeps a check under way 
   folder.stopMemoising()
   const unmemoised = await folder.resolve(['a.js'], false)
   t.not(await folder.resolve(['a.js'], false), unmemoised, 'nothing is memoised while memoising is off')
+})
+
+t.test('Site: when public/ cannot be watched, one warning with the fix, and every request is checked on disk', async (t) => {
+  const dir = await fs.realpath(await fs.mkdtemp(path.join(os.tmpdir(), 'site-')))
+  t.teardown(async () => await fs.rm(dir, { recursive: true, force: true }))
+  await fs.writeFile(path.join(dir, 'a.js'), 'one')
+  // What fs.watch throws once the inotify watches of the user are used up.
+  const noWatches = Object.assign(new Error('ENOSPC: System limit for number of file watchers reached'), { code: 'ENOSPC' })
+  const watch = (): never => { throw noWatches }
+  const { Site, cacheKey } = await t.mockImport<typeof import('../../src/app-ui/site.js')>('../../src/app-ui/site.js', {
+    'node:fs': { ...nodeFs, watch, default: { ...nodeFs, watch } }
+  })
+  const log = memoryLogger()
+  const cache = new FileCache(1000)
+  const folder = await PublicFolder.open(dir)
+  const site = await Site.open(folder, 'demo@1.0.0', cache, log)
+  t.teardown(async () => { await site.close() })
+  t.equal(site.watching, false)
+  const warnings = log.lines.filter((l) => l.level === 'warn' && l.msg?.includes('cannot be watched'))
+  t.equal(warnings.length, 1, 'one warning')
+  t.match(warnings[0].msg, /^app demo@1\.0\.0: .*max_user_watches/, 'naming the app and the fix')
+
+  const first = await folder.resolve(['a.js'], false)
+  await fs.writeFile(path.join(dir, 'a.js'), 'three')
+  const second = await folder.resolve(['a.js'], false)
+  t.match(second, { kind: 'file', size: 5 }, 'resolved on disk again')
+  if (first.kind !== 'file' || second.kind !== 'file') throw new Error('a.js is a file')
+  t.not(cacheKey(second), cacheKey(first), 'a new content of a file has its own cache key')
 })
 
 t.test('prepareFile: variants only for text, only when smaller', async (t) => {

@@ -154,6 +154,22 @@ t.test('a file replaced by rename, as editors save, is served fresh, and so are 
   await servedFresh(t, f, 'removal after a rename', '/app.js', Date.now(), (res) => res.statusCode === 404, BR)
 })
 
+t.test('a file written in several steps, and read between them, is served whole after the last', async (t) => {
+  const f = await fixture(t)
+  t.equal(decoded(await warm(f, '/app.js', BR)), APP_JS(1))
+  const handle = await fs.open(path.join(f.pub, 'app.js'), 'w')
+  t.teardown(async () => { await handle.close().catch(() => {}) })
+  const whole = APP_JS(6)
+  const half = whole.slice(0, whole.length / 2)
+  await handle.write(half)
+  // The half-written file is read, prepared and kept in memory: the next write must drop it.
+  await servedFresh(t, f, 'first half of a file being written', '/app.js', Date.now(), (res) => decoded(res) === half, BR)
+  await warm(f, '/app.js', BR)
+  await handle.write(whole.slice(half.length))
+  await servedFresh(t, f, 'whole file after the last write', '/app.js', Date.now(), (res) => decoded(res) === whole, BR)
+  await handle.close()
+})
+
 t.test('a public/ folder removed while served: one warning, then files are checked on disk at every request', async (t) => {
   const f = await fixture(t)
   t.equal(decoded(await warm(f, '/app.js', BR)), APP_JS(1))

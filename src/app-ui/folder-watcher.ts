@@ -60,11 +60,6 @@ export class FolderWatcher {
     this.folders.clear()
   }
 
-  /** How many folders are watched (each holds one inotify watch on Linux). */
-  get size (): number {
-    return this.folders.size
-  }
-
   private fail (err: Error): void {
     if (this.stopped) return
     this.close()

@@ -113,8 +113,8 @@ export class Site {
     this.epoch++
     this.cache.invalidate(affectedBy(this.folder.root))
     this.log.warn({ app: this.label, err },
-      `app ${this.label}: changes under public/ cannot be watched (${err.message}); its files are now checked on disk at every request ` +
-      `and ${EXTERNAL_RESOURCES_FILE} is no longer re-read. To serve them from memory again: ${fixFor(err)}`)
+      `app ${this.label}: changes under public/ cannot be watched (${err.message}); every request now checks its file on disk ` +
+      `(stat) and ${EXTERNAL_RESOURCES_FILE} is no longer re-read. To watch again: ${fixFor(err)}`)
   }
 
   /** Reads the policy file again; changes during a read lead to one more read after it. */
@@ -132,6 +132,8 @@ export class Site {
         this.epoch++
         this.log.info({ app: this.label, allowedOrigins: origins }, `app ${this.label}: ${EXTERNAL_RESOURCES_FILE} changed; its Content-Security-Policy is rebuilt`)
       } while (this.cspStale)
-    })().finally(() => { this.cspReading = undefined })
+    })().catch((err) => {
+      this.log.warn({ app: this.label, err }, `app ${this.label}: ${EXTERNAL_RESOURCES_FILE} changed but could not be re-read; the policy stays as it was`)
+    }).finally(() => { this.cspReading = undefined })
   }
 }

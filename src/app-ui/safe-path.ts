@@ -30,15 +30,18 @@
  *   dot-named link whose target is a plain name inside `public/` would be followed.
  * - Hard links are indistinguishable from the file they link: one inside `public/` to a file
  *   elsewhere is served.
- * - `public/` is taken not to change while the service runs (versioned app folders). Positive
- *   answers (`file`, `folder`) are memoised and never re-checked, and the caller opens `realPath`
- *   after the check: a folder on that path swapped for a link later would be followed by the read.
+ * - Answers are as fresh as the caller keeps them. Positive answers (`file`, `folder`) are
+ *   memoised until `forget` is called (the caller calls it on every change the folder watcher
+ *   reports, or calls `stopMemoising` when it cannot watch); an answer whose check was under way
+ *   when `forget` was called is returned but not memoised. The caller opens `realPath` after the
+ *   check: a folder on that path swapped for a link in between would be followed by the read.
  */
 import fs from 'node:fs/promises'
 import path from 'node:path'
 
 export type Resolution =
-  | { kind: 'file', realPath: string, size: number, mtimeMs: number }
+  /** `size`, `mtimeMs` and `ino` tell one content of `realPath` from the next (see `fileStamp`). */
+  | { kind: 'file', realPath: string, size: number, mtimeMs: number, ino: number }
   /** A folder requested without its trailing slash: redirect. */
   | { kind: 'folder' }
   | { kind: 'missing' }
@@ -52,10 +55,13 @@ const MAX_MEMO = 10_000
  * Maps checked path segments onto one app's `public/` folder. Segments arrive decoded and
  * validated (none empty, none starting with a dot); this adds what only the file system knows:
  * the real path, after every symbolic link, must still be inside `public/` and must not be a dot
- * file. Positive answers are memoised (files never change while the service runs).
+ * file. Positive answers are memoised until the next `forget` (none after `stopMemoising`).
  */
 export class PublicFolder {
   private readonly memo = new Map<string, Resolution>()
+  /** Counts `forget` calls: a check that began before one may describe what is gone. */
+  private generation = 0
+  private memoising = true
 
   /** @param root the real path of `public/` */
   private constructor (readonly root: string) {}
@@ -71,12 +77,25 @@ export class PublicFolder {
     const key = segments.join('/') + (trailingSlash ? '/' : '')
     const memoised = this.memo.get(key)
     if (memoised !== undefined) return memoised
+    const generation = this.generation
     const resolution = await this.lookup(segments, trailingSlash)
-    if (resolution.kind === 'file' || resolution.kind === 'folder') {
+    if (this.memoising && generation === this.generation && (resolution.kind === 'file' || resolution.kind === 'folder')) {
       if (this.memo.size >= MAX_MEMO) this.memo.clear()
       this.memo.set(key, resolution)
     }
     return resolution
+  }
+
+  /** Drops every memoised answer, and keeps answers being checked now from being memoised. */
+  forget (): void {
+    this.generation++
+    this.memo.clear()
+  }
+
+  /** For when changes cannot be watched: from now on every path is checked on disk. */
+  stopMemoising (): void {
+    this.memoising = false
+    this.forget()
   }
 
   private async lookup (segments: readonly string[], trailingSlash: boolean): Promise<Resolution> {
@@ -87,10 +106,10 @@ export class PublicFolder {
       const index = await this.real(path.join(target.realPath, 'index.html'))
       if (index.kind !== 'ok') return index
       if (!index.stat.isFile()) return { kind: 'missing' }
-      return { kind: 'file', realPath: index.realPath, size: index.stat.size, mtimeMs: index.stat.mtimeMs }
+      return { kind: 'file', realPath: index.realPath, size: index.stat.size, mtimeMs: index.stat.mtimeMs, ino: index.stat.ino }
     }
     if (!target.stat.isFile() || trailingSlash) return { kind: 'missing' }
-    return { kind: 'file', realPath: target.realPath, size: target.stat.size, mtimeMs: target.stat.mtimeMs }
+    return { kind: 'file', realPath: target.realPath, size: target.stat.size, mtimeMs: target.stat.mtimeMs, ino: target.stat.ino }
   }
 
   /** The real path of `candidate` if it is inside the root and not a dot file there, and its stat. */

@@ -3,31 +3,31 @@ import fsp from 'node:fs/promises'
 import type { FastifyPluginAsync, FastifyReply, FastifyRequest } from 'fastify'
 import type { LoadedApp } from '../apps/types.js'
 import type { AuthSession } from '../auth/types.js'
-import { buildCsp, loadAllowedOrigins } from '../app-ui/csp.js'
+import { buildCsp } from '../app-ui/csp.js'
 import { FileCache } from '../app-ui/file-cache.js'
 import { contentTypeOf, isHtml } from '../app-ui/mime.js'
 import { chooseEncoding, etagMatches } from '../app-ui/negotiation.js'
 import { HELPER_SCRIPT_TAG, HELPER_TAG_BYTES, injectHelper } from '../app-ui/helper-script.js'
 import { prepareFile, preparedBytesBound, variantOf, type CachedFile, type Encoding } from '../app-ui/prepared-file.js'
 import { PublicFolder } from '../app-ui/safe-path.js'
+import { cacheKey, Site } from '../app-ui/site.js'
 import { scrapeCounter, scrapeGauge } from '../metrics/read-at-scrape.js'
 import { appBase, encodeSegment, parseAppUiUrl } from '../app-ui/url.js'
 
 /** Files up to this size are served from memory; larger ones are streamed from disk (pages are the exception). */
 const MAX_CACHED_FILE_BYTES = 1024 * 1024
 
-interface Site {
-  folder: PublicFolder
-  csp: string
-}
-
 /**
  * A request target already answered with a file from memory: the next request for the exact same
- * raw URL skips parsing and resolving (files never change while the service runs) and sends
- * headers computed once. The session is still checked on every request.
+ * raw URL skips parsing and resolving and sends headers computed once, for as long as nothing
+ * changed under its app's public/ (the site's epoch is still the one it was resolved in). The
+ * session is still checked on every request.
  */
 interface HotPath {
-  realPath: string
+  site: Site
+  epoch: number
+  /** The cache key of the file it answers with. */
+  key: string
   /** All response headers per variant (CSP, caching, type, validator, length, encoding). */
   headers: { identity: Record<string, string>, br?: Record<string, string>, gzip?: Record<string, string> }
 }
@@ -35,7 +35,10 @@ interface HotPath {
 /** Bounds the hot-path index (query strings make the variety of raw URLs unbounded). */
 const MAX_HOT_PATHS = 10_000
 
-/** HTML is revalidated on every navigation (so the login check runs); assets are immutable per version. */
+/**
+ * HTML is revalidated on every navigation (so the login check runs); assets are kept by the
+ * browser for an hour, a compromise between repeat loads and how soon a changed asset reaches it.
+ */
 const HTML_CACHE_CONTROL = 'private, no-cache'
 const ASSET_CACHE_CONTROL = 'private, max-age=3600'
 
@@ -57,19 +60,29 @@ const appUi: FastifyPluginAsync = async (fastify) => {
   scrapeCounter(fastify.metrics.registry, 'reaktor_app_ui_files_prepared_total', 'App-UI files read and prepared (token helper, ETag, compressed variants)', () => prepared)
   scrapeGauge(fastify.metrics.registry, 'reaktor_app_ui_cache_bytes', 'Memory held by cached app-UI files and their compressed variants', () => cache.bytes)
 
-  // The policy of each app is computed once, at start; the config file is only ever read here.
-  const sites = new Map<LoadedApp, Site>()
+  // One site (one watch, one policy) per real public/ folder, whichever apps share it.
+  const appsByRoot = new Map<string, { folder: PublicFolder, apps: LoadedApp[] }>()
   for (const app of fastify.apps.apps) {
     if (app.publicDir === undefined) continue
-    const label = `${app.name}@${app.version}`
     let folder: PublicFolder
     try {
       folder = await PublicFolder.open(app.publicDir)
     } catch (err) {
+      const label = `${app.name}@${app.version}`
       fastify.log.warn({ app: label, err }, `app ${label}: public/ folder ${app.publicDir} is unusable; its UI is not served`)
       continue
     }
-    sites.set(app, { folder, csp: buildCsp(await loadAllowedOrigins(folder.root, label, fastify.log)) })
+    const shared = appsByRoot.get(folder.root)
+    if (shared === undefined) appsByRoot.set(folder.root, { folder, apps: [app] })
+    else shared.apps.push(app)
+  }
+  const sites = new Map<LoadedApp, Site>()
+  fastify.addHook('onClose', async () => {
+    await Promise.all([...new Set(sites.values())].map(async (site) => { await site.close() }))
+  })
+  for (const { folder, apps } of appsByRoot.values()) {
+    const site = await Site.open(folder, apps.map((app) => `${app.name}@${app.version}`).join(', '), cache, fastify.log)
+    for (const app of apps) sites.set(app, site)
   }
   const sameOriginCsp = buildCsp([])
 
@@ -122,7 +135,7 @@ const appUi: FastifyPluginAsync = async (fastify) => {
     // The hot path: a request target already answered from memory skips parsing and resolving.
     // Its session check counts for the slow path too (one lookup per request, not two).
     let session: AuthSession | null | undefined
-    const hotFile = hot === undefined ? undefined : cache.peek(hot.realPath)
+    const hotFile = hot === undefined || hot.epoch !== hot.site.epoch ? undefined : cache.peek(hot.key)
     if (hot !== undefined && hotFile !== undefined) {
       session = await fastify.cookieSession(request, reply)
       if (session !== null) {
@@ -149,6 +162,8 @@ const appUi: FastifyPluginAsync = async (fastify) => {
     if (session === undefined) session = await fastify.cookieSession(request, reply)
     if (session === null) return loginRedirect(reply, base + below + (target.trailingSlash && below !== '' ? '/' : '') + query)
 
+    // Hot paths are recorded in the epoch their resolution began in: a change during it makes them stale.
+    const epoch = site.epoch
     const resolved = await site.folder.resolve(target.segments, target.trailingSlash)
     switch (resolved.kind) {
       case 'missing':
@@ -167,14 +182,17 @@ const appUi: FastifyPluginAsync = async (fastify) => {
     // anyway, for its helper), provided what is prepared can stay: preparing a file, compression
     // included, is worth doing once, never for one request.
     if (cache.holds(preparedBytesBound(resolved.realPath, resolved.size)) && (html || resolved.size <= MAX_CACHED_FILE_BYTES)) {
-      const file = await cache.get(resolved.realPath, async () => {
+      const key = cacheKey(resolved)
+      const file = await cache.get(key, async () => {
         prepared++
         return await prepareFile(resolved.realPath, await fsp.readFile(resolved.realPath))
       })
-      if (cache.peek(resolved.realPath) === file && !hotPaths.has(rawUrl)) {
+      if (site.watching && site.epoch === epoch && cache.peek(key) === file && hotPaths.get(rawUrl)?.epoch !== epoch) {
         if (hotPaths.size >= MAX_HOT_PATHS) hotPaths.clear()
         hotPaths.set(rawUrl, {
-          realPath: resolved.realPath,
+          site,
+          epoch,
+          key,
           headers: {
             identity: hotHeaders(site, html, file, undefined),
             br: file.br === undefined ? undefined : hotHeaders(site, html, file, 'br'),

@@ -1,4 +1,5 @@
 import { randomBytes } from 'node:crypto'
+import nodeFs from 'node:fs'
 import fs from 'node:fs/promises'
 import os from 'node:os'
 import path from 'node:path'
@@ -9,6 +10,7 @@ import { prepareFile, preparedBytesBound, type CachedFile } from '../../src/app-
 import { PublicFolder } from '../../src/app-ui/safe-path.js'
 import { helperInsertionOffset } from '../../src/app-ui/helper-script.js'
 import { hasDotSegment, parseAppUiUrl } from '../../src/app-ui/url.js'
+import { memoryLogger } from '../helpers/log.js'
 
 function entry (bytes: number): CachedFile {
   return { contentType: 'text/plain', identity: { body: Buffer.alloc(bytes), etag: '"x"' }, bytes }
@@ -44,6 +46,91 @@ t.test('FileCache: bounded by bytes, least recently used evicted, one load per k
   await t.rejects(cache.get('fails', async () => { throw new Error('EIO') }))
   await cache.get('fails', load(1))
   t.equal(loads, 7, 'a failed load is not cached')
+})
+
+t.test('FileCache: a load under way when its key is invalidated is returned but never kept', async (t) => {
+  const cache = new FileCache(1000)
+  const gate = <T>(): { promise: Promise<T>, open: (value: T) => void } => {
+    let open!: (value: T) => void
+    return { promise: new Promise<T>((resolve) => { open = resolve }), open }
+  }
+  const before = entry(10)
+  const read = gate<CachedFile>()
+  const stale = cache.get('/pub/app.js\0v1', async () => await read.promise)
+  cache.invalidate((key) => key.startsWith('/pub/'))
+  // A request after the change reads again rather than joining the read from before it.
+  const after = entry(20)
+  const reread = gate<CachedFile>()
+  let loads = 0
+  const fresh = cache.get('/pub/app.js\0v1', async () => { loads++; return await reread.promise })
+  const joined = cache.get('/pub/app.js\0v1', async () => { loads++; return entry(30) })
+  read.open(before)
+  t.equal(await stale, before, 'whoever asked before the change gets what was read')
+  t.equal(cache.peek('/pub/app.js\0v1'), undefined, 'but it is not kept')
+  t.equal(cache.bytes, 0)
+  reread.open(after)
+  t.equal(await fresh, after)
+  t.equal(await joined, after, 'requests after the change share the new read')
+  t.equal(loads, 1)
+  t.equal(cache.peek('/pub/app.js\0v1'), after, 'the read begun after the change is kept')
+  t.equal(cache.bytes, 20)
+
+  await cache.get('/other/x.js\0v1', async () => entry(5))
+  cache.invalidate((key) => key.startsWith('/pub/'))
+  t.equal(cache.peek('/pub/app.js\0v1'), undefined, 'invalidated')
+  t.equal(cache.size, 1, 'entries it does not match stay')
+  t.equal(cache.bytes, 5, 'and the memory count follows')
+})
+
+t.test('PublicFolder: forget drops memoised answers and keeps a check under way from being memoised', async (t) => {
+  const dir = await fs.realpath(await fs.mkdtemp(path.join(os.tmpdir(), 'safe-path-')))
+  t.teardown(async () => await fs.rm(dir, { recursive: true, force: true }))
+  await fs.writeFile(path.join(dir, 'a.js'), 'one')
+  const folder = await PublicFolder.open(dir)
+  const first = await folder.resolve(['a.js'], false)
+  t.equal(await folder.resolve(['a.js'], false), first, 'memoised')
+  await fs.writeFile(path.join(dir, 'a.js'), 'three')
+  folder.forget()
+  t.match(await folder.resolve(['a.js'], false), { kind: 'file', size: 5 }, 'checked again after forget')
+
+  folder.forget()
+  const underWay = folder.resolve(['a.js'], false)
+  folder.forget()
+  const checked = await underWay
+  t.not(await folder.resolve(['a.js'], false), checked, 'an answer checked across a forget is not memoised')
+
+  await folder.resolve(['a.js'], false)
+  folder.stopMemoising()
+  const unmemoised = await folder.resolve(['a.js'], false)
+  t.not(await folder.resolve(['a.js'], false), unmemoised, 'nothing is memoised while memoising is off')
+})
+
+t.test('Site: when public/ cannot be watched, one warning with the fix, and every request is checked on disk', async (t) => {
+  const dir = await fs.realpath(await fs.mkdtemp(path.join(os.tmpdir(), 'site-')))
+  t.teardown(async () => await fs.rm(dir, { recursive: true, force: true }))
+  await fs.writeFile(path.join(dir, 'a.js'), 'one')
+  // What fs.watch throws once the inotify watches of the user are used up.
+  const noWatches = Object.assign(new Error('ENOSPC: System limit for number of file watchers reached'), { code: 'ENOSPC' })
+  const watch = (): never => { throw noWatches }
+  const { Site, cacheKey } = await t.mockImport<typeof import('../../src/app-ui/site.js')>('../../src/app-ui/site.js', {
+    'node:fs': { ...nodeFs, watch, default: { ...nodeFs, watch } }
+  })
+  const log = memoryLogger()
+  const cache = new FileCache(1000)
+  const folder = await PublicFolder.open(dir)
+  const site = await Site.open(folder, 'demo@1.0.0', cache, log)
+  t.teardown(async () => { await site.close() })
+  t.equal(site.watching, false)
+  const warnings = log.lines.filter((l) => l.level === 'warn' && l.msg?.includes('cannot be watched'))
+  t.equal(warnings.length, 1, 'one warning')
+  t.match(warnings[0].msg, /^app demo@1\.0\.0: .*max_user_watches/, 'naming the app and the fix')
+
+  const first = await folder.resolve(['a.js'], false)
+  await fs.writeFile(path.join(dir, 'a.js'), 'three')
+  const second = await folder.resolve(['a.js'], false)
+  t.match(second, { kind: 'file', size: 5 }, 'resolved on disk again')
+  if (first.kind !== 'file' || second.kind !== 'file') throw new Error('a.js is a file')
+  t.not(cacheKey(second), cacheKey(first), 'a new content of a file has its own cache key')
 })
 
 t.test('prepareFile: variants only for text, only when smaller', async (t) => {

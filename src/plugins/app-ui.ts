@@ -36,11 +36,13 @@ interface HotPath {
 const MAX_HOT_PATHS = 10_000
 
 /**
- * HTML is revalidated on every navigation (so the login check runs); assets are kept by the
- * browser for an hour, a compromise between repeat loads and how soon a changed asset reaches it.
+ * HTML is revalidated on every navigation (so the login check runs). Assets are revalidated too:
+ * files under public/ change while the service runs (an author's edit, a secret removed), and a
+ * browser holding an asset for an hour would show the old one after a reload. The revalidation
+ * is a conditional request answered 304 from memory.
  */
 const HTML_CACHE_CONTROL = 'private, no-cache'
-const ASSET_CACHE_CONTROL = 'private, max-age=3600'
+const ASSET_CACHE_CONTROL = 'private, no-cache'
 
 /**
  * Serves the static UIs of reaktor apps under `/app-ui/<name>@<version>/`, behind the browser

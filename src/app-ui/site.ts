@@ -28,6 +28,7 @@ function affectedBy (changed: string): (key: string) => boolean {
 }
 
 interface Log {
+  debug: (obj: object, msg: string) => void
   info: (obj: object, msg: string) => void
   warn: (obj: object, msg: string) => void
 }

@@ -1,4 +1,4 @@
-import type { AppPlan } from './scaffold.js'
+import type { AppPlan } from './app-plan.js'
 
 /**
  * The `public/` of a new app (`reaktor new-app --ui`): the look of the example apps (drain-demo),

@@ -1,27 +1,8 @@
+import type { AppPlan } from './app-plan.js'
 import { uiFiles } from './scaffold-ui.js'
 
-/** What `reaktor new-app` writes, and the names it derives from the package name. */
-export interface AppPlan {
-  /** The package name (`my-app`, `@acme/widgets`). */
-  name: string
-  /** The app's folder name, and the prefix of its reaktor ids: the name without `@` and with `/` as `-`. */
-  base: string
-  version: string
-  pollingId: string
-  aktorId: string
-  /** The UI's path on the service (served only when the app has `public/`). */
-  uiPath: string
-}
-
-export const NEW_APP_VERSION = '0.1.0'
-
-/** The names of a new app called `name` (a valid package name). */
-export function planApp (name: string): AppPlan {
-  // A scoped name cannot be one folder name as it is; `@acme/widgets` → `acme-widgets`, which also
-  // keeps its reaktor ids apart from those of an unscoped `widgets`.
-  const base = name.replace(/^@/, '').replace('/', '-')
-  return { name, base, version: NEW_APP_VERSION, pollingId: `${base}-poll`, aktorId: `${base}-hello`, uiPath: `/app-ui/${name}@${NEW_APP_VERSION}/` }
-}
+// The entry module as the app's test imports it (named here: the test's import is template text).
+const ENTRY_FROM_TEST = '../index.js'
 
 /**
  * The files of a new app, by path relative to its folder. `testCommand` is the `npm test` script:
@@ -99,7 +80,7 @@ import assert from 'node:assert/strict'
 import { readFileSync } from 'node:fs'
 import { test } from 'node:test'
 import { runAktor, runPollingReaktor } from 'reaktor-service/testing'
-import { pollingReaktors, reaktors } from '../index.js'
+import { pollingReaktors, reaktors } from '${ENTRY_FROM_TEST}'
 
 // The defaults of package.json "reaktor.settings", as the service reads them.
 const { settings } = JSON.parse(readFileSync(new URL('../package.json', import.meta.url), 'utf8')).reaktor

@@ -7,7 +7,8 @@ import { isPackageName } from '../../apps/loader.js'
 import { DEFAULT_URL } from '../client.js'
 import { CliError, EXIT, type CliContext, type CommandModule, type ExitCode } from '../context.js'
 import { printable, printJson } from '../output.js'
-import { appFiles, planApp, type AppPlan } from '../scaffold.js'
+import { planApp, type AppPlan } from '../app-plan.js'
+import { appFiles } from '../scaffold.js'
 
 // npm's own limit; the loader's rule does not bound the length.
 const MAX_NAME_LENGTH = 214

@@ -9,7 +9,9 @@ export function uiFiles (plan: AppPlan): Record<string, string> {
   return {
     'public/index.html': indexHtml(plan),
     'public/app.js': appJs(plan),
-    'public/style.css': STYLE_CSS
+    'public/style.css': STYLE_CSS,
+    // Without an icon of its own a browser asks the service for /favicon.ico, which it has not.
+    'public/favicon.svg': FAVICON_SVG
   }
 }
 
@@ -20,6 +22,7 @@ function indexHtml (plan: AppPlan): string {
   <meta charset="utf-8">
   <meta name="viewport" content="width=device-width, initial-scale=1">
   <title>${plan.name}</title>
+  <link rel="icon" href="favicon.svg" type="image/svg+xml">
   <link rel="stylesheet" href="style.css">
   <script src="app.js" defer></script>
 </head>
@@ -159,6 +162,12 @@ async function loop () {
 loop()
 `
 }
+
+const FAVICON_SVG = `<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 32 32">
+  <circle cx="16" cy="16" r="14" fill="#2563eb"/>
+  <circle cx="16" cy="16" r="6" fill="#fff"/>
+</svg>
+`
 
 const STYLE_CSS = `:root {
   color-scheme: light dark;

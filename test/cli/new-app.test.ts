@@ -12,7 +12,7 @@ import { runCli, runCliInProcess } from '../helpers/cli.js'
 import { tempDir, waitFor } from '../helpers/context.js'
 
 const APP_FILES = ['package.json', 'index.js', 'test/app.test.js']
-const UI_FILES = ['public/index.html', 'public/app.js', 'public/style.css']
+const UI_FILES = ['public/index.html', 'public/app.js', 'public/style.css', 'public/favicon.svg']
 
 async function filesUnder (dir: string): Promise<string[]> {
   const entries = await fs.readdir(dir, { recursive: true, withFileTypes: true })

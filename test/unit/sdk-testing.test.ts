@@ -6,6 +6,11 @@
 import t from 'tap'
 import { constant, definePollingReaktor, defineReaktor, pipe, setting, type AktorContext } from '../../src/sdk/index.js'
 import { ReaktorRunError, runAktor, runPollingReaktor } from '../../src/sdk/testing.js'
+import type * as PublicTesting from 'reaktor-service/testing'
+
+// What apps import as reaktor-service/testing (tsconfig paths, package.json exports) is this module:
+// checked by the type-check, which fails when the name stops resolving or the two drift apart.
+export const publicTesting = { ReaktorRunError, runAktor, runPollingReaktor } satisfies typeof PublicTesting
 
 /** An aktor that never answers until its signal aborts; then rejects with the signal's reason. */
 const untilAborted = async (_input: unknown, context: AktorContext): Promise<never> => await new Promise<never>((_resolve, reject) => {

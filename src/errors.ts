@@ -1,5 +1,7 @@
 import createError from '@fastify/error'
 
+import type { RegisteredReaktor } from './apps/types.js'
+import { formatDuration } from './duration.js'
 import { UnknownReaktorError } from './scheduler/index.js'
 
 /**
@@ -76,3 +78,11 @@ export { RunTimeoutError, RunStoppedError } from './scheduler/index.js'
 export { MissingSettingError } from './sdk/combinators.js'
 // REAKTOR_CLIENT_CLOSED: the HTTP client went away before the aktor answered (the route answers 499).
 export { ClientClosed } from './apps/invoke.js'
+
+/**
+ * Why an aktor call that outlived its timeout was interrupted: the 504 it is answered with, and the
+ * reason its signal is aborted with (the route and reaktor-service/testing alike).
+ */
+export function aktorTimeout (id: string, registered: RegisteredReaktor): Error {
+  return new Errors.AktorTimeout(id, registered.registration.timeout ?? formatDuration(registered.timeoutMs))
+}

@@ -16,6 +16,16 @@ function isThenable (value: unknown): value is PromiseLike<unknown> {
   return (typeof value === 'object' || typeof value === 'function') && value !== null && typeof (value as { then?: unknown }).then === 'function'
 }
 
+interface StatusError { statusCode?: unknown, message?: unknown }
+
+/** An error the aktor threw that names a client error (4xx): its status and message are kept. */
+export function clientError (err: unknown): { statusCode: number, message: string } | undefined {
+  if (typeof err !== 'object' || err === null) return undefined
+  const { statusCode, message } = err as StatusError
+  if (typeof statusCode !== 'number' || !Number.isInteger(statusCode) || statusCode < 400 || statusCode > 499) return undefined
+  return { statusCode, message: typeof message === 'string' ? message : '' }
+}
+
 /**
  * The state of one aktor call: settled or not, and (LazyAbort) why it was cut short, the timeout
  * reason or ClientClosed, with the aktor's signal if it asked for one.

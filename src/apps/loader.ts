@@ -19,6 +19,11 @@ export interface LoaderLog {
 // npm's rule for package names (lower case, URL-safe), scoped names included: the name becomes
 // the `<name>@<version>` segment of the app's UI URL.
 const PACKAGE_NAME = /^(?:@[a-z0-9-~][a-z0-9-._~]*\/)?[a-z0-9-~][a-z0-9-._~]*$/
+
+/** Whether `name` is a name the loader accepts for an app (npm's rule; `reaktor new-app` checks with it too). */
+export function isPackageName (name: string): boolean {
+  return PACKAGE_NAME.test(name)
+}
 // A version must be a single URL path segment: semver and its relatives pass.
 const PACKAGE_VERSION = /^[0-9A-Za-z][0-9A-Za-z.+_-]*$/
 
@@ -151,7 +156,7 @@ async function loadApp (dir: string, env: Env, log: LoaderLog): Promise<LoadedAp
   if (typeof name !== 'string' || name === '') {
     throw new RegistrationError(`${folder}: package.json needs a "name" (for example "my-app" or "@acme/widgets")`)
   }
-  if (!PACKAGE_NAME.test(name)) {
+  if (!isPackageName(name)) {
     throw new RegistrationError(`${folder}: package.json name ${JSON.stringify(name)} is not a valid package name (lower case letters, digits, - . _ ~, optionally @scope/)`)
   }
   if (typeof version !== 'string' || version === '') {

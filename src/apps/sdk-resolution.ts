@@ -4,12 +4,13 @@ import { fileURLToPath } from 'node:url'
 import { MessageChannel, type MessagePort } from 'node:worker_threads'
 
 /*
- * Apps import the SDK as `reaktor-service/sdk`, but an app folder has its own package.json, so
- * Node's package self-reference does not reach the service. A resolve hook maps the two public
- * specifiers to the running service's own modules: the very module instances the service uses,
- * whether it runs from dist/ (compiled .js) or from src/ under tsx (.ts; tsx's hooks then load
- * them). The hook hands the mapped URL on down the chain instead of short-circuiting, so that
- * the hooks registered before it (tsx) still resolve and load it.
+ * Apps import the SDK as `reaktor-service/sdk` (their tests `reaktor-service/testing`), but an
+ * app folder has its own package.json, so Node's package self-reference does not reach the
+ * service. A resolve hook maps the public specifiers to the running service's own modules: the
+ * very module instances the service uses, whether it runs from dist/ (compiled .js) or from src/
+ * under tsx (.ts; tsx's hooks then load them). The hook hands the mapped URL on down the chain
+ * instead of short-circuiting, so that the hooks registered before it (tsx) still resolve and
+ * load it.
  *
  * Registered hooks run on a thread of their own, and so does Node's default loader then: the
  * warning Node gives for ES module syntax in a `.js` file under a package.json without
@@ -41,6 +42,7 @@ export async function resolve (specifier, context, nextResolve) {
 function sdkTargets (): Record<string, string> {
   return {
     'reaktor-service/sdk': import.meta.resolve('../sdk/index.js'),
+    'reaktor-service/testing': import.meta.resolve('../sdk/testing.js'),
     'reaktor-service': import.meta.resolve('../app.js')
   }
 }

@@ -1,25 +1,9 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
-import { Ajv, type ValidateFunction } from 'ajv'
-import addFormatsModule from 'ajv-formats'
-import { AktorCall, ClientClosed, invokeAktor } from '../apps/invoke.js'
-import type { RegisteredReaktor } from '../apps/types.js'
-import { formatDuration } from '../duration.js'
-import { Errors } from '../errors.js'
+import { compileInputChecks } from '../apps/input-schema.js'
+import { AktorCall, ClientClosed, clientError, invokeAktor } from '../apps/invoke.js'
+import { aktorTimeout, Errors } from '../errors.js'
 import { AktorOutput, AktorParams } from '../schemas/aktor.js'
 import { described, ErrorBody } from '../schemas/common.js'
-
-// ajv-formats is CommonJS: its default export arrives as the module object under NodeNext.
-const addFormats = ((addFormatsModule as unknown as { default?: typeof addFormatsModule }).default ?? addFormatsModule) as unknown as (ajv: Ajv) => Ajv
-
-interface StatusError { statusCode?: unknown, message?: unknown }
-
-/** An error the aktor threw that names a client error (4xx): its status and message are kept. */
-function clientError (err: unknown): { statusCode: number, message: string } | undefined {
-  if (typeof err !== 'object' || err === null) return undefined
-  const { statusCode, message } = err as StatusError
-  if (typeof statusCode !== 'number' || !Number.isInteger(statusCode) || statusCode < 400 || statusCode > 499) return undefined
-  return { statusCode, message: typeof message === 'string' ? message : '' }
-}
 
 /**
  * `POST /api/v1/aktor/{aktorName}`: runs a standard reaktor's aktor on the JSON body and answers
@@ -29,24 +13,8 @@ const routes: FastifyPluginAsyncTypebox = async (fastify) => {
   // JSON only (no text/plain strings): applies to this scope, not to the rest of the API.
   fastify.removeContentTypeParser('text/plain')
 
-  // Input schemas are compiled once, at start, so that a broken schema stops the start naming
-  // its reaktor instead of failing the first call. Ajv as Fastify configures it, minus coercion:
-  // an aktor gets exactly the JSON it was sent.
-  const ajv = addFormats(new Ajv({ allErrors: false, useDefaults: true, coerceTypes: false, strict: false }))
-  const validators = new Map<string, ValidateFunction>()
-  for (const [id, registered] of fastify.apps.reaktors) {
-    const schema = registered.registration.inputSchema
-    if (schema === undefined) continue
-    try {
-      validators.set(id, ajv.compile(schema))
-    } catch (err) {
-      throw new Error(`app ${registered.app.name}@${registered.app.version}: reaktor "${id}": inputSchema is not a valid JSON Schema: ${(err as Error).message}`, { cause: err })
-    }
-  }
-
-  // The timeout's reason is the 504 itself: it is what the aktor's signal is aborted with too.
-  const timeoutReason = (id: string, registered: RegisteredReaktor): Error =>
-    new Errors.AktorTimeout(id, registered.registration.timeout ?? formatDuration(registered.timeoutMs))
+  // Compiled at start: a broken input schema stops the start, naming its reaktor.
+  const inputChecks = compileInputChecks(fastify.apps.reaktors)
 
   fastify.post('/aktor/:aktorName', {
     bodyLimit: fastify.config.aktorBodyLimit,
@@ -73,15 +41,13 @@ const routes: FastifyPluginAsyncTypebox = async (fastify) => {
     if (registered === undefined) throw new Errors.AktorNotFound(id)
     const input = request.body
 
-    const validate = validators.get(id)
-    if (validate !== undefined && !validate(input)) {
-      throw fastify.httpErrors.badRequest(ajv.errorsText(validate.errors, { dataVar: 'body' }))
-    }
+    const problem = inputChecks.get(id)?.(input)
+    if (problem !== undefined) throw fastify.httpErrors.badRequest(problem)
 
     const call = new AktorCall()
     let output: unknown
     try {
-      output = await invokeAktor(registered, input, call, { reaktorId: id, runId: request.id, log: request.log, response: reply.raw, timeoutReason })
+      output = await invokeAktor(registered, input, call, { reaktorId: id, runId: request.id, log: request.log, response: reply.raw, timeoutReason: aktorTimeout })
     } catch (err) {
       const reason = call.reason
       if (reason instanceof Errors.AktorTimeout) throw reason

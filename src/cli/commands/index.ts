@@ -1,4 +1,5 @@
 import type { CommandModule } from '../context.js'
+import { appCommands } from './apps.js'
 import { auditCommands } from './audit.js'
 import { databaseCommands } from './database.js'
 import { pollingCommands } from './polling.js'
@@ -13,5 +14,6 @@ export const commandModules: readonly CommandModule[] = [
   usersCommands,
   tokensCommands,
   auditCommands,
-  databaseCommands
+  databaseCommands,
+  appCommands
 ]

@@ -1,19 +1,21 @@
 import closeWithGrace from 'close-with-grace'
 import type { FastifyInstance } from 'fastify'
 import pino from 'pino'
-import { buildApp, loggerOptions } from './app.js'
+import { buildApp, loggerOptions, PRETTY_LOG_OPTIONS } from './app.js'
 import { ConfigError, loadConfig, type Config } from './config.js'
 import { startEmbeddedPostgres, type EmbeddedPostgres } from './db/embedded.js'
+import { supervisorSaysStart, tellSupervisorListening } from './dev/supervised.js'
 
 function createLogger (config: Config): pino.Logger {
   return pino({
     ...loggerOptions(config),
     // Pretty output only for a person at a terminal; the format never changes behaviour.
-    transport: process.stdout.isTTY ? { target: 'pino-pretty', options: { translateTime: 'SYS:HH:MM:ss.l', ignore: 'pid,hostname' } } : undefined
+    transport: process.stdout.isTTY ? { target: 'pino-pretty', options: PRETTY_LOG_OPTIONS } : undefined
   })
 }
 
 async function main (): Promise<void> {
+  await supervisorSaysStart()
   let config: Config
   try {
     config = loadConfig(process.env)
@@ -41,7 +43,7 @@ async function main (): Promise<void> {
       log.info({ dataDir: config.dataDir }, 'embedded PostgreSQL started')
     }
     app = await buildApp({ config, databaseUrl, logger: log })
-    await app.listen({ port: config.port, host: config.host })
+    tellSupervisorListening(await app.listen({ port: config.port, host: config.host }))
   })()
 
   // Installed before anything starts, so a signal during start-up also stops what has started.

@@ -99,7 +99,8 @@ async function main (): Promise<void> {
     if (stopping || service !== current || current.stopping()) return
     if (ready) log.info(`ready in ${((Date.now() - since) / 1000).toFixed(1)} s`)
     else log.error('the service did not start; waiting for a change to reload')
-    spare = spawn()
+    const next = spare = spawn()
+    void next.waiting.then((waits) => { if (waits) log.debug({ pid: next.pid }, 'the next service process has imported its modules, ready for a reload') })
     if (!ready) return
     void current.exited.then(({ code, signal }) => {
       if (!current.stopping()) log.error({ code, signal }, 'the service stopped; waiting for a change to reload')

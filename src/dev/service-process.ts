@@ -10,9 +10,12 @@ export interface ServiceExit { code: number | null, signal: NodeJS.Signals | nul
  * import (a syntax error in src/) shows its error when it is started, not while the one before it serves.
  */
 export interface ServiceProcess {
+  pid: number | undefined
   alive: () => boolean
   /** Whether `stop()` or `kill()` was called: its exit was asked for, not a failure. */
   stopping: () => boolean
+  /** True once its modules are imported and it waits for `start()`; false when it exits first. */
+  waiting: Promise<boolean>
   /** Lets the service start, once its modules are imported. */
   start: () => void
   /** True once the started service listens; false when it exits before it does (a start that failed). */
@@ -59,8 +62,10 @@ export function spawnService ({ entry, env, onLine }: ServiceOptions): ServicePr
   const alive = (): boolean => child.exitCode === null && child.signalCode === null
   let stopping = false
   return {
+    pid: child.pid,
     alive,
     stopping: () => stopping,
+    waiting,
     start: () => {
       started = true
       for (const chunk of held.splice(0)) process.stderr.write(chunk)

@@ -50,7 +50,16 @@ export function spawnService ({ entry, env, onLine }: ServiceOptions): ServicePr
   child.stderr!.on('data', (chunk: Buffer) => { if (started) process.stderr.write(chunk); else held.push(chunk) })
   readline.createInterface({ input: child.stdout! }).on('line', onLine)
 
-  const exited = new Promise<ServiceExit>((resolve) => child.once('exit', (code, signal) => resolve({ code, signal })))
+  // Exited once its last lines are read too ('close'), so that a service's "stopped" or the end of
+  // a crash is printed before the supervisor moves on; but not later than a moment after its exit,
+  // since a process the service started may hold its stdout open.
+  const exited = new Promise<ServiceExit>((resolve) => child.once('exit', (code, signal) => {
+    const timer = setTimeout(() => resolve({ code, signal }), 500)
+    child.once('close', () => {
+      clearTimeout(timer)
+      resolve({ code, signal })
+    })
+  }))
   const waiting = new Promise<boolean>((resolve) => {
     child.on('message', (message) => { if (isMessage(message, 'reaktor:waiting')) resolve(true) })
     void exited.then(() => resolve(false))

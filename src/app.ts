@@ -102,9 +102,6 @@ function requestLine (req: FastifyRequest): Record<string, unknown> {
   }
 }
 
-/** pino-pretty's options, for a person reading the log at a terminal (and in `npm run dev`). */
-export const PRETTY_LOG_OPTIONS = { translateTime: 'SYS:HH:MM:ss.l', ignore: 'pid,hostname' }
-
 /** The pino options of the service (level, redaction, node name): the server and the tests use them. */
 export function loggerOptions (config: Config): pino.LoggerOptions {
   return { level: config.logLevel, redact: { paths: REDACT, censor: '[redacted]' }, base: { node: config.nodeId }, serializers: { req: requestLine } }

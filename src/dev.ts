@@ -12,11 +12,11 @@ import fs from 'node:fs/promises'
 import path from 'node:path'
 import pino from 'pino'
 import pretty from 'pino-pretty'
-import { PRETTY_LOG_OPTIONS } from './app.js'
 import { ConfigError, loadConfig, type Config } from './config.js'
 import { startEmbeddedPostgres, type EmbeddedPostgres } from './db/embedded.js'
 import { spawnService, type ServiceProcess } from './dev/service-process.js'
 import { watchChanges, type Change, type ChangeWatcher, type WatchedFolder } from './dev/watch.js'
+import { PRETTY_LOG_OPTIONS } from './pretty-log.js'
 
 /** Editors save in bursts of events; one restart per burst. */
 const DEBOUNCE_MS = 100

@@ -48,7 +48,12 @@ export function spawnService ({ entry, env, onLine }: ServiceOptions): ServicePr
   const held: Buffer[] = []
   // stderr is where a start that fails says why, in one line: to the terminal as it comes.
   child.stderr!.on('data', (chunk: Buffer) => { if (started) process.stderr.write(chunk); else held.push(chunk) })
-  readline.createInterface({ input: child.stdout! }).on('line', onLine)
+  let listeningLogged: () => void = () => {}
+  const listeningLine = new Promise<void>((resolve) => { listeningLogged = resolve })
+  readline.createInterface({ input: child.stdout! }).on('line', (line) => {
+    onLine(line)
+    if (line.includes('"msg":"Server listening at ')) listeningLogged()
+  })
 
   // Exited once its last lines are read too ('close'), so that a service's "stopped" or the end of
   // a crash is printed before the supervisor moves on; but not later than a moment after its exit,
@@ -65,7 +70,16 @@ export function spawnService ({ entry, env, onLine }: ServiceOptions): ServicePr
     void exited.then(() => resolve(false))
   })
   const ready = new Promise<boolean>((resolve) => {
-    child.on('message', (message) => { if (isMessage(message, 'reaktor:listening')) resolve(true) })
+    // Fastify's "Server listening" line may come a few milliseconds after this message: the
+    // supervisor's "ready in" waits for it (a moment at most: LOG_LEVEL may hide it), to follow it.
+    child.on('message', (message) => {
+      if (!isMessage(message, 'reaktor:listening')) return
+      const timer = setTimeout(() => resolve(true), 100)
+      void listeningLine.then(() => {
+        clearTimeout(timer)
+        resolve(true)
+      })
+    })
     void exited.then(() => resolve(false))
   })
   const alive = (): boolean => child.exitCode === null && child.signalCode === null

@@ -4,8 +4,9 @@
  * A supervisor rather than `node --watch`: the embedded PostgreSQL is started here once and kept
  * running across restarts (starting it is most of a cold start), so a reload is only the service's
  * own start; changes to an app's `public/` (served fresh by the running service), dot files and
- * node_modules restart nothing, which `--watch-path` cannot express; and each reload says what
- * changed and how long the service took to be back.
+ * node_modules restart nothing, which `--watch-path` cannot express; each reload says what
+ * changed and how long the service took to be back; and the next service process is started ahead
+ * of need, its modules imported (most of a start under tsx), waiting for the next change.
  */
 import { existsSync, realpathSync, statSync } from 'node:fs'
 import fs from 'node:fs/promises'
@@ -37,8 +38,8 @@ function logFormat (env: NodeJS.ProcessEnv): 'pretty' | 'json' {
 }
 
 /**
- * src/ and the apps folder, and every app folder linked into it (a recursive watch does not
- * follow links), seen under the path the user knows.
+ * src/ and the apps folder, and every app folder linked into it (the watch does not follow
+ * links), its changes named by the path the user knows.
  */
 async function foldersToWatch (config: Config, log: pino.Logger): Promise<WatchedFolder[]> {
   const folders: WatchedFolder[] = [{ dir: import.meta.dirname, service: true }]

@@ -4,16 +4,19 @@ import pino from 'pino'
 import { buildApp, loggerOptions } from './app.js'
 import { ConfigError, loadConfig, type Config } from './config.js'
 import { startEmbeddedPostgres, type EmbeddedPostgres } from './db/embedded.js'
+import { supervisorSaysStart, tellSupervisorListening } from './dev/supervised.js'
+import { PRETTY_LOG_OPTIONS } from './pretty-log.js'
 
 function createLogger (config: Config): pino.Logger {
   return pino({
     ...loggerOptions(config),
     // Pretty output only for a person at a terminal; the format never changes behaviour.
-    transport: process.stdout.isTTY ? { target: 'pino-pretty', options: { translateTime: 'SYS:HH:MM:ss.l', ignore: 'pid,hostname' } } : undefined
+    transport: process.stdout.isTTY ? { target: 'pino-pretty', options: PRETTY_LOG_OPTIONS } : undefined
   })
 }
 
 async function main (): Promise<void> {
+  await supervisorSaysStart()
   let config: Config
   try {
     config = loadConfig(process.env)
@@ -41,7 +44,7 @@ async function main (): Promise<void> {
       log.info({ dataDir: config.dataDir }, 'embedded PostgreSQL started')
     }
     app = await buildApp({ config, databaseUrl, logger: log })
-    await app.listen({ port: config.port, host: config.host })
+    tellSupervisorListening(await app.listen({ port: config.port, host: config.host }))
   })()
 
   // Installed before anything starts, so a signal during start-up also stops what has started.

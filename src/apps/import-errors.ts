@@ -55,31 +55,43 @@ async function candidateScripts (dir: string, entry: string, loaded: readonly st
   return [...files]
 }
 
-/** Whether this Node parses a typeless .js file as CommonJS under --check (Node 20), so ES module syntax passes unseen. */
-const CHECK_NEEDS_MODULE_FLAG = process.allowedNodeEnvironmentFlags.has('--experimental-default-type')
+/**
+ * Whether `node --check` may take a .js file with ES module syntax for CommonJS and pass it (Node
+ * 20 does, for a package without "type": "module"; Node 24 detects the syntax, and has no
+ * --experimental-default-type any more).
+ */
+const CHECK_MAY_MISS_MODULES = process.allowedNodeEnvironmentFlags.has('--experimental-default-type')
+
+type CheckResult = { location: SyntaxLocation | undefined, message: string } | undefined
 
 /**
  * The syntax error Node reports for one file, parsed without running it (`node --check`). The
- * child gets no NODE_OPTIONS: the service's preloads have no business in a parse. On Node 20 a
- * .js file that passes as CommonJS is parsed again as an ES module, which is how it was imported.
+ * child gets no NODE_OPTIONS: the service's preloads have no business in a parse. A .js file that
+ * passes where Node may have parsed it as CommonJS is parsed again as an ES module, which is how
+ * it was imported: given on stdin with --input-type=module, which (unlike a default type) leaves
+ * any preload's own modules as they are.
  */
-async function checkSyntax (file: string, deadline: number): Promise<{ location: SyntaxLocation | undefined, message: string } | undefined> {
+async function checkSyntax (file: string, deadline: number): Promise<CheckResult> {
   const env = { ...process.env }
   delete env.NODE_OPTIONS
-  const run = async (flags: string[]): Promise<{ location: SyntaxLocation | undefined, message: string } | undefined> => {
+  const run = async (args: string[], input?: string): Promise<CheckResult> => {
     const timeout = deadline - Date.now()
     if (timeout <= 0) return undefined
     return await new Promise((resolve) => {
-      execFile(process.execPath, [...flags, '--check', '--', file], { timeout, env }, (err, _stdout, stderr) => {
+      const child = execFile(process.execPath, args, { timeout, env }, (err, _stdout, stderr) => {
         if (err === null) return resolve(undefined)
         const message = /^SyntaxError: (.*)$/m.exec(stderr)?.[1] ?? ''
-        resolve({ location: syntaxHeader(stderr), message })
+        const location = syntaxHeader(stderr)
+        resolve({ location: location === undefined ? undefined : { ...location, file }, message })
       })
+      child.stdin?.on('error', () => {})
+      child.stdin?.end(input)
     })
   }
-  const result = await run([])
-  if (result !== undefined || !CHECK_NEEDS_MODULE_FLAG || !file.endsWith('.js')) return result
-  return await run(['--experimental-default-type=module'])
+  const result = await run(['--check', '--', file])
+  if (result !== undefined || !CHECK_MAY_MISS_MODULES || !file.endsWith('.js')) return result
+  const source = await fs.readFile(file, 'utf8').catch(() => undefined)
+  return source === undefined ? undefined : await run(['--input-type=module', '--check'], source)
 }
 
 /**

@@ -185,19 +185,10 @@ function checkReaktorKeys (label: string, name: string, version: string, keys: s
   }
 }
 
-/** The dependency a file under node_modules belongs to: `node_modules/<name>` or `node_modules/@scope/<name>`. */
-function dependencyOf (file: string): string | undefined {
-  const parts = file.split(path.sep)
-  const at = parts.lastIndexOf('node_modules')
-  if (at < 0 || at + 1 >= parts.length) return undefined
-  return parts[at + 1].startsWith('@') ? parts.slice(at + 1, at + 3).join('/') : parts[at + 1]
-}
-
 /**
- * One line per package.json that lacks "type": "module" for files Node reparsed as ES modules:
- * the package.json Node named (the nearest to the files: the app's own or a nested one) gets a
- * warning with the fix; a dependency's (under node_modules) an info line, since only its authors
- * can fix it.
+ * One warning per package.json that lacks "type": "module" for files Node reparsed as ES modules:
+ * the one Node named, the nearest to the files (the app's own or a nested one). Node says nothing
+ * for files under node_modules, whose authors alone could fix them.
  */
 function warnTypeless (label: string, app: string, dir: string, dirs: readonly string[], typeless: ImportTrace['typeless'], log: LoaderLog): void {
   const shown = (file: string): string => path.relative(dirs.find((d) => !path.relative(d, file).startsWith('..')) ?? dir, file)
@@ -209,12 +200,6 @@ function warnTypeless (label: string, app: string, dir: string, dirs: readonly s
   for (const [packageJson, reparsed] of byPackage) {
     const files = reparsed.map(shown)
     const what = `${files.join(', ')} as ES module${files.length === 1 ? '' : 's'} on every start`
-    const dependency = dependencyOf(packageJson)
-    if (dependency !== undefined) {
-      log.info({ app, files, packageJson, dependency },
-        `${label}: the dependency ${dependency} has no "type": "module" in its package.json, so Node reparses ${what}; only a new version of it can change that`)
-      continue
-    }
     const pkg = shown(packageJson)
     log.warn({ app, files, packageJson },
       `${label}: ${pkg} has no "type": "module", so Node reparses ${what}; add "type": "module" to ${pkg}`)

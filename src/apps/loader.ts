@@ -123,7 +123,9 @@ function checkExportNames (label: string, main: string, mod: Record<string, unkn
   } catch {
     return
   }
-  for (const [what, problem] of problems) throw new RegistrationError(`${label}: entry module "${main}" ${what}, which is not read; ${problem}`)
+  if (problems.length === 0) return
+  const [what, problem] = problems[0]
+  throw new RegistrationError(`${label}: entry module "${main}" ${what}, which is not read; ${problem}`)
 }
 
 /** Places an entry module often is: suggested when `main` names no file. */

@@ -13,16 +13,24 @@ export function editDistance (a: string, b: string): number {
   return previous[y.length]
 }
 
-/** The candidate nearest to `word` (the first of equals), or undefined when there is none. */
-export function closest (word: string, candidates: Iterable<string>): string | undefined {
+/**
+ * The candidate nearest to `word` (the first of equals), or undefined when there is none within
+ * `maxDistance` edits: a far candidate is no suggestion but a distraction.
+ */
+export function closest (word: string, candidates: Iterable<string>, maxDistance = Infinity): string | undefined {
   let best: string | undefined
   let bestDistance = Infinity
   for (const candidate of candidates) {
     const distance = editDistance(word, candidate)
-    if (distance < bestDistance) {
+    if (distance < bestDistance && distance <= maxDistance) {
       best = candidate
       bestDistance = distance
     }
   }
   return best
+}
+
+/** How far a suggestion may be from what was written: a third of its length, at least 2 edits. */
+export function nearEnough (word: string): number {
+  return Math.max(2, Math.floor(word.length / 3))
 }

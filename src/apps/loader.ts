@@ -2,10 +2,10 @@ import fs from 'node:fs/promises'
 import path from 'node:path'
 import { pathToFileURL } from 'node:url'
 import type { PollingReaktorRegistration, ReaktorAppModule, ReaktorRegistration } from '../sdk/types.js'
-import { closest, editDistance } from './closest.js'
-import { describeImportError } from './import-errors.js'
+import { closest, nearEnough } from './closest.js'
+import { describeImportError, plainMessage } from './import-errors.js'
 import { RegistrationError } from './registry.js'
-import { importAppModule } from './sdk-resolution.js'
+import { importAppModule, type ImportTrace } from './sdk-resolution.js'
 import { resolveSettings, warnUnknownSettingVariables } from './settings.js'
 import type { LoadedApp } from './types.js'
 
@@ -82,52 +82,80 @@ function registrations<T> (label: string, exports: Record<string, unknown>, fiel
 }
 
 const EXPORTS = ['pollingReaktors', 'reaktors'] satisfies Array<keyof ReaktorAppModule>
+const READ = `the service reads only ${EXPORTS.map((name) => `"${name}"`).join(' and ')}`
 /** The keys package.json "reaktor" may hold. */
 const REAKTOR_KEYS = ['settings']
 
+function isRegistration (value: unknown): boolean {
+  return typeof value === 'object' && value !== null && typeof (value as { reaktorDefinitionId?: unknown }).reaktorDefinitionId === 'string'
+}
+
 /**
- * The export a name was probably meant to be, when it is a near miss of one the service reads:
- * another case, a letter or two off (`pollingReaktor`, `reactors`), or a part of one (`aktors`).
+ * What is wrong with an export the service passes over, when it surely held registrations: an
+ * array under a near miss of a name the service reads (another case, a letter or two off:
+ * `pollingReaktor`, `reactors`), empty or holding a registration; or an array holding a
+ * registration under any other name (`pollReaktors`). A value of another kind under a like name
+ * (a `Reaktor` class, an `aktors` object) is the app's own business.
  */
-function misspeltExport (name: string): string | undefined {
-  if ((EXPORTS as string[]).includes(name)) return undefined
-  const lower = name.toLowerCase()
-  const meant = closest(name, EXPORTS)
-  if (meant === undefined) return undefined
-  const part = lower.includes('aktor') && meant.toLowerCase().includes(lower)
-  return editDistance(name, meant) <= 2 || part ? meant : undefined
+function unreadExport (name: string, value: unknown): string | undefined {
+  if ((EXPORTS as string[]).includes(name) || !Array.isArray(value)) return undefined
+  const holdsRegistration = value.some(isRegistration)
+  const nearMiss = closest(name, EXPORTS, 2)
+  if (nearMiss !== undefined && (value.length === 0 || holdsRegistration)) return `did you mean "${nearMiss}"?`
+  if (!holdsRegistration) return undefined
+  const meant = closest(name, EXPORTS, nearEnough(name))
+  return `it holds registrations, but ${READ}${meant === undefined ? '' : `; did you mean "${meant}"?`}`
 }
 
 /**
  * An export the service would pass over in silence, leaving the app without its reaktors, stops
- * the start instead: a named export, or a key of a default export object, that looks like a
- * misspelt `pollingReaktors` or `reaktors`.
+ * the start instead: a named export, or a key of a default export object, that holds
+ * registrations under a name the service does not read. A module whose exports cannot be listed
+ * or read (a Proxy, a throwing getter) is not checked: the check is a help, not a gate.
  */
 function checkExportNames (label: string, main: string, mod: Record<string, unknown>): void {
-  const fallback = mod.default
-  const named = Object.keys(mod).filter((name) => name !== 'default').map((name) => [name, `exports "${name}"`])
-  const keys = isObject(fallback) ? Object.keys(fallback).map((key) => [key, `exports a default object with "${key}"`]) : []
-  for (const [name, what] of [...named, ...keys]) {
-    const meant = misspeltExport(name)
-    if (meant !== undefined) throw new RegistrationError(`${label}: entry module "${main}" ${what}, which is not read; did you mean "${meant}"?`)
+  let problems: Array<[string, string]>
+  try {
+    const fallback = mod.default
+    const named = Object.keys(mod).filter((name) => name !== 'default').map((name) => [`exports "${name}"`, unreadExport(name, mod[name])])
+    const keys = isObject(fallback) ? Object.keys(fallback).map((key) => [`exports a default object with "${key}"`, unreadExport(key, fallback[key])]) : []
+    problems = [...named, ...keys].filter((pair): pair is [string, string] => pair[1] !== undefined)
+  } catch {
+    return
   }
+  if (problems.length === 0) return
+  const [what, problem] = problems[0]
+  throw new RegistrationError(`${label}: entry module "${main}" ${what}, which is not read; ${problem}`)
 }
 
 /** Places an entry module often is: suggested when `main` names no file. */
 const COMMON_ENTRIES = ['index.js', 'index.mjs', 'dist/index.js', 'dist/index.mjs', 'lib/index.js', 'build/index.js', 'src/index.js', 'src/index.ts', 'index.ts']
 
-/** The existing file nearest to `main`: among the folder's own scripts, those beside `main`, and the common places. */
+async function isFile (p: string): Promise<boolean> {
+  return await fs.stat(p).then((s) => s.isFile(), () => false)
+}
+
+/** Scripts in a folder of the app that could be an entry module: no tool's configuration (`eslint.config.js`). */
+async function scriptsIn (dir: string, folder: string): Promise<string[]> {
+  const names = await fs.readdir(path.join(dir, folder)).catch(() => [])
+  return names.filter((name) => /\.([cm]?js|ts)$/.test(name) && !/\.config\.[cm]?[jt]s$/.test(name) && !name.startsWith('.')).map((name) => path.posix.join(folder, name))
+}
+
+/**
+ * The existing file `main` was probably meant to be: a common place or a script beside `main`,
+ * the nearest first; any other script of the app folder only when it is a near miss. When `main`
+ * is a folder, its index module (Node does not look for one when importing an ES module).
+ */
 async function entryCandidate (dir: string, main: string): Promise<string | undefined> {
-  const candidates = new Set(COMMON_ENTRIES)
-  for (const folder of new Set(['.', path.dirname(main)])) {
-    const names = await fs.readdir(path.join(dir, folder)).catch(() => [])
-    for (const name of names) if (/\.([cm]?js|ts)$/.test(name)) candidates.add(path.posix.join(folder, name))
+  if (await isDirectory(path.join(dir, main))) {
+    const folder = path.posix.normalize(main).replace(/\/$/, '')
+    for (const name of ['index.js', 'index.mjs', 'index.cjs']) if (await isFile(path.join(dir, folder, name))) return path.posix.join(folder, name)
+    return undefined
   }
+  const likely = new Set([...COMMON_ENTRIES, ...await scriptsIn(dir, path.posix.dirname(main))])
   const existing: string[] = []
-  for (const candidate of candidates) {
-    if (await fs.stat(path.join(dir, candidate)).then((s) => s.isFile(), () => false)) existing.push(candidate)
-  }
-  return closest(main, existing)
+  for (const candidate of likely) if (await isFile(path.join(dir, candidate))) existing.push(candidate)
+  return closest(main, existing) ?? closest(main, await scriptsIn(dir, '.'), nearEnough(main))
 }
 
 /**
@@ -138,6 +166,46 @@ function appExports (mod: Record<string, unknown>): Record<string, unknown> {
   const fallback = mod.default
   if (isObject(fallback) && ('pollingReaktors' in fallback || 'reaktors' in fallback)) return fallback
   return mod
+}
+
+/**
+ * Keys under package.json "reaktor" other than the known ones: a near miss of a known key (a
+ * letter or two off, another case) stops the start, since the setting it was meant for would be
+ * passed over; any other key gets a warning (a newer service's key, a tool's). Keys starting with
+ * `//` are comments, as npm has them.
+ */
+function checkReaktorKeys (label: string, name: string, version: string, keys: string[], log: LoaderLog): void {
+  const unknown = keys.filter((key) => !REAKTOR_KEYS.includes(key) && !key.startsWith('//'))
+  const known = `known keys: ${REAKTOR_KEYS.join(', ')}`
+  for (const key of unknown) {
+    const meant = closest(key, REAKTOR_KEYS, 2)
+    if (meant !== undefined) throw new RegistrationError(`${label}: package.json "reaktor" has the unknown key "${key}"; did you mean "${meant}"? (${known})`)
+  }
+  if (unknown.length > 0) {
+    log.warn({ app: `${name}@${version}`, keys: unknown },
+      `${label}: package.json "reaktor" has the unknown key${unknown.length === 1 ? '' : 's'} ${unknown.map((key) => `"${key}"`).join(', ')}, which ${unknown.length === 1 ? 'is' : 'are'} ignored (${known})`)
+  }
+}
+
+/**
+ * One warning per package.json that lacks "type": "module" for files Node reparsed as ES modules:
+ * the one Node named, the nearest to the files (the app's own or a nested one). Node says nothing
+ * for files under node_modules, whose authors alone could fix them.
+ */
+function warnTypeless (label: string, app: string, dir: string, dirs: readonly string[], typeless: ImportTrace['typeless'], log: LoaderLog): void {
+  const shown = (file: string): string => path.relative(dirs.find((d) => !path.relative(d, file).startsWith('..')) ?? dir, file)
+  const byPackage = new Map<string, string[]>()
+  for (const { file, packageJson } of typeless) {
+    const key = packageJson ?? path.join(dir, 'package.json')
+    byPackage.set(key, [...byPackage.get(key) ?? [], file])
+  }
+  for (const [packageJson, reparsed] of byPackage) {
+    const files = reparsed.map(shown)
+    const what = `${files.join(', ')} as ES module${files.length === 1 ? '' : 's'} on every start`
+    const pkg = shown(packageJson)
+    log.warn({ app, files, packageJson },
+      `${label}: ${pkg} has no "type": "module", so Node reparses ${what}; add "type": "module" to ${pkg}`)
+  }
 }
 
 /** Loads one app folder. Every problem is a RegistrationError naming the app and the problem. */
@@ -169,11 +237,7 @@ async function loadApp (dir: string, env: Env, log: LoaderLog): Promise<LoadedAp
 
   const reaktorField = pkg.reaktor
   if (reaktorField !== undefined && !isObject(reaktorField)) throw new RegistrationError(`${label}: package.json "reaktor" must be an object`)
-  for (const key of Object.keys(reaktorField ?? {})) {
-    if (!REAKTOR_KEYS.includes(key)) {
-      throw new RegistrationError(`${label}: package.json "reaktor" has the unknown key "${key}"; did you mean "${closest(key, REAKTOR_KEYS)}"? (known keys: ${REAKTOR_KEYS.join(', ')})`)
-    }
-  }
+  checkReaktorKeys(label, name, version, Object.keys(reaktorField ?? {}), log)
   const defaults = reaktorField?.settings ?? {}
   if (!isObject(defaults)) throw new RegistrationError(`${label}: package.json "reaktor.settings" must be an object of setting defaults`)
   const settings = resolveSettings(label, name, defaults, env)
@@ -182,28 +246,34 @@ async function loadApp (dir: string, env: Env, log: LoaderLog): Promise<LoadedAp
   if (typeof main !== 'string' || main === '') throw new RegistrationError(`${label}: package.json "main" must be a file name`)
   const entry = path.resolve(dir, main)
   if (path.relative(dir, entry).startsWith('..')) throw new RegistrationError(`${label}: entry module "${main}" is outside the app folder`)
-  if (!(await fs.stat(entry).then((s) => s.isFile(), () => false))) {
-    const read = pkg.main === undefined ? 'package.json has no "main", so the default index.js was assumed' : `read from package.json "main"`
+  if (!(await isFile(entry))) {
+    const read = pkg.main === undefined ? 'package.json has no "main", so the default index.js was assumed' : 'read from package.json "main"'
     const candidate = await entryCandidate(dir, main)
     const fix = candidate === undefined ? 'create it or set "main" to the entry module' : `did you mean "${candidate}"? Set "main" in package.json to the entry module`
-    throw new RegistrationError(`${label}: entry module "${main}" not found in ${dir} (${read}); ${fix}`)
+    const problem = await isDirectory(entry) ? 'is a folder, not a module' : `not found in ${dir}`
+    throw new RegistrationError(`${label}: entry module "${main}" ${problem} (${read}); ${fix}`)
   }
 
   const dirs = [dir, await fs.realpath(dir).catch(() => dir)]
-  let imported: Awaited<ReturnType<typeof importAppModule>>
+  const trace: ImportTrace = { typeless: [], loaded: [] }
+  let mod: Record<string, unknown>
   try {
-    imported = await importAppModule(pathToFileURL(entry).href, dirs)
+    mod = await importAppModule(pathToFileURL(entry).href, dirs, trace)
   } catch (err) {
-    throw new RegistrationError(`${label}: entry module "${main}" failed to import: ${await describeImportError(err, dirs, entry)}`)
+    throw new RegistrationError(`${label}: entry module "${main}" failed to import: ${await describeImportError(err, dirs, entry, trace.loaded)}`)
   }
-  const { mod, typeless } = imported
-  if (typeless.length > 0) {
-    const files = typeless.map((file) => path.relative(dirs.find((d) => !path.relative(d, file).startsWith('..')) ?? dir, file))
-    log.warn({ app: `${name}@${version}`, files, packageJson: path.join(dir, 'package.json') },
-      `${label}: package.json has no "type": "module", so Node reparses ${files.join(', ')} as ES module${files.length === 1 ? '' : 's'} on every start; add "type": "module" to package.json`)
-  }
+  warnTypeless(label, `${name}@${version}`, dir, dirs, trace.typeless, log)
   checkExportNames(label, main, mod)
-  const exports = appExports(mod)
+  let pollingReaktors: PollingReaktorRegistration[]
+  let reaktors: ReaktorRegistration[]
+  try {
+    const exports = appExports(mod)
+    pollingReaktors = registrations<PollingReaktorRegistration>(label, exports, 'pollingReaktors')
+    reaktors = registrations<ReaktorRegistration>(label, exports, 'reaktors')
+  } catch (err) {
+    if (err instanceof RegistrationError) throw err
+    throw new RegistrationError(`${label}: the exports of entry module "${main}" cannot be read: ${plainMessage(err)}`)
+  }
 
   const publicDir = path.join(dir, 'public')
   return {
@@ -212,8 +282,8 @@ async function loadApp (dir: string, env: Env, log: LoaderLog): Promise<LoadedAp
     dir,
     publicDir: await isDirectory(publicDir) ? publicDir : undefined,
     settings,
-    pollingReaktors: registrations<PollingReaktorRegistration>(label, exports, 'pollingReaktors'),
-    reaktors: registrations<ReaktorRegistration>(label, exports, 'reaktors')
+    pollingReaktors,
+    reaktors
   }
 }
 

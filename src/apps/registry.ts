@@ -63,9 +63,13 @@ function checkTimeoutType (app: LoadedApp, what: string, timeout: unknown): void
   if (timeout !== undefined && timeout !== null && typeof timeout !== 'string') throw durationTypeError(app, what, 'timeout', timeout)
 }
 
-/** Where an app came from, for messages about two apps: its folder, or the code that passed it. */
-function origin (app: LoadedApp): string {
-  return app.dir === undefined ? 'an app given in code' : `folder ${app.dir}`
+/**
+ * Where an app came from, for messages about two apps: its folder, or its place among the apps
+ * given in code without one (two of those are otherwise told apart by nothing).
+ */
+function origin (app: LoadedApp, apps: readonly LoadedApp[]): string {
+  if (app.dir !== undefined) return `folder ${app.dir}`
+  return `app no. ${apps.filter((other) => other.dir === undefined).indexOf(app) + 1} given in code without a folder`
 }
 
 /**
@@ -113,7 +117,7 @@ export function buildRegistry (apps: LoadedApp[], log: Log): AppRegistry {
     const key = `${app.name}@${app.version}`
     const twin = byKey.get(key)
     if (twin !== undefined) {
-      throw new RegistrationError(`${appLabel(app)} is loaded twice: from ${origin(twin)} and from ${origin(app)}; remove one or give it another version`)
+      throw new RegistrationError(`${appLabel(app)} is loaded twice: from ${origin(twin, apps)} and from ${origin(app, apps)}; remove one or give it another version`)
     }
     byKey.set(key, app)
 

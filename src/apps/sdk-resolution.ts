@@ -16,11 +16,14 @@ import { MessageChannel, type MessagePort } from 'node:worker_threads'
  * warning Node gives for ES module syntax in a `.js` file under a package.json without
  * "type": "module" is emitted there, as raw lines on stderr that would break the JSON log. The
  * hooks thread hands that one warning (by its code) to this thread instead, which turns it into
- * one log line for an app's files and emits it as Node would for any other file.
+ * one log line for an app's files and emits it as Node would for any other file. It also reports
+ * each file URL it loads: when an import fails with a SyntaxError that Node does not locate, the
+ * files loaded during that import are where it is, the most recent first.
  */
 const TYPELESS_CODE = 'MODULE_TYPELESS_PACKAGE_JSON'
 const HOOKS = `
 let targets = {}
+let hooksPort
 export function initialize ({ targets: given, port }) {
   targets = given
   const emitWarning = process.emitWarning
@@ -31,10 +34,16 @@ export function initialize ({ targets: given, port }) {
   }
   port.on('message', (flush) => port.postMessage({ flushed: flush }))
   port.unref()
+  hooksPort = port
 }
 export async function resolve (specifier, context, nextResolve) {
   if (Object.hasOwn(targets, specifier)) return nextResolve(targets[specifier], context)
   return nextResolve(specifier, context)
+}
+export async function load (url, context, nextLoad) {
+  const result = await nextLoad(url, context)
+  if (url.startsWith('file:')) hooksPort?.postMessage({ loaded: url })
+  return result
 }
 `
 
@@ -50,65 +59,103 @@ function sdkTargets (): Record<string, string> {
 let port: MessagePort | undefined
 let flushes = 0
 const flushed = new Map<number, () => void>()
-/** The app folders being imported now, each with the typeless files found in it. */
-const collecting = new Map<readonly string[], string[]>()
+
+/** What one import of an app found out, filled in while it runs. */
+export interface ImportTrace {
+  /** Files of the app Node reparsed as ES modules, each with the package.json Node names for the fix. */
+  typeless: Array<{ file: string, packageJson: string | undefined }>
+  /** Files loaded during the import, the most recent first. */
+  loaded: string[]
+}
+/** The app folders being imported now, each with what its import found. */
+const collecting = new Map<readonly string[], ImportTrace>()
 
 function inFolder (file: string, dir: string): boolean {
   const relative = path.relative(dir, file)
   return !relative.startsWith('..') && !path.isAbsolute(relative)
 }
 
+function collectorOf (file: string): ImportTrace | undefined {
+  for (const [dirs, trace] of collecting) {
+    if (dirs.some((dir) => inFolder(file, dir))) return trace
+  }
+  return undefined
+}
+
 function onTypelessWarning (message: string): void {
   const url = /file:\/\/\S+/.exec(message)?.[0]
   const file = url === undefined ? undefined : fileURLToPath(url)
-  for (const [dirs, files] of collecting) {
-    if (file !== undefined && dirs.some((dir) => inFolder(file, dir))) {
-      files.push(file)
-      return
-    }
-  }
-  process.emitWarning(message, { code: TYPELESS_CODE })
+  const trace = file === undefined ? undefined : collectorOf(file)
+  if (file === undefined || trace === undefined) return process.emitWarning(message, { code: TYPELESS_CODE })
+  // Node names the package.json that decided the file's type: the nearest one, which may be a
+  // nested package's or a dependency's rather than the app's own.
+  const packageJson = /add "type": "module" to (.+?package\.json)\.?\s*$/m.exec(message)?.[1]
+  trace.typeless.push({ file, packageJson })
 }
 
-/** Registers the hooks once per process, before the first app module is imported. */
+function onLoaded (url: string): void {
+  const file = fileURLToPath(url)
+  collectorOf(file)?.loaded.unshift(file)
+}
+
+/**
+ * Registers the hooks once per process, before the first app module is imported. Registering
+ * starts a thread, which a permission model without --allow-worker forbids: then it throws, and
+ * the next import tries again rather than waiting on hooks that never ran.
+ */
 export function ensureSdkResolution (): void {
   if (port !== undefined) return
   const channel = new MessageChannel()
+  try {
+    register(`data:text/javascript,${encodeURIComponent(HOOKS)}`, { data: { targets: sdkTargets(), port: channel.port2 }, transferList: [channel.port2] })
+  } catch (err) {
+    channel.port1.close()
+    channel.port2.close()
+    throw new Error(`the module hooks that let apps import reaktor-service/sdk cannot be registered: ${(err as Error).message}`, { cause: err })
+  }
   port = channel.port1
-  port.on('message', (message: { warning?: string, flushed?: number }) => {
+  port.on('message', (message: { warning?: string, flushed?: number, loaded?: string }) => {
     if (message.warning !== undefined) onTypelessWarning(message.warning)
+    if (message.loaded !== undefined) onLoaded(message.loaded)
     if (message.flushed !== undefined) flushed.get(message.flushed)?.()
   })
   port.unref()
-  register(`data:text/javascript,${encodeURIComponent(HOOKS)}`, { data: { targets: sdkTargets(), port: channel.port2 }, transferList: [channel.port2] })
 }
 
-/** Waits until every message the hooks thread sent before now has been handled. */
+/** How long an import waits for the hooks thread's last messages: they are hints, not results. */
+const FLUSH_LIMIT_MS = 1000
+
+/** Waits until every message the hooks thread sent before now has been handled, or a second passed. */
 async function flushHooks (): Promise<void> {
   if (port === undefined) return
   const id = ++flushes
   const own = port
+  let timer: NodeJS.Timeout | undefined
   own.ref()
-  await new Promise<void>((resolve) => {
-    flushed.set(id, resolve)
-    own.postMessage(id)
-  })
-  flushed.delete(id)
-  own.unref()
+  try {
+    await new Promise<void>((resolve) => {
+      flushed.set(id, resolve)
+      timer = setTimeout(resolve, FLUSH_LIMIT_MS)
+      timer.unref()
+      own.postMessage(id)
+    })
+  } finally {
+    clearTimeout(timer)
+    flushed.delete(id)
+    own.unref()
+  }
 }
 
 /**
- * Imports an app's entry module. Also returns the files of the app (in `dirs`: its folder and the
- * folder's real path) that Node had to reparse as ES modules for want of "type": "module"; Node's
- * own warning for them is not printed.
+ * Imports an app's entry module, filling `trace` (for `dirs`: the app folder and its real path)
+ * with the files Node had to reparse as ES modules for want of "type": "module" (Node's own
+ * warning for them is not printed) and the files loaded, also when the import fails.
  */
-export async function importAppModule (url: string, dirs: readonly string[]): Promise<{ mod: Record<string, unknown>, typeless: string[] }> {
+export async function importAppModule (url: string, dirs: readonly string[], trace: ImportTrace): Promise<Record<string, unknown>> {
   ensureSdkResolution()
-  const typeless: string[] = []
-  collecting.set(dirs, typeless)
+  collecting.set(dirs, trace)
   try {
-    const mod = await import(url) as Record<string, unknown>
-    return { mod, typeless }
+    return await import(url) as Record<string, unknown>
   } finally {
     await flushHooks()
     collecting.delete(dirs)

@@ -1,5 +1,5 @@
 import { RegistrationError } from './registry.js'
-import { closest } from './closest.js'
+import { closest, nearEnough } from './closest.js'
 
 type Env = Record<string, string | undefined>
 
@@ -100,36 +100,51 @@ function frozenCopy<T> (value: T, copies = new Map<object, unknown>()): T {
 
 const SETTING_PREFIX = 'REAKTOR_SETTING_'
 
-interface SettingsOwner { name: string, version: string, settings: Readonly<Record<string, unknown>> }
+interface SettingsOwner { name: string, version: string, dir?: string | undefined, settings: Readonly<Record<string, unknown>> }
 
 /**
  * Warns once per `REAKTOR_SETTING_*` variable that overrides no setting of any loaded app: a typo
  * there would otherwise leave the default in place without a word. Every (app, setting) pair is
  * matched, since one app's name can prefix another's (`foo` + `bar-x` and `foo-bar` + `x` both
- * give `REAKTOR_SETTING_FOO_BAR_X`). An empty variable counts as unset, so it is passed over.
+ * give `REAKTOR_SETTING_FOO_BAR_X`) and two versions of an app share their variables. An empty
+ * variable counts as unset, so it is passed over. A variable is suggested only when it is a near
+ * miss; a far one would send the reader the wrong way.
  */
 export function warnUnknownSettingVariables (apps: readonly SettingsOwner[], env: Env, log: { warn: (obj: object, msg: string) => void }): void {
-  const known = new Map<string, SettingsOwner>()
+  const known = new Map<string, SettingsOwner[]>()
   for (const app of apps) {
-    for (const setting of Object.keys(app.settings)) known.set(settingEnvName(app.name, setting), app)
+    for (const setting of Object.keys(app.settings)) {
+      const variable = settingEnvName(app.name, setting)
+      known.set(variable, [...known.get(variable) ?? [], app])
+    }
   }
   for (const [variable, value] of Object.entries(env)) {
     if (!variable.startsWith(SETTING_PREFIX) || value === undefined || value === '' || known.has(variable)) continue
-    // The longest app prefix: for REAKTOR_SETTING_FOO_BAR_X the app foo-bar, not foo.
-    const owners = apps.filter((app) => variable.startsWith(`${SETTING_PREFIX}${envSegment(app.name)}_`))
-      .sort((a, b) => envSegment(b.name).length - envSegment(a.name).length)
-    const owner = owners[0]
-    const ownVariables = [...known].filter(([, app]) => app === owner).map(([name]) => name)
-    const closestVariable = closest(variable, owner !== undefined && ownVariables.length > 0 ? ownVariables : known.keys())
-    const app = owner === undefined ? undefined : `${owner.name}@${owner.version}`
-    const suggestion = closestVariable === undefined ? '' : `; did you mean ${closestVariable}${known.get(closestVariable) !== owner ? ` (app ${labelOf(known.get(closestVariable))})` : ''}?`
-    const problem = owner === undefined
+    // The longest app name that prefixes it: for REAKTOR_SETTING_FOO_BAR_X the app foo-bar, not
+    // foo; every version of that name.
+    const segment = apps.map((app) => envSegment(app.name)).filter((name) => variable.startsWith(`${SETTING_PREFIX}${name}_`))
+      .sort((a, b) => b.length - a.length)[0]
+    const owners = apps.filter((app) => envSegment(app.name) === segment)
+    const ownVariables = [...known].filter(([, holders]) => holders.some((app) => owners.includes(app))).map(([name]) => name)
+    const limit = nearEnough(variable.slice(SETTING_PREFIX.length))
+    const closestVariable = closest(variable, owners.length > 0 && ownVariables.length > 0 ? ownVariables : known.keys(), limit)
+    const app = owners.length === 0 ? undefined : owners.map(labelOf).join(', ')
+    const others = closestVariable === undefined ? [] : (known.get(closestVariable) ?? []).filter((holder) => !owners.includes(holder))
+    const suggestion = closestVariable === undefined ? '' : `; did you mean ${closestVariable}${others.length > 0 ? ` (app ${others.map(labelOf).join(', ')})` : ''}?`
+    const problem = owners.length === 0
       ? `names no loaded app${closestVariable === undefined ? ` (loaded: ${apps.map(labelOf).join(', ') || 'none'})` : ''}`
-      : `matches no setting of app ${app}${ownVariables.length === 0 ? ' (it declares no settings in package.json "reaktor.settings")' : ''}`
+      : `matches no setting of app ${owners.map(labelOf).join(' or ')}${ownVariables.length === 0 ? ` (${declaresNone(owners)})` : ''}`
     log.warn({ variable, app, closest: closestVariable }, `${variable} ${problem}, so it is ignored${suggestion}`)
   }
 }
 
-function labelOf (app: SettingsOwner | undefined): string {
-  return app === undefined ? '' : `${app.name}@${app.version}`
+/** Why an app has no variables, for folder apps with where settings are declared. */
+function declaresNone (owners: readonly SettingsOwner[]): string {
+  const one = owners.length === 1
+  if (owners.every((app) => app.dir === undefined)) return `${one ? 'it was' : 'they were'} given in code without settings`
+  return `${one ? 'it declares' : 'they declare'} no settings${owners.every((app) => app.dir !== undefined) ? ' in package.json "reaktor.settings"' : ''}`
+}
+
+function labelOf (app: SettingsOwner): string {
+  return `${app.name}@${app.version}`
 }

@@ -57,19 +57,23 @@ export async function compiledLoader (t: Test): Promise<string> {
 
 /**
  * Runs `loadAppsFromDir(root)` of the compiled loader in a child `node` (the one running the
- * tests), with a logger that writes one JSON line per call to stdout; stderr is kept apart.
+ * tests; `prelude` is code run before the loader is imported), `runs` times, with a logger that writes one JSON line per
+ * call to stdout; stderr is kept apart. A child still running after `timeoutMs` is killed and fails
+ * the load: a hang shows as a failure, not as a stuck test.
  */
-export async function loadInChild (loader: string, root: string): Promise<{ stdout: string, stderr: string, lines: Array<{ level: string, obj: Record<string, unknown>, msg: string }> }> {
-  const script = `
+export async function loadInChild (loader: string, root: string, { prelude = '', runs = 1, timeoutMs = 20_000 }: { prelude?: string, runs?: number, timeoutMs?: number } = {}): Promise<{ stdout: string, stderr: string, lines: Array<{ level: string, obj: Record<string, unknown>, msg: string }> }> {
+  const script = `${prelude}
     const { loadAppsFromDir } = await import(${JSON.stringify(loader)})
     const line = (level) => (obj, msg) => console.log(JSON.stringify({ level, obj, msg }))
-    try {
-      await loadAppsFromDir(${JSON.stringify(root)}, {}, { info: line('info'), warn: line('warn') })
-    } catch (err) {
-      console.log(JSON.stringify({ level: 'error', obj: {}, msg: err.message }))
+    for (let run = 0; run < ${runs}; run++) {
+      try {
+        await loadAppsFromDir(${JSON.stringify(root)}, {}, { info: line('info'), warn: line('warn') })
+      } catch (err) {
+        console.log(JSON.stringify({ level: 'error', obj: {}, msg: err.message }))
+      }
     }`
   return await new Promise((resolve, reject) => {
-    execFile(process.execPath, ['--input-type=module', '-e', script], { cwd: ROOT }, (err, stdout, stderr) => {
+    execFile(process.execPath, ['--input-type=module', '-e', script], { cwd: ROOT, timeout: timeoutMs }, (err, stdout, stderr) => {
       if (err !== null) return reject(new Error(`the child failed: ${err.message}\n${stderr}`))
       resolve({ stdout, stderr, lines: stdout.trim().split('\n').filter((l) => l !== '').map((l) => JSON.parse(l)) })
     })

@@ -57,7 +57,7 @@ t.test('FileCache: a load under way when its key is invalidated is returned but 
   const before = entry(10)
   const read = gate<CachedFile>()
   const stale = cache.get('/pub/app.js\0v1', async () => await read.promise)
-  cache.invalidate((key) => key.startsWith('/pub/'))
+  cache.invalidateBelow(['/pub'])
   // A request after the change reads again rather than joining the read from before it.
   const after = entry(20)
   const reread = gate<CachedFile>()
@@ -76,7 +76,7 @@ t.test('FileCache: a load under way when its key is invalidated is returned but 
   t.equal(cache.bytes, 20)
 
   await cache.get('/other/x.js\0v1', async () => entry(5))
-  cache.invalidate((key) => key.startsWith('/pub/'))
+  cache.invalidateBelow(['/pub'])
   t.equal(cache.peek('/pub/app.js\0v1'), undefined, 'invalidated')
   t.equal(cache.size, 1, 'entries it does not match stay')
   t.equal(cache.bytes, 5, 'and the memory count follows')
@@ -117,9 +117,9 @@ t.test('Site: when public/ cannot be watched, one warning with the fix, and ever
   })
   const log = memoryLogger()
   const cache = new FileCache(1000)
-  const folder = await PublicFolder.open(dir)
-  const site = await Site.open(folder, 'demo@1.0.0', cache, log)
+  const site = await Site.open(dir, 'demo@1.0.0', cache, log)
   t.teardown(async () => { await site.close() })
+  const folder = site.folder
   t.equal(site.watching, false)
   const warnings = log.lines.filter((l) => l.level === 'warn' && l.msg?.includes('cannot be watched'))
   t.equal(warnings.length, 1, 'one warning')

@@ -1,3 +1,4 @@
+import nodeFs from 'node:fs'
 import fs from 'node:fs/promises'
 import path from 'node:path'
 import zlib from 'node:zlib'
@@ -221,11 +222,12 @@ t.test('a public/ folder removed while served answers 404, and is watched again 
  */
 async function remakeFolder (t: Test, f: Fixture, folder: string, file: string, url: string, tries = 30): Promise<void> {
   for (let i = 0; i < tries; i++) {
-    const before = (await fs.stat(folder)).ino
-    await fs.rm(folder, { recursive: true })
-    await fs.mkdir(folder)
-    await fs.writeFile(path.join(folder, file), `remade ${i}`)
-    const reused = (await fs.stat(folder)).ino === before
+    // In one go, as a script's `rm -r` and `mkdir` would: the events are read after both.
+    const before = nodeFs.statSync(folder).ino
+    nodeFs.rmSync(folder, { recursive: true })
+    nodeFs.mkdirSync(folder)
+    nodeFs.writeFileSync(path.join(folder, file), `remade ${i}`)
+    const reused = nodeFs.statSync(folder).ino === before
     await waitFor(async () => (await browse(f.app, f.base + url, f.token)).body === `remade ${i}`, { ...POLL, what: `round ${i}` })
     if (reused) {
       t.comment(`inode number reused at round ${i}`)

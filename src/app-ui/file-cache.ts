@@ -1,4 +1,4 @@
-import { atOrBelow } from './path-below.js'
+import path from 'node:path'
 import type { CachedFile } from './prepared-file.js'
 
 /** The file a key is for: keys are `<path>\0<anything>` (a key without a NUL is a path alone). */
@@ -21,8 +21,8 @@ function pathOf (key: string): string {
 export class FileCache {
   private readonly entries = new Map<string, CachedFile>()
   private readonly loading = new Map<string, Promise<CachedFile>>()
-  /** The keys of each path, entries and loads alike. */
-  private readonly byPath = new Map<string, Set<string>>()
+  /** The keys of each path, entries and loads alike, by path component: a subtree is one branch. */
+  private readonly byPath = new PathTree()
   private total = 0
 
   constructor (readonly maxBytes: number) {}
@@ -57,7 +57,7 @@ export class FileCache {
     if (pending !== undefined) return await pending
     const promise = load()
     this.loading.set(key, promise)
-    this.track(key)
+    this.byPath.add(pathOf(key), key)
     try {
       const entry = await promise
       // Still ours only if no invalidation (nor a load started after one) took the key meanwhile.
@@ -76,35 +76,20 @@ export class FileCache {
    * again, and the load already running is not kept when it ends.
    */
   invalidateFile (file: string): void {
-    const keys = this.byPath.get(file)
-    if (keys === undefined) return
-    for (const key of keys) this.drop(key)
+    for (const key of this.byPath.keysAt(file)) this.drop(key)
   }
 
-  /** As `invalidateFile`, for every file at or below any of `folders` (one pass over the paths). */
+  /** As `invalidateFile`, for every file at or below any of `folders` (a cost of what is below them). */
   invalidateBelow (folders: Iterable<string>): void {
-    const list = [...folders]
-    if (list.length === 0) return
-    for (const [file, keys] of this.byPath) {
-      if (list.some((folder) => atOrBelow(file, folder))) for (const key of keys) this.drop(key)
+    for (const folder of folders) {
+      for (const key of this.byPath.keysBelow(folder)) this.drop(key)
     }
-  }
-
-  private track (key: string): void {
-    const file = pathOf(key)
-    const keys = this.byPath.get(file)
-    if (keys === undefined) this.byPath.set(file, new Set([key]))
-    else keys.add(key)
   }
 
   /** Called once a key is in neither map. */
   private untrack (key: string): void {
     if (this.entries.has(key) || this.loading.has(key)) return
-    const file = pathOf(key)
-    const keys = this.byPath.get(file)
-    if (keys === undefined) return
-    keys.delete(key)
-    if (keys.size === 0) this.byPath.delete(file)
+    this.byPath.remove(pathOf(key), key)
   }
 
   private drop (key: string): void {
@@ -125,7 +110,7 @@ export class FileCache {
       this.total -= replaced.bytes
     }
     this.entries.set(key, entry)
-    this.track(key)
+    this.byPath.add(pathOf(key), key)
     this.total += entry.bytes
     for (const [oldest, old] of this.entries) {
       if (this.total <= this.maxBytes) break
@@ -133,5 +118,71 @@ export class FileCache {
       this.total -= old.bytes
       this.untrack(oldest)
     }
+  }
+}
+
+interface PathNode { children: Map<string, PathNode>, keys: Set<string> }
+
+/** Keys filed under the components of their path. */
+class PathTree {
+  private readonly root: PathNode = { children: new Map(), keys: new Set() }
+
+  add (file: string, key: string): void {
+    let node = this.root
+    for (const part of file.split(path.sep)) {
+      let child = node.children.get(part)
+      if (child === undefined) {
+        child = { children: new Map(), keys: new Set() }
+        node.children.set(part, child)
+      }
+      node = child
+    }
+    node.keys.add(key)
+  }
+
+  remove (file: string, key: string): void {
+    const trail: Array<[PathNode, string]> = []
+    let node = this.root
+    for (const part of file.split(path.sep)) {
+      const child = node.children.get(part)
+      if (child === undefined) return
+      trail.push([node, part])
+      node = child
+    }
+    node.keys.delete(key)
+    // Branches left empty go, so that the tree holds only what is cached.
+    for (let i = trail.length - 1; i >= 0; i--) {
+      const [parent, part] = trail[i]
+      const child = parent.children.get(part) as PathNode
+      if (child.keys.size > 0 || child.children.size > 0) break
+      parent.children.delete(part)
+    }
+  }
+
+  /** The keys of `file` itself (a copy: the caller may remove them meanwhile). */
+  keysAt (file: string): string[] {
+    const node = this.find(file)
+    return node === undefined ? [] : [...node.keys]
+  }
+
+  /** The keys of `folder` and of everything below it (a copy). */
+  keysBelow (folder: string): string[] {
+    const node = this.find(folder)
+    const keys: string[] = []
+    const visit = (n: PathNode): void => {
+      keys.push(...n.keys)
+      for (const child of n.children.values()) visit(child)
+    }
+    if (node !== undefined) visit(node)
+    return keys
+  }
+
+  private find (file: string): PathNode | undefined {
+    let node: PathNode | undefined = this.root
+    for (const part of file.split(path.sep)) {
+      node = node.children.get(part)
+      if (node === undefined) return undefined
+    }
+    return node
   }
 }

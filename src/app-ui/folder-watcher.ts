@@ -2,13 +2,17 @@ import fs from 'node:fs'
 import path from 'node:path'
 import { atOrBelow } from './path-below.js'
 
+/**
+ * What a change may have touched: `content`, only the content or metadata of the regular file at
+ * the path (its name still names the same file, which has no other name); `entry`, also what the
+ * name names (made, removed, renamed; a file or a link, neither a folder before nor now); `tree`,
+ * a folder and everything below it.
+ */
+export type ChangeKind = 'content' | 'entry' | 'tree'
+
 export interface FolderWatcherEvents {
-  /**
-   * Something at `changed` (a file or a whole folder, and all below it) may differ from before.
-   * `inPlace`: only the content or metadata of the regular file at `changed` did (its name still
-   * names the same file, which has no other name), so nothing else needs to be looked at again.
-   */
-  change: (changed: string, inPlace: boolean) => void
+  /** Something at `changed` may differ from before, as far as `kind` says. */
+  change: (changed: string, kind: ChangeKind) => void
   /**
    * The watcher stopped: changes are no longer reported. `rootChanged`: because the root itself
    * was removed or replaced (anything else: a watch could not be made). Called at most once.
@@ -197,10 +201,15 @@ export class FolderWatcher {
     if (this.stopped || this.folders.get(folder)?.watcher !== watcher) return
     const entry = name === null ? folder : path.join(folder, name.toString())
     try {
-      let stat: fs.Stats | undefined
-      if (entry !== folder) stat = this.rewatch(entry)
       const replaced = (entry === folder || path.basename(entry) === path.basename(folder)) && this.recheck(folder)
-      this.events.change(replaced ? folder : entry, !replaced && event === 'change' && stat?.isFile() === true && stat.nlink === 1)
+      if (replaced || entry === folder) {
+        this.events.change(folder, 'tree')
+        return
+      }
+      const wasFolder = this.folders.has(entry) || this.blind.has(entry)
+      const stat = this.rewatch(entry)
+      if (wasFolder || stat?.isDirectory() === true) this.events.change(entry, 'tree')
+      else this.events.change(entry, event === 'change' && stat?.isFile() === true && stat.nlink === 1 ? 'content' : 'entry')
     } catch (err) {
       this.fail(err as Error)
     }

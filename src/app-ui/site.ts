@@ -2,7 +2,7 @@ import fs from 'node:fs'
 import path from 'node:path'
 import { buildCsp, EXTERNAL_RESOURCES_FILE, loadAllowedOrigins } from './csp.js'
 import type { FileCache } from './file-cache.js'
-import { FolderWatcher } from './folder-watcher.js'
+import { FolderWatcher, type ChangeKind } from './folder-watcher.js'
 import { atOrBelow } from './path-below.js'
 import { PublicFolder, type Resolution } from './safe-path.js'
 
@@ -161,7 +161,7 @@ export class Site {
   private startWatching (): void {
     const root = this.folder.root
     const watcher = new FolderWatcher(root, {
-      change: (changed, inPlace) => { this.changed(changed, inPlace) },
+      change: (changed, kind) => { this.changed(changed, kind) },
       failure: (err, rootChanged) => {
         if (this.watcher !== watcher) return
         if (rootChanged) this.refresh(true)
@@ -178,12 +178,13 @@ export class Site {
     }
   }
 
-  private changed (changed: string, inPlace: boolean): void {
+  private changed (changed: string, kind: ChangeKind): void {
     // New content in a file: its cached entries go, the rest (hot paths of other files) stays.
     this.cache.invalidateFile(changed)
     this.folder.forget()
-    if (!inPlace) {
-      this.epoch++
+    // A name made, removed or pointed elsewhere may change where other paths lead.
+    if (kind !== 'content') this.epoch++
+    if (kind === 'tree') {
       this.dropBelow.add(changed)
       if (!this.dropScheduled) {
         this.dropScheduled = true

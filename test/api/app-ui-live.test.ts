@@ -98,6 +98,19 @@ t.test('a changed file is served fresh, from memory again once read (brotli vari
   await watchedAgain(t, f, '/app.js', BR)
 })
 
+t.test('a file rewritten in place leaves the other files of the app on their hot paths', async (t) => {
+  const f = await fixture(t)
+  await warm(f, '/app.js')
+  await warm(f, '/sub/page.txt')
+  for (let round = 2; round <= 4; round++) {
+    await fs.writeFile(path.join(f.pub, 'sub', 'page.txt'), `sub ${round}`)
+    await servedFresh(t, f, `rewritten file, round ${round}`, '/sub/page.txt', Date.now(), (res) => res.body === `sub ${round}`)
+    const checks = await metric(f.app, 'reaktor_app_ui_path_checks_total')
+    t.equal((await browse(f.app, `${f.base}/app.js`, f.token)).body, APP_JS(1))
+    t.equal(await metric(f.app, 'reaktor_app_ui_path_checks_total'), checks, 'another file is answered without a path check')
+  }
+})
+
 t.test('an added file, and one in a folder made after start, are served', async (t) => {
   const f = await fixture(t)
   t.equal((await warm(f, '/added.txt')).statusCode, 404)

@@ -52,7 +52,8 @@ function same (a: Identity, b: Identity): boolean {
   return a.dev === b.dev && a.ino === b.ino && a.born === b.born
 }
 
-class RootChanged extends Error {}
+/** The root was removed or replaced: what to watch is for the owner to find out again. */
+export class RootChanged extends Error {}
 
 /**
  * Reports every change below one folder: one non-recursive `fs.watch` per folder (on Linux an
@@ -96,6 +97,7 @@ export class FolderWatcher {
   start (): void {
     try {
       this.watchTree(this.root)
+      if (this.blind.has(this.root)) throw Object.assign(new Error(`${this.root} may not be read`), { code: 'EACCES' })
       if (!this.folders.has(this.root)) throw new Error(`${this.root} is not a folder that can be watched`)
     } catch (err) {
       this.close()

@@ -5,7 +5,9 @@
  * Guarantees, for any segments without a NUL byte passed to `resolve` (even `..`, `/`, empty or
  * dot segments; a NUL makes Node's file calls throw, and `parseAppUiUrl` refuses it first):
  * - The root is the real path of `public/`, taken once by `PublicFolder.open` (a `public/` that
- *   is itself a symbolic link is followed there, once); `open` fails unless it is a folder.
+ *   is itself a symbolic link is followed there, once: when `public/` is replaced, the caller
+ *   opens a new `PublicFolder`); `open` fails unless it is a folder. `PublicFolder.none()` stands
+ *   for a `public/` that is gone and answers `missing` to everything.
  * - The segments are joined onto the root (`path.join`: `..` drops the segment before it) and the
  *   result's real path is taken: every symbolic link in every component is resolved, to its final
  *   target. The answer is `forbidden` unless that real path is the root itself or lies below it (a

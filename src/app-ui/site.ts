@@ -2,7 +2,7 @@ import fs from 'node:fs'
 import path from 'node:path'
 import { buildCsp, EXTERNAL_RESOURCES_FILE, loadAllowedOrigins } from './csp.js'
 import type { FileCache } from './file-cache.js'
-import { FolderWatcher, type ChangeKind } from './folder-watcher.js'
+import { FolderWatcher, RootChanged, type ChangeKind } from './folder-watcher.js'
 import { atOrBelow } from './path-below.js'
 import { PublicFolder, type Resolution } from './safe-path.js'
 
@@ -30,6 +30,9 @@ function fixFor (err: NodeJS.ErrnoException): string {
       return 'raise the inotify watch limit (sysctl fs.inotify.max_user_watches) and restart the service'
     case 'EMFILE':
       return 'raise the inotify instance limit (sysctl fs.inotify.max_user_instances) or the open-file limit, and restart the service'
+    case 'EACCES':
+    case 'EPERM':
+      return 'let the service\'s user read public/ and restart the service'
     default:
       return 'put public/ back in place (it is watched again once replaced) or restart the service'
   }
@@ -40,12 +43,13 @@ function fixFor (err: NodeJS.ErrnoException): string {
  * checks, its Content-Security-Policy, and the watch that keeps what is served from it in memory
  * fresh.
  *
- * A change reported under the folder drops the cached entries of the changed file at once; when
- * it is more than new content in a file (an entry made, removed, renamed, a folder or a link), it
- * also forgets the memoised resolutions and (through `epoch`) the hot paths into the folder, and
- * the cached files below it are dropped at the next request or the next turn of the event loop,
- * whichever comes first (one pass for all the changes in between). A change of the
- * external-resources file (or any change while it is a link) rebuilds the policy.
+ * Every change reported under the folder drops the cached entries of the changed file and the
+ * memoised resolutions at once (both cheap), and leaves the hot paths of other files alone. A name
+ * made, removed or renamed (which may lead other paths elsewhere) also stops every hot path into
+ * the folder (through `epoch`); a folder, also every cached file below it, dropped at the next
+ * request or the next turn of the event loop, whichever comes first (one pass for all the changes
+ * in between). A change of the external-resources file (or any change while it is a link)
+ * rebuilds the policy.
  *
  * The entry of `public/` in its parent folder is watched too: when `public/` is removed, made
  * again, renamed, or (a link) pointed elsewhere, the site opens it anew at its new real path, with
@@ -174,7 +178,8 @@ export class Site {
       if (this.state !== 'watched') this.log.info({ app: this.label, root }, `app ${this.label}: changes under public/ (${root}) are watched again`)
       this.state = 'watched'
     } catch (err) {
-      this.unwatched(err as Error)
+      if (err instanceof RootChanged) this.refresh(true)
+      else this.unwatched(err as Error)
     }
   }
 

@@ -46,6 +46,7 @@ async function servedFresh (t: Test, f: Fixture, what: string, url: string, chan
     return fresh(res) ? res : undefined
   }, { ...POLL, what })
   t.comment(`${what}: served fresh ${Date.now() - changedAt} ms after the change`)
+  t.same(fallbackWarnings(f), [], `${what}: by the watch, not by checks on disk`)
   return res
 }
 

@@ -75,7 +75,7 @@ export class Site {
   private reopenWanted = false
   private policyWanted = false
   private policyIsLink = false
-  /** Whether a rebuilt policy is logged (not the first, read at start). */
+  /** Whether a policy that differs is logged (not the first, read at start). */
   private announce = false
   /** Folders whose cached files are still to be dropped. */
   private readonly dropBelow = new Set<string>()
@@ -251,9 +251,11 @@ export class Site {
       const origins = root === '' ? [] : await loadAllowedOrigins(root, this.label, this.log)
       this.policyIsLink = root !== '' && await isLink(path.join(root, EXTERNAL_RESOURCES_FILE))
       if (this.closed || this.reopenWanted || this.policyWanted) continue
-      this.csp = buildCsp(origins)
+      const csp = buildCsp(origins)
+      if (csp === this.csp) continue
+      this.csp = csp
       this.epoch++
-      if (this.announce) this.log.info({ app: this.label, allowedOrigins: origins }, `app ${this.label}: ${EXTERNAL_RESOURCES_FILE} read again; its Content-Security-Policy is rebuilt`)
+      if (this.announce) this.log.info({ app: this.label, allowedOrigins: origins }, `app ${this.label}: ${EXTERNAL_RESOURCES_FILE} changed; its Content-Security-Policy is rebuilt`)
     }
   }
 

@@ -362,3 +362,31 @@ t.test('FolderWatcher: a folder swapped for a link while its watch is made is no
   t.equal(watcher.size, 1, 'only the root stays watched')
   t.same(failures, [])
 })
+
+t.test('FolderWatcher: says what a change touched', async (t) => {
+  const root = await fs.realpath(await fs.mkdtemp(path.join(os.tmpdir(), 'watcher-')))
+  t.teardown(async () => await fs.rm(root, { recursive: true, force: true }))
+  await fs.writeFile(path.join(root, 'a.js'), 'one')
+  await fs.writeFile(path.join(root, 'linked.js'), 'one')
+  await fs.link(path.join(root, 'linked.js'), path.join(root, 'other-name.js'))
+  const { FolderWatcher } = await import('../../src/app-ui/folder-watcher.js')
+  const seen: string[] = []
+  const watcher = new FolderWatcher(root, { change: (changed, kind) => { seen.push(`${path.relative(root, changed)} ${kind}`) }, failure: () => {} })
+  t.teardown(() => { watcher.close() })
+  watcher.start()
+  const reported = async (what: string): Promise<void> => { await waitFor(() => seen.includes(what), { what }) }
+
+  await fs.appendFile(path.join(root, 'a.js'), 'more')
+  await reported('a.js content')
+  await fs.writeFile(path.join(root, 'b.js.tmp'), 'two')
+  await fs.rename(path.join(root, 'b.js.tmp'), path.join(root, 'a.js'))
+  await reported('a.js entry')
+  await fs.mkdir(path.join(root, 'sub'))
+  await reported('sub tree')
+  await fs.rm(path.join(root, 'sub'), { recursive: true })
+  await waitFor(() => seen.filter((s) => s === 'sub tree').length >= 2, { what: 'the folder removed' })
+  await fs.appendFile(path.join(root, 'linked.js'), 'more')
+  await reported('linked.js entry')
+  t.notOk(seen.includes('linked.js content'), 'a file with another name is more than new content: the other name is not reported')
+  t.equal(watcher.size, 1)
+})

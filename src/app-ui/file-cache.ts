@@ -1,16 +1,28 @@
+import path from 'node:path'
 import type { CachedFile } from './prepared-file.js'
+
+/** The file a key is for: keys are `<path>\0<anything>` (a key without a NUL is a path alone). */
+function pathOf (key: string): string {
+  const end = key.indexOf('\0')
+  return end === -1 ? key : key.slice(0, end)
+}
 
 /**
  * An LRU of prepared files, bounded by the memory of all their variants. Keys are chosen by the
- * caller (the app-UI plugin: a real path and the size, mtime and inode it was read at). Files may
- * change while the service runs: `invalidate` drops the entries a change affects, and a load that
+ * caller: a path, a NUL, and whatever tells one content of it from the next (the app-UI plugin:
+ * the real path and the size, times and inode it was read at). Files may change while the service
+ * runs: `invalidateFile` and `invalidateBelow` drop the entries a change affects, and a load that
  * was in flight when they were invalidated is handed to whoever waits on it but never kept, since
- * it may hold what was on disk before the change.
+ * it may hold what was on disk before the change. Keys are indexed by path: dropping one file's
+ * entries costs the same however many files are cached, which matters when a build writes
+ * thousands of files while other apps fill the cache.
  * Concurrent first requests for one key share one read.
  */
 export class FileCache {
   private readonly entries = new Map<string, CachedFile>()
   private readonly loading = new Map<string, Promise<CachedFile>>()
+  /** The keys of each path, entries and loads alike, by path component: a subtree is one branch. */
+  private readonly byPath = new PathTree()
   private total = 0
 
   constructor (readonly maxBytes: number) {}
@@ -45,29 +57,49 @@ export class FileCache {
     if (pending !== undefined) return await pending
     const promise = load()
     this.loading.set(key, promise)
+    this.byPath.add(pathOf(key), key)
     try {
       const entry = await promise
       // Still ours only if no invalidation (nor a load started after one) took the key meanwhile.
       if (this.loading.get(key) === promise) this.insert(key, entry)
       return entry
     } finally {
-      if (this.loading.get(key) === promise) this.loading.delete(key)
+      if (this.loading.get(key) === promise) {
+        this.loading.delete(key)
+        this.untrack(key)
+      }
     }
   }
 
   /**
-   * Forgets every entry whose key passes `affected`, and every load of such a key in flight: the
-   * next request for it reads again, and the load already running is not kept when it ends.
+   * Forgets every entry of `file`, and every load of it in flight: the next request for it reads
+   * again, and the load already running is not kept when it ends.
    */
-  invalidate (affected: (key: string) => boolean): void {
-    for (const [key, entry] of this.entries) {
-      if (!affected(key)) continue
+  invalidateFile (file: string): void {
+    for (const key of this.byPath.keysAt(file)) this.drop(key)
+  }
+
+  /** As `invalidateFile`, for every file at or below any of `folders` (a cost of what is below them). */
+  invalidateBelow (folders: Iterable<string>): void {
+    for (const folder of folders) {
+      for (const key of this.byPath.keysBelow(folder)) this.drop(key)
+    }
+  }
+
+  /** Called once a key is in neither map. */
+  private untrack (key: string): void {
+    if (this.entries.has(key) || this.loading.has(key)) return
+    this.byPath.remove(pathOf(key), key)
+  }
+
+  private drop (key: string): void {
+    const entry = this.entries.get(key)
+    if (entry !== undefined) {
       this.entries.delete(key)
       this.total -= entry.bytes
     }
-    for (const key of this.loading.keys()) {
-      if (affected(key)) this.loading.delete(key)
-    }
+    this.loading.delete(key)
+    this.untrack(key)
   }
 
   private insert (key: string, entry: CachedFile): void {
@@ -78,11 +110,79 @@ export class FileCache {
       this.total -= replaced.bytes
     }
     this.entries.set(key, entry)
+    this.byPath.add(pathOf(key), key)
     this.total += entry.bytes
     for (const [oldest, old] of this.entries) {
       if (this.total <= this.maxBytes) break
       this.entries.delete(oldest)
       this.total -= old.bytes
+      this.untrack(oldest)
     }
+  }
+}
+
+interface PathNode { children: Map<string, PathNode>, keys: Set<string> }
+
+/** Keys filed under the components of their path. */
+class PathTree {
+  private readonly root: PathNode = { children: new Map(), keys: new Set() }
+
+  add (file: string, key: string): void {
+    let node = this.root
+    for (const part of file.split(path.sep)) {
+      let child = node.children.get(part)
+      if (child === undefined) {
+        child = { children: new Map(), keys: new Set() }
+        node.children.set(part, child)
+      }
+      node = child
+    }
+    node.keys.add(key)
+  }
+
+  remove (file: string, key: string): void {
+    const trail: Array<[PathNode, string]> = []
+    let node = this.root
+    for (const part of file.split(path.sep)) {
+      const child = node.children.get(part)
+      if (child === undefined) return
+      trail.push([node, part])
+      node = child
+    }
+    node.keys.delete(key)
+    // Branches left empty go, so that the tree holds only what is cached.
+    for (let i = trail.length - 1; i >= 0; i--) {
+      const [parent, part] = trail[i]
+      const child = parent.children.get(part) as PathNode
+      if (child.keys.size > 0 || child.children.size > 0) break
+      parent.children.delete(part)
+    }
+  }
+
+  /** The keys of `file` itself (a copy: the caller may remove them meanwhile). */
+  keysAt (file: string): string[] {
+    const node = this.find(file)
+    return node === undefined ? [] : [...node.keys]
+  }
+
+  /** The keys of `folder` and of everything below it (a copy). */
+  keysBelow (folder: string): string[] {
+    const node = this.find(folder)
+    const keys: string[] = []
+    const visit = (n: PathNode): void => {
+      keys.push(...n.keys)
+      for (const child of n.children.values()) visit(child)
+    }
+    if (node !== undefined) visit(node)
+    return keys
+  }
+
+  private find (file: string): PathNode | undefined {
+    let node: PathNode | undefined = this.root
+    for (const part of file.split(path.sep)) {
+      node = node.children.get(part)
+      if (node === undefined) return undefined
+    }
+    return node
   }
 }

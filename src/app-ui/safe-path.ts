@@ -5,7 +5,9 @@
  * Guarantees, for any segments without a NUL byte passed to `resolve` (even `..`, `/`, empty or
  * dot segments; a NUL makes Node's file calls throw, and `parseAppUiUrl` refuses it first):
  * - The root is the real path of `public/`, taken once by `PublicFolder.open` (a `public/` that
- *   is itself a symbolic link is followed there, once); `open` fails unless it is a folder.
+ *   is itself a symbolic link is followed there, once: when `public/` is replaced, the caller
+ *   opens a new `PublicFolder`); `open` fails unless it is a folder. `PublicFolder.none()` stands
+ *   for a `public/` that is gone and answers `missing` to everything.
  * - The segments are joined onto the root (`path.join`: `..` drops the segment before it) and the
  *   result's real path is taken: every symbolic link in every component is resolved, to its final
  *   target. The answer is `forbidden` unless that real path is the root itself or lies below it (a
@@ -32,21 +34,34 @@
  *   elsewhere is served.
  * - Answers are as fresh as the caller keeps them. Positive answers (`file`, `folder`) are
  *   memoised until `forget` is called (the caller calls it on every change the folder watcher
- *   reports, or calls `stopMemoising` when it cannot watch); an answer whose check was under way
+ *   reports, or calls `stopMemoising` when it cannot watch), and only for real paths the caller's
+ *   `memoisable` accepts (those where changes are watched); an answer whose check was under way
  *   when `forget` was called is returned but not memoised. The caller opens `realPath` after the
  *   check: a folder on that path swapped for a link in between would be followed by the read.
  */
+import type { Stats } from 'node:fs'
 import fs from 'node:fs/promises'
 import path from 'node:path'
 
 export type Resolution =
-  /** `size`, `mtimeMs` and `ino` tell one content of `realPath` from the next (see `fileStamp`). */
-  | { kind: 'file', realPath: string, size: number, mtimeMs: number, ino: number }
+  /** `size`, `mtimeMs`, `ctimeMs` and `ino` tell one content of `realPath` from the next (see `cacheKey`). */
+  | { kind: 'file', realPath: string, size: number, mtimeMs: number, ctimeMs: number, ino: number }
   /** A folder requested without its trailing slash: redirect. */
-  | { kind: 'folder' }
+  | { kind: 'folder', realPath: string }
   | { kind: 'missing' }
   /** A link leading out of public/, or to a dot file inside it. */
   | { kind: 'forbidden' }
+
+function fileAt (realPath: string, stat: Stats): Resolution {
+  return { kind: 'file', realPath, size: stat.size, mtimeMs: stat.mtimeMs, ctimeMs: stat.ctimeMs, ino: stat.ino }
+}
+
+export interface FolderOptions {
+  /** Whether an answer ending at this real path may be memoised (by default, all may). */
+  memoisable?: (realPath: string) => boolean
+  /** Called for each path checked on disk rather than answered from the memo. */
+  onLookup?: () => void
+}
 
 /** Bounds the memo of resolved paths (a link cycle inside public/ could make it unbounded). */
 const MAX_MEMO = 10_000
@@ -63,23 +78,31 @@ export class PublicFolder {
   private generation = 0
   private memoising = true
 
-  /** @param root the real path of `public/` */
-  private constructor (readonly root: string) {}
+  /** @param root the real path of `public/` ('' for none: every answer is `missing`) */
+  private constructor (readonly root: string, private readonly options: FolderOptions) {}
 
   /** The folder at `publicDir` (its real path); rejects when it is missing or not a folder. */
-  static async open (publicDir: string): Promise<PublicFolder> {
+  static async open (publicDir: string, options: FolderOptions = {}): Promise<PublicFolder> {
     const root = await fs.realpath(publicDir)
     if (!(await fs.stat(root)).isDirectory()) throw new Error('not a folder')
-    return new PublicFolder(root)
+    return new PublicFolder(root, options)
+  }
+
+  /** Stands for a `public/` that is gone: nothing is served until it is back. */
+  static none (): PublicFolder {
+    return new PublicFolder('', {})
   }
 
   async resolve (segments: readonly string[], trailingSlash: boolean): Promise<Resolution> {
+    if (this.root === '') return { kind: 'missing' }
     const key = segments.join('/') + (trailingSlash ? '/' : '')
     const memoised = this.memo.get(key)
     if (memoised !== undefined) return memoised
     const generation = this.generation
+    this.options.onLookup?.()
     const resolution = await this.lookup(segments, trailingSlash)
-    if (this.memoising && generation === this.generation && (resolution.kind === 'file' || resolution.kind === 'folder')) {
+    if (this.memoising && generation === this.generation && (resolution.kind === 'file' || resolution.kind === 'folder') &&
+      this.options.memoisable?.(resolution.realPath) !== false) {
       if (this.memo.size >= MAX_MEMO) this.memo.clear()
       this.memo.set(key, resolution)
     }
@@ -102,18 +125,18 @@ export class PublicFolder {
     const target = await this.real(path.join(this.root, ...segments))
     if (target.kind !== 'ok') return target
     if (target.stat.isDirectory()) {
-      if (!trailingSlash) return { kind: 'folder' }
+      if (!trailingSlash) return { kind: 'folder', realPath: target.realPath }
       const index = await this.real(path.join(target.realPath, 'index.html'))
       if (index.kind !== 'ok') return index
       if (!index.stat.isFile()) return { kind: 'missing' }
-      return { kind: 'file', realPath: index.realPath, size: index.stat.size, mtimeMs: index.stat.mtimeMs, ino: index.stat.ino }
+      return fileAt(index.realPath, index.stat)
     }
     if (!target.stat.isFile() || trailingSlash) return { kind: 'missing' }
-    return { kind: 'file', realPath: target.realPath, size: target.stat.size, mtimeMs: target.stat.mtimeMs, ino: target.stat.ino }
+    return fileAt(target.realPath, target.stat)
   }
 
   /** The real path of `candidate` if it is inside the root and not a dot file there, and its stat. */
-  private async real (candidate: string): Promise<{ kind: 'ok', realPath: string, stat: import('node:fs').Stats } | { kind: 'missing' } | { kind: 'forbidden' }> {
+  private async real (candidate: string): Promise<{ kind: 'ok', realPath: string, stat: Stats } | { kind: 'missing' } | { kind: 'forbidden' }> {
     let realPath: string
     try {
       realPath = await fs.realpath(candidate)

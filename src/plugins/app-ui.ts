@@ -1,5 +1,6 @@
 import fs from 'node:fs'
 import fsp from 'node:fs/promises'
+import path from 'node:path'
 import type { FastifyPluginAsync, FastifyReply, FastifyRequest } from 'fastify'
 import type { LoadedApp } from '../apps/types.js'
 import type { AuthSession } from '../auth/types.js'
@@ -9,7 +10,6 @@ import { contentTypeOf, isHtml } from '../app-ui/mime.js'
 import { chooseEncoding, etagMatches } from '../app-ui/negotiation.js'
 import { HELPER_SCRIPT_TAG, HELPER_TAG_BYTES, injectHelper } from '../app-ui/helper-script.js'
 import { prepareFile, preparedBytesBound, variantOf, type CachedFile, type Encoding } from '../app-ui/prepared-file.js'
-import { PublicFolder } from '../app-ui/safe-path.js'
 import { cacheKey, Site } from '../app-ui/site.js'
 import { scrapeCounter, scrapeGauge } from '../metrics/read-at-scrape.js'
 import { appBase, encodeSegment, parseAppUiUrl } from '../app-ui/url.js'
@@ -62,28 +62,33 @@ const appUi: FastifyPluginAsync = async (fastify) => {
   scrapeCounter(fastify.metrics.registry, 'reaktor_app_ui_files_prepared_total', 'App-UI files read and prepared (token helper, ETag, compressed variants)', () => prepared)
   scrapeGauge(fastify.metrics.registry, 'reaktor_app_ui_cache_bytes', 'Memory held by cached app-UI files and their compressed variants', () => cache.bytes)
 
-  // One site (one watch, one policy) per real public/ folder, whichever apps share it.
-  const appsByRoot = new Map<string, { folder: PublicFolder, apps: LoadedApp[] }>()
+  // One site (one watch, one policy) per public/ path, whichever apps share it. Not per real
+  // path: a public/ that is a link may be flipped to another folder for one app and not another.
+  const appsByDir = new Map<string, LoadedApp[]>()
   for (const app of fastify.apps.apps) {
     if (app.publicDir === undefined) continue
-    let folder: PublicFolder
-    try {
-      folder = await PublicFolder.open(app.publicDir)
-    } catch (err) {
-      const label = `${app.name}@${app.version}`
-      fastify.log.warn({ app: label, err }, `app ${label}: public/ folder ${app.publicDir} is unusable; its UI is not served`)
-      continue
-    }
-    const shared = appsByRoot.get(folder.root)
-    if (shared === undefined) appsByRoot.set(folder.root, { folder, apps: [app] })
-    else shared.apps.push(app)
+    const dir = path.resolve(app.publicDir)
+    const shared = appsByDir.get(dir)
+    if (shared === undefined) appsByDir.set(dir, [app])
+    else shared.push(app)
   }
   const sites = new Map<LoadedApp, Site>()
+  // Paths are checked on disk once and memoised while their folder is watched: a rate close to
+  // the request rate means changes are not watched (see the warning logged then).
+  scrapeCounter(fastify.metrics.registry, 'reaktor_app_ui_path_checks_total', 'App-UI request paths checked on disk (realpath and stat) rather than answered from memory',
+    () => [...new Set(sites.values())].reduce((sum, site) => sum + site.pathChecks, 0))
   fastify.addHook('onClose', async () => {
     await Promise.all([...new Set(sites.values())].map(async (site) => { await site.close() }))
   })
-  for (const { folder, apps } of appsByRoot.values()) {
-    const site = await Site.open(folder, apps.map((app) => `${app.name}@${app.version}`).join(', '), cache, fastify.log)
+  for (const [dir, apps] of appsByDir) {
+    const label = apps.map((app) => `${app.name}@${app.version}`).join(', ')
+    let site: Site
+    try {
+      site = await Site.open(dir, label, cache, fastify.log)
+    } catch (err) {
+      fastify.log.warn({ app: label, err }, `app ${label}: public/ folder ${dir} is unusable; its UI is not served`)
+      continue
+    }
     for (const app of apps) sites.set(app, site)
   }
   const sameOriginCsp = buildCsp([])
@@ -107,6 +112,7 @@ const appUi: FastifyPluginAsync = async (fastify) => {
     reply.header('cache-control', 'no-store').redirect(`/login?redirect=${encodeURIComponent(target)}`, 302)
 
   const hotPaths = new Map<string, HotPath>()
+  const isHot = (hot: HotPath | undefined, epoch: number, key: string): boolean => hot !== undefined && hot.epoch === epoch && hot.key === key
 
   const hotHeaders = (site: Site, html: boolean, file: CachedFile, encoding: Encoding | undefined): Record<string, string> => {
     const variant = variantOf(file, encoding)
@@ -140,7 +146,8 @@ const appUi: FastifyPluginAsync = async (fastify) => {
     const hotFile = hot === undefined || hot.epoch !== hot.site.epoch ? undefined : cache.peek(hot.key)
     if (hot !== undefined && hotFile !== undefined) {
       session = await fastify.cookieSession(request, reply)
-      if (session !== null) {
+      // A change reported while the session was checked makes the hot path stale: resolve afresh.
+      if (session !== null && hot.epoch === hot.site.epoch && cache.peek(hot.key) === hotFile) {
         const encoding = chooseEncoding(request.headers['accept-encoding'], hotFile)
         sendVariant(request, reply, hotFile, encoding, encoding === undefined ? hot.headers.identity : hot.headers[encoding] ?? hot.headers.identity)
         return reply
@@ -152,6 +159,9 @@ const appUi: FastifyPluginAsync = async (fastify) => {
     const app = fastify.apps.findApp(target.name, target.version)
     const site = app === undefined ? undefined : sites.get(app)
     if (site === undefined) return notFound(reply)
+    // A policy being read again or public/ being opened anew: answer from what comes of it.
+    if (site.unsettled) await site.settled()
+    site.dropPending()
     void reply.header('content-security-policy', site.csp)
 
     const base = appBase(prefix, target.name, target.version)
@@ -189,7 +199,7 @@ const appUi: FastifyPluginAsync = async (fastify) => {
         prepared++
         return await prepareFile(resolved.realPath, await fsp.readFile(resolved.realPath))
       })
-      if (site.watching && site.epoch === epoch && cache.peek(key) === file && hotPaths.get(rawUrl)?.epoch !== epoch) {
+      if (site.watches(resolved.realPath) && site.epoch === epoch && cache.peek(key) === file && !isHot(hotPaths.get(rawUrl), epoch, key)) {
         if (hotPaths.size >= MAX_HOT_PATHS) hotPaths.clear()
         hotPaths.set(rawUrl, {
           site,

@@ -3,7 +3,7 @@ import nodeFs from 'node:fs'
 import fs from 'node:fs/promises'
 import os from 'node:os'
 import path from 'node:path'
-import t from 'tap'
+import t, { type Test } from 'tap'
 import { FileCache } from '../../src/app-ui/file-cache.js'
 import { chooseEncoding, etagMatches } from '../../src/app-ui/negotiation.js'
 import { prepareFile, preparedBytesBound, type CachedFile } from '../../src/app-ui/prepared-file.js'
@@ -11,6 +11,7 @@ import { PublicFolder } from '../../src/app-ui/safe-path.js'
 import { helperInsertionOffset } from '../../src/app-ui/helper-script.js'
 import { hasDotSegment, parseAppUiUrl } from '../../src/app-ui/url.js'
 import { memoryLogger } from '../helpers/log.js'
+import { waitFor } from '../helpers/context.js'
 
 function entry (bytes: number): CachedFile {
   return { contentType: 'text/plain', identity: { body: Buffer.alloc(bytes), etag: '"x"' }, bytes }
@@ -57,7 +58,7 @@ t.test('FileCache: a load under way when its key is invalidated is returned but 
   const before = entry(10)
   const read = gate<CachedFile>()
   const stale = cache.get('/pub/app.js\0v1', async () => await read.promise)
-  cache.invalidate((key) => key.startsWith('/pub/'))
+  cache.invalidateBelow(['/pub'])
   // A request after the change reads again rather than joining the read from before it.
   const after = entry(20)
   const reread = gate<CachedFile>()
@@ -76,7 +77,7 @@ t.test('FileCache: a load under way when its key is invalidated is returned but 
   t.equal(cache.bytes, 20)
 
   await cache.get('/other/x.js\0v1', async () => entry(5))
-  cache.invalidate((key) => key.startsWith('/pub/'))
+  cache.invalidateBelow(['/pub'])
   t.equal(cache.peek('/pub/app.js\0v1'), undefined, 'invalidated')
   t.equal(cache.size, 1, 'entries it does not match stay')
   t.equal(cache.bytes, 5, 'and the memory count follows')
@@ -117,9 +118,9 @@ t.test('Site: when public/ cannot be watched, one warning with the fix, and ever
   })
   const log = memoryLogger()
   const cache = new FileCache(1000)
-  const folder = await PublicFolder.open(dir)
-  const site = await Site.open(folder, 'demo@1.0.0', cache, log)
+  const site = await Site.open(dir, 'demo@1.0.0', cache, log)
   t.teardown(async () => { await site.close() })
+  const folder = site.folder
   t.equal(site.watching, false)
   const warnings = log.lines.filter((l) => l.level === 'warn' && l.msg?.includes('cannot be watched'))
   t.equal(warnings.length, 1, 'one warning')
@@ -257,4 +258,135 @@ t.test('PublicFolder: only real paths inside public/, never a dot file', async (
 
   const first = await folder.resolve(['app.js'], false)
   t.equal(await folder.resolve(['app.js'], false), first, 'positive answers are memoised')
+})
+
+t.test('FileCache: a file\'s entries go by path alone, its subtree in one pass', async (t) => {
+  const cache = new FileCache(1000)
+  for (const key of ['/pub/a.js\0v1', '/pub/a.js\0v2', '/pub/a.jsx\0v1', '/pub/sub/b.js\0v1', '/pub-old/c.js\0v1']) await cache.get(key, async () => entry(1))
+  cache.invalidateFile('/pub/a.js')
+  t.equal(cache.peek('/pub/a.js\0v1'), undefined, 'every content of the file')
+  t.equal(cache.peek('/pub/a.js\0v2'), undefined)
+  t.equal(cache.size, 3, 'not a file whose name merely starts with it')
+  cache.invalidateBelow(['/pub/sub', '/nowhere'])
+  t.equal(cache.peek('/pub/sub/b.js\0v1'), undefined, 'below a folder')
+  cache.invalidateBelow(['/pub'])
+  t.ok(cache.peek('/pub-old/c.js\0v1'), 'not a sibling whose name starts with the folder')
+  t.equal(cache.size, 1)
+  t.equal(cache.bytes, 1)
+})
+
+t.test('cacheKey: a copy keeping size and mtime (cp -p) has a key of its own', async (t) => {
+  const dir = await fs.realpath(await fs.mkdtemp(path.join(os.tmpdir(), 'cache-key-')))
+  t.teardown(async () => await fs.rm(dir, { recursive: true, force: true }))
+  const file = path.join(dir, 'version.js')
+  // Whole seconds: times put back exactly as they were.
+  const times = 1_700_000_000
+  await fs.writeFile(file, 'window.v="1.2.3"')
+  await fs.utimes(file, times, times)
+  const { cacheKey } = await import('../../src/app-ui/site.js')
+  const folder = await PublicFolder.open(dir)
+  const first = await folder.resolve(['version.js'], false)
+  // Another content of the same size, written in place with the old times put back.
+  await waitFor(async () => {
+    await fs.writeFile(file, 'window.v="1.2.4"')
+    await fs.utimes(file, times, times)
+    folder.forget()
+    const second = await folder.resolve(['version.js'], false)
+    return second.kind === 'file' && first.kind === 'file' && second.ctimeMs !== first.ctimeMs ? second : undefined
+  }, { what: 'a new change time' })
+  const second = await folder.resolve(['version.js'], false)
+  if (first.kind !== 'file' || second.kind !== 'file') throw new Error('version.js is a file')
+  t.equal(second.size, first.size)
+  t.equal(second.mtimeMs, first.mtimeMs)
+  t.not(cacheKey(second), cacheKey(first))
+})
+
+/** A FolderWatcher whose `fs.watch` runs `before(path)` first and then watches for real. */
+async function watcherWith (t: Test, before: (folder: string) => void): Promise<typeof import('../../src/app-ui/folder-watcher.js')> {
+  const watch = ((folder: string, ...rest: unknown[]) => {
+    before(folder)
+    return (nodeFs.watch as (...args: unknown[]) => nodeFs.FSWatcher)(folder, ...rest)
+  }) as typeof nodeFs.watch
+  return await t.mockImport<typeof import('../../src/app-ui/folder-watcher.js')>('../../src/app-ui/folder-watcher.js', {
+    'node:fs': { ...nodeFs, watch, default: { ...nodeFs, watch } }
+  })
+}
+
+t.test('FolderWatcher: a folder it may not read is not watched, and the rest still is', async (t) => {
+  const root = await fs.realpath(await fs.mkdtemp(path.join(os.tmpdir(), 'watcher-')))
+  t.teardown(async () => await fs.rm(root, { recursive: true, force: true }))
+  let allowed = false
+  const { FolderWatcher } = await watcherWith(t, (folder) => {
+    if (path.basename(folder) === 'private' && !allowed) throw Object.assign(new Error(`EACCES: permission denied, watch '${folder}'`), { code: 'EACCES' })
+  })
+  const failures: Error[] = []
+  const changes: string[] = []
+  const watcher = new FolderWatcher(root, { change: (changed) => { changes.push(changed) }, failure: (err) => { failures.push(err) } })
+  t.teardown(() => { watcher.close() })
+  watcher.start()
+  await fs.mkdir(path.join(root, 'private'))
+  await waitFor(() => changes.includes(path.join(root, 'private')), { what: 'the new folder reported' })
+  t.same(failures, [], 'no failure')
+  t.equal(watcher.sees(path.join(root, 'private', 'x.js')), false, 'changes below it are not seen')
+  t.equal(watcher.sees(path.join(root, 'x.js')), true, 'the rest is')
+
+  allowed = true
+  await fs.chmod(path.join(root, 'private'), 0o755)
+  await waitFor(() => watcher.sees(path.join(root, 'private', 'x.js')), { what: 'watched once it may be read' })
+  await fs.writeFile(path.join(root, 'private', 'x.js'), 'x')
+  await waitFor(() => changes.includes(path.join(root, 'private', 'x.js')), { what: 'a change below it' })
+})
+
+t.test('FolderWatcher: a folder swapped for a link while its watch is made is not followed out', async (t) => {
+  const root = await fs.realpath(await fs.mkdtemp(path.join(os.tmpdir(), 'watcher-')))
+  const outside = await fs.realpath(await fs.mkdtemp(path.join(os.tmpdir(), 'outside-')))
+  t.teardown(async () => {
+    await fs.rm(root, { recursive: true, force: true })
+    await fs.rm(outside, { recursive: true, force: true })
+  })
+  for (const folder of ['a', 'b', 'a/c']) await fs.mkdir(path.join(outside, folder))
+  await fs.mkdir(path.join(root, 'assets'))
+  const watched: string[] = []
+  const { FolderWatcher } = await watcherWith(t, (folder) => {
+    if (folder === path.join(root, 'assets') && !watched.includes(folder)) {
+      nodeFs.rmdirSync(folder)
+      nodeFs.symlinkSync(outside, folder)
+    }
+    watched.push(folder)
+  })
+  const failures: Error[] = []
+  const watcher = new FolderWatcher(root, { change: () => {}, failure: (err) => { failures.push(err) } })
+  t.teardown(() => { watcher.close() })
+  watcher.start()
+  t.same(watched, [root, path.join(root, 'assets')], 'nothing below the link is watched')
+  t.equal(watcher.size, 1, 'only the root stays watched')
+  t.same(failures, [])
+})
+
+t.test('FolderWatcher: says what a change touched', async (t) => {
+  const root = await fs.realpath(await fs.mkdtemp(path.join(os.tmpdir(), 'watcher-')))
+  t.teardown(async () => await fs.rm(root, { recursive: true, force: true }))
+  await fs.writeFile(path.join(root, 'a.js'), 'one')
+  await fs.writeFile(path.join(root, 'linked.js'), 'one')
+  await fs.link(path.join(root, 'linked.js'), path.join(root, 'other-name.js'))
+  const { FolderWatcher } = await import('../../src/app-ui/folder-watcher.js')
+  const seen: string[] = []
+  const watcher = new FolderWatcher(root, { change: (changed, kind) => { seen.push(`${path.relative(root, changed)} ${kind}`) }, failure: () => {} })
+  t.teardown(() => { watcher.close() })
+  watcher.start()
+  const reported = async (what: string): Promise<void> => { await waitFor(() => seen.includes(what), { what }) }
+
+  await fs.appendFile(path.join(root, 'a.js'), 'more')
+  await reported('a.js content')
+  await fs.writeFile(path.join(root, 'b.js.tmp'), 'two')
+  await fs.rename(path.join(root, 'b.js.tmp'), path.join(root, 'a.js'))
+  await reported('a.js entry')
+  await fs.mkdir(path.join(root, 'sub'))
+  await reported('sub tree')
+  await fs.rm(path.join(root, 'sub'), { recursive: true })
+  await waitFor(() => seen.filter((s) => s === 'sub tree').length >= 2, { what: 'the folder removed' })
+  await fs.appendFile(path.join(root, 'linked.js'), 'more')
+  await reported('linked.js entry')
+  t.notOk(seen.includes('linked.js content'), 'a file with another name is more than new content: the other name is not reported')
+  t.equal(watcher.size, 1)
 })

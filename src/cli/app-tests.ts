@@ -3,8 +3,7 @@
  * resolving to this service.
  */
 import { spawn } from 'node:child_process'
-import fs from 'node:fs/promises'
-import path from 'node:path'
+import { ownFiles } from './app-files.js'
 import type { CliContext } from './context.js'
 
 const SCRIPT_EXTENSIONS = ['js', 'mjs', 'cjs']
@@ -26,13 +25,7 @@ export function isTestFile (relative: string, extensions: readonly string[]): bo
 
 /** The test files under `dir` (relative, sorted), not in node_modules or a dot-folder, as node --test passes them over. */
 export async function findTestFiles (dir: string, extensions: readonly string[]): Promise<string[]> {
-  const entries = await fs.readdir(dir, { recursive: true, withFileTypes: true })
-  return entries
-    .filter((e) => e.isFile())
-    .map((e) => path.relative(dir, path.join(e.parentPath, e.name)))
-    .filter((file) => !file.split(path.sep).slice(0, -1).some((part) => part === 'node_modules' || part.startsWith('.')))
-    .filter((file) => isTestFile(file, extensions))
-    .sort()
+  return (await ownFiles(dir)).filter((file) => isTestFile(file, extensions)).sort()
 }
 
 /** tsx, when this service has it: TypeScript tests run through it (from the checkout it is there). */

@@ -7,6 +7,7 @@ import { rmSync } from 'node:fs'
 import fs from 'node:fs/promises'
 import path from 'node:path'
 import type { AppPlan } from './app-plan.js'
+import { ownFiles } from './app-files.js'
 import { CliError, EXIT } from './context.js'
 
 const SIGNALS = ['SIGINT', 'SIGTERM', 'SIGHUP'] as const
@@ -53,7 +54,7 @@ async function emptyOrMissing (dir: string): Promise<boolean> {
 export async function writeApp (dir: string, files: Record<string, string>): Promise<void> {
   const existed = await emptyOrMissing(dir)
   const staging = path.join(path.dirname(dir), `.${path.basename(dir)}.new-${randomBytes(4).toString('hex')}`)
-  // Synchronous: a signal handler gets no second turn of the event loop.
+  // Synchronous: the interrupt handler raises the signal again right after it.
   const discard = (): void => { rmSync(staging, { recursive: true, force: true }) }
   // Interrupted: the staging folder goes, then the signal is raised again to end as it would have.
   const interrupted = (signal: NodeJS.Signals): void => {
@@ -62,6 +63,7 @@ export async function writeApp (dir: string, files: Record<string, string>): Pro
     process.kill(process.pid, signal)
   }
   for (const s of SIGNALS) process.on(s, interrupted)
+  let removed = false
   // Past a file size limit the write is to fail with EFBIG, and be cleaned up, not to end the process.
   const overLimit = (): void => {}
   process.on('SIGXFSZ', overLimit)
@@ -74,9 +76,12 @@ export async function writeApp (dir: string, files: Record<string, string>): Pro
     }
     // rename() replaces only an empty folder on some systems and never on others: take it away first.
     if (existed) await fs.rmdir(dir)
+    removed = existed
     await fs.rename(staging, dir)
   } catch (err) {
     discard()
+    // The user's empty folder is put back as it was.
+    if (removed) await fs.mkdir(dir).catch(() => {})
     if (err instanceof CliError) throw err
     const code = (err as NodeJS.ErrnoException).code
     if (code === 'ENOTEMPTY' || code === 'EEXIST' || code === 'ENOTDIR') throw new CliError(EXIT.error, `${dir} appeared while the app was written; nothing was written`)
@@ -111,15 +116,6 @@ const SCRIPT = /\.[cm]?[jt]s$/
 // Enough for any app's own code; a bundle larger than this is not read for ids.
 const MAX_SCRIPT_BYTES = 2 * 1024 * 1024
 
-/** The script files of an app: its own code, not its dependencies, tools' folders or its UI. */
-async function scripts (dir: string): Promise<string[]> {
-  const entries = await fs.readdir(dir, { recursive: true, withFileTypes: true }).catch(() => [])
-  return entries
-    .filter((e) => e.isFile() && SCRIPT.test(e.name))
-    .map((e) => path.join(e.parentPath, e.name))
-    .filter((file) => !path.relative(dir, file).split(path.sep).some((part) => part === 'node_modules' || part.startsWith('.')))
-}
-
 /**
  * Refuses a new app the service would refuse to start with: its package name, or one of its
  * reaktor ids as a string literal, already in another app of the folder. The ids are looked for in
@@ -134,7 +130,9 @@ export async function refuseClashes (appsDir: string, plan: AppPlan): Promise<vo
     if (app.name === plan.name) {
       throw new CliError(EXIT.error, `the package name ${plan.name} is taken by the app in ${app.dir}: the service loads each name once; choose another name; nothing was written`)
     }
-    for (const file of await scripts(app.dir)) {
+    // public/ is the UI, served to browsers: it registers nothing (it may well call another app's aktor).
+    const code = (await ownFiles(app.dir)).filter((f) => SCRIPT.test(f) && f.split(path.sep)[0] !== 'public')
+    for (const file of code.map((f) => path.join(app.dir, f))) {
       const stat = await fs.stat(file).catch(() => undefined)
       if (stat === undefined || stat.size > MAX_SCRIPT_BYTES) continue
       const text = await fs.readFile(file, 'utf8').catch(() => '')

@@ -204,10 +204,16 @@ t.test('a name or an id another app of the folder has is refused before anything
   t.match(taken.stderr, /the package name widgets is taken by the app in .*renamed: .*choose another name/)
   t.same((await fs.readdir(appsDir)).sort(), ['other', 'renamed'], 'nothing was written')
 
-  // Dot-folders and node_modules are no apps of the service: what they hold clashes with nothing.
+  // Dot-folders and node_modules are no apps of the service, and an app's dependencies and UI
+  // register nothing: what they hold clashes with nothing.
   await fs.mkdir(path.join(appsDir, '.old', 'x'), { recursive: true })
   await fs.writeFile(path.join(appsDir, '.old', 'package.json'), JSON.stringify({ name: 'fresh', version: '1.0.0' }))
-  t.equal((await runCliInProcess(['new-app', 'fresh', '--dir', appsDir])).code, 0)
+  for (const folder of ['node_modules/dep', 'public']) {
+    await fs.mkdir(path.join(renamed, folder), { recursive: true })
+    await fs.writeFile(path.join(renamed, folder, 'index.js'), "fetch('/api/v1/aktor/' + 'fresh-hello')\nconst id = 'fresh-poll'\n")
+  }
+  const fresh = await runCliInProcess(['new-app', 'fresh', '--dir', appsDir])
+  t.equal(fresh.code, 0, fresh.stderr)
 })
 
 t.test('--dir: a file, or a folder whose parent is missing, is refused naming it; another folder than the service\'s is said', async (t) => {

@@ -41,7 +41,7 @@ function nextSteps (context: CliContext, plan: AppPlan, dir: string, files: stri
   const steps = [
     'Restart the service to load it (or run `npm run dev`, which restarts it when app code changes).',
     ...(ui ? [`Open its UI: ${base}${plan.uiPath}`] : []),
-    `Call the aktor: curl -X POST -H "X-Service-Token: $TOKEN" -H 'Content-Type: application/json' -d '{"name":"Ada"}' ${base}/api/v1/aktor/${shellWord(plan.aktorId)}`,
+    `Call the aktor: curl -X POST -H "X-Service-Token: $TOKEN" -H 'Content-Type: application/json' -d '{"name":"Ada"}' ${shellWord(`${base}/api/v1/aktor/${plan.aktorId}`)}`,
     `Start the poller: npx reaktor polling start ${shellWord(plan.pollingId)}`,
     `Edit ${shellWord(path.join(shown(dir), 'index.js'))}, then run its tests: ${testCommand}`
   ]
@@ -70,8 +70,10 @@ export const appCommands: CommandModule = (program, context) => {
     .addArgument(new Argument('<name>', 'the package name (my-app, @acme/widgets); the reaktor ids are <name>-poll and <name>-hello'))
     .option('--dir <folder>', 'the apps folder to create it in (default: REAKTOR_APPS_DIR, else ./reaktor-apps)')
     .option('--ui', 'add public/ with a page that calls the aktor')
-    .addHelpText('after', '\nThe app goes in <folder>/<name> (a scoped name @acme/widgets: <folder>/acme-widgets); an existing\n' +
-      'folder that is not empty is refused (exit 1) and nothing is written. A bad name is exit 2.\n\n' +
+    .addHelpText('after', '\nThe app goes in <folder>/<name> (a scoped name @acme/widgets: <folder>/acme-widgets). Refused\n' +
+      'with exit 1, nothing written: an existing folder that is not empty, a package name or reaktor\n' +
+      'id another app of the folder has, a --dir whose parent folder does not exist. A bad name is\n' +
+      'exit 2. The files appear all at once: a write that fails leaves nothing behind.\n\n' +
       'Examples:\n  $ reaktor new-app my-app --ui\n  $ reaktor new-app @acme/widgets --dir /srv/reaktor-apps\n  $ reaktor --json new-app my-app')
     .action(async (name: string, opts: { dir?: string, ui?: boolean }) => {
       checkName(name)

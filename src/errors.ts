@@ -1,7 +1,6 @@
 import createError from '@fastify/error'
 
-import type { RegisteredReaktor } from './apps/types.js'
-import { formatDuration } from './duration.js'
+import { AktorTimeout } from './apps/aktor-timeout.js'
 import { UnknownReaktorError } from './scheduler/index.js'
 
 /**
@@ -24,7 +23,7 @@ export const Errors = {
   CrossSiteLogin: createError('REAKTOR_CROSS_SITE_LOGIN', 'Cross-site login request rejected', 403),
   CrossSiteLogout: createError('REAKTOR_CROSS_SITE_LOGOUT', 'Cross-site logout request rejected', 403),
   AktorNotFound: createError('REAKTOR_AKTOR_NOT_FOUND', 'Aktor "%s" is not registered', 404),
-  AktorTimeout: createError('REAKTOR_AKTOR_TIMEOUT', 'Aktor "%s" did not answer within %s', 504),
+  AktorTimeout,
   NotFound: createError('REAKTOR_NOT_FOUND_ROUTE', 'Route %s %s not found', 404),
   // Whatever a request needed from the database failed for want of a database (src/db/unavailable.ts).
   DatabaseUnavailable: createError('REAKTOR_DATABASE_UNAVAILABLE', 'The database is unavailable; retry shortly', 503),
@@ -79,10 +78,4 @@ export { MissingSettingError } from './sdk/combinators.js'
 // REAKTOR_CLIENT_CLOSED: the HTTP client went away before the aktor answered (the route answers 499).
 export { ClientClosed } from './apps/invoke.js'
 
-/**
- * Why an aktor call that outlived its timeout was interrupted: the 504 it is answered with, and the
- * reason its signal is aborted with (the route and reaktor-service/testing alike).
- */
-export function aktorTimeout (id: string, registered: RegisteredReaktor): Error {
-  return new Errors.AktorTimeout(id, registered.registration.timeout ?? formatDuration(registered.timeoutMs))
-}
+export { aktorTimeout } from './apps/aktor-timeout.js'

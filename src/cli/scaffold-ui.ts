@@ -15,13 +15,18 @@ export function uiFiles (plan: AppPlan): Record<string, string> {
   }
 }
 
+// A package name has no character HTML treats specially; escaped all the same, should the rule widen.
+function html (text: string): string {
+  return text.replace(/[&<>"']/g, (ch) => `&#${ch.charCodeAt(0)};`)
+}
+
 function indexHtml (plan: AppPlan): string {
   return `<!doctype html>
 <html lang="en">
 <head>
   <meta charset="utf-8">
   <meta name="viewport" content="width=device-width, initial-scale=1">
-  <title>${plan.name}</title>
+  <title>${html(plan.name)}</title>
   <link rel="icon" href="favicon.svg" type="image/svg+xml">
   <link rel="stylesheet" href="style.css">
   <script src="app.js" defer></script>
@@ -29,7 +34,7 @@ function indexHtml (plan: AppPlan): string {
 <body>
   <main>
     <header>
-      <h1>${plan.name}</h1>
+      <h1>${html(plan.name)}</h1>
       <p class="lead">
         A new reaktor app. Edit <code>index.js</code> to change what its reaktors do, and this
         folder (<code>public/</code>) to change this page.
@@ -38,7 +43,7 @@ function indexHtml (plan: AppPlan): string {
 
     <section class="card" aria-labelledby="hello-heading">
       <h2 id="hello-heading">Say hello</h2>
-      <p class="muted">Calls the aktor <code>${plan.aktorId}</code>, which greets with the app's <code>greeting</code> setting.</p>
+      <p class="muted">Calls the aktor <code>${html(plan.aktorId)}</code>, which greets with the app's <code>greeting</code> setting.</p>
       <form id="hello-form" class="actions">
         <label for="name">Name</label>
         <input id="name" name="name" type="text" maxlength="100" value="Ada" required>
@@ -50,7 +55,7 @@ function indexHtml (plan: AppPlan): string {
     <section class="card" aria-labelledby="poller-heading">
       <h2 id="poller-heading">Polling reaktor</h2>
       <dl class="facts">
-        <dt>Id</dt><dd><code>${plan.pollingId}</code></dd>
+        <dt>Id</dt><dd><code>${html(plan.pollingId)}</code></dd>
         <dt>State</dt><dd><span id="state" class="badge">…</span></dd>
         <dt>Interval</dt><dd id="interval">…</dd>
         <dt>Last run</dt><dd id="last-run">…</dd>
@@ -72,8 +77,8 @@ function appJs (plan: AppPlan): string {
   return `// The ${plan.name} UI. Every API call carries the session token from window.getServiceAuthToken()
 // (the service injects it into this page); a 401 or a missing token leads to the login page,
 // which brings the user back here afterwards.
-const AKTOR_ID = '${plan.aktorId}'
-const POLLER_ID = '${plan.pollingId}'
+const AKTOR_ID = ${JSON.stringify(plan.aktorId)}
+const POLLER_ID = ${JSON.stringify(plan.pollingId)}
 const REFRESH_MS = 5000
 
 const $ = (id) => document.getElementById(id)
@@ -149,13 +154,18 @@ for (const action of ['start', 'stop']) {
   }))
 }
 
-// Keep the status live; a failed refresh shows its reason and the next one tries again.
+// Keep the status live; a failed refresh shows its reason until one succeeds again (a message
+// of an action meanwhile is left alone).
+let refreshFailed = false
 async function loop () {
   try {
     await refresh()
+    if (refreshFailed) showMessage('')
+    refreshFailed = false
   } catch (err) {
     if (err instanceof LoginRequired) return
     showMessage(err.message, true)
+    refreshFailed = true
   }
   setTimeout(loop, REFRESH_MS)
 }

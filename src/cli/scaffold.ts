@@ -75,7 +75,8 @@ export const reaktors = [
 
 function appTest (plan: AppPlan): string {
   return `// The app's tests: run them with \`npx reaktor test <this app's folder>\` from the service's checkout
-// (or \`npm test\` here). reaktor-service/testing runs one reaktor as the service would, without one.
+// (or \`npm test\` here; \`npm test -- --test-name-pattern=hello\` runs only the tests so named).
+// reaktor-service/testing runs one reaktor as the service would, without one.
 import assert from 'node:assert/strict'
 import { readFileSync } from 'node:fs'
 import { test } from 'node:test'

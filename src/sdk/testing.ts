@@ -9,23 +9,27 @@
 import { randomUUID } from 'node:crypto'
 import { EventEmitter } from 'node:events'
 import { performance } from 'node:perf_hooks'
+import pino from 'pino'
+import { AktorTimeout, aktorTimeout } from '../apps/aktor-timeout.js'
 import { compileInputChecks } from '../apps/input-schema.js'
 import { AktorCall, ClientClosed, clientError, invokeAktor } from '../apps/invoke.js'
 import { buildRegistry } from '../apps/registry.js'
 import { resolveSettings } from '../apps/settings.js'
 import type { AppRegistry } from '../apps/types.js'
-import { aktorTimeout, Errors } from '../errors.js'
 import type { SchedulerLogger } from '../scheduler/logger.js'
-import { describe, ReaktorRunner } from '../scheduler/runner.js'
+import { describe, ReaktorRunner, RunStoppedError } from '../scheduler/runner.js'
 import type { PollingAktor, PollingReaktorRegistration, ReaktorRegistration } from './types.js'
 
 /** One line an aktor logged through `context.log`. */
 export interface LogLine {
-  level: 'debug' | 'info' | 'warn' | 'error'
-  /** The message: the second argument, or the first when it was a string alone. */
+  level: 'trace' | 'debug' | 'info' | 'warn' | 'error' | 'fatal'
+  /** The message as pino writes it: placeholders (`%s`) filled in; an Error's message when one was logged alone. */
   msg: string | undefined
-  /** The context object (pino's first argument); undefined when only a message was given. */
-  data: unknown
+  /**
+   * The context object's fields as they reach the service's log (JSON: an Error under `err` as
+   * `{type, message, stack}`); undefined when only a message was given.
+   */
+  data: Record<string, unknown> | undefined
   /** What the service binds to the run's logger: `reaktorId` and `runId` (polling) or `aktor` (a call). */
   bindings: Record<string, unknown>
 }
@@ -42,6 +46,8 @@ export interface RunOptions {
   timeout?: string
   /** Sees each log line as it is written (`onLog: console.log` while debugging). */
   onLog?: (line: LogLine) => void
+  /** The app, as registration errors name it (its package.json name and version). Default `app-under-test@0.0.0`. */
+  app?: { name: string, version: string }
 }
 
 export interface PollingRunResult {
@@ -83,17 +89,17 @@ export class ReaktorRunError extends Error {
   }
 }
 
-const APP_NAME = 'app-under-test'
+const UNNAMED_APP = { name: 'app-under-test', version: '0.0.0' }
 
 /** The registration as the service registers it at start-up (same checks, same messages). */
 function registry (options: RunOptions, pollingReaktors: PollingReaktorRegistration[], reaktors: ReaktorRegistration[]): AppRegistry {
-  const label = `app ${APP_NAME}`
-  const settings = resolveSettings(label, APP_NAME, options.settings ?? {}, {})
+  const { name, version } = options.app ?? UNNAMED_APP
+  const settings = resolveSettings(`app ${name}`, name, options.settings ?? {}, {})
   const withTimeout = <R extends { timeout?: string }>(r: R): R => options.timeout === undefined ? r : { ...r, timeout: options.timeout }
   // The interval warning (below 3 s) concerns the schedule, which a single run does not have.
   return buildRegistry([{
-    name: APP_NAME,
-    version: '0.0.0',
+    name,
+    version,
     dir: undefined,
     publicDir: undefined,
     settings,
@@ -102,17 +108,34 @@ function registry (options: RunOptions, pollingReaktors: PollingReaktorRegistrat
   }], { warn: () => {} })
 }
 
-/** Records what the aktor logs (its child loggers); the lines the service writes about the run itself are not the app's. */
-function recorder (logs: LogLine[], onLog: RunOptions['onLog'], bindings?: Record<string, unknown>): SchedulerLogger {
-  const at = (level: LogLine['level']) => (obj: unknown, msg?: string): void => {
-    if (bindings === undefined) return
-    const line: LogLine = typeof obj === 'string' && msg === undefined
-      ? { level, msg: obj, data: undefined, bindings }
-      : { level, msg, data: obj, bindings }
-    logs.push(line)
-    onLog?.(line)
+const ignore = (): void => {}
+
+/**
+ * Records what the aktor logs through its child loggers, with a real pino writing to memory: the
+ * calling conventions (`%s` placeholders, an Error alone, every level) are pino's own. The lines
+ * the service writes about the run itself are not the app's, and are not recorded.
+ */
+function recorder (logs: LogLine[], onLog: RunOptions['onLog']): SchedulerLogger {
+  const captured = (bindings: Record<string, unknown>): SchedulerLogger => {
+    const log = pino({ level: 'trace', base: undefined, timestamp: false }, {
+      write: (text: string) => {
+        const { level, msg, ...fields } = JSON.parse(text) as { level: number, msg?: string } & Record<string, unknown>
+        const line: LogLine = { level: pino.levels.labels[level] as LogLine['level'], msg, data: Object.keys(fields).length === 0 ? undefined : fields, bindings }
+        logs.push(line)
+        onLog?.(line)
+      }
+    })
+    // A child's bindings are kept apart from the fields of each line, not merged into them as pino would.
+    return Object.assign(log, { child: (more: Record<string, unknown>) => captured({ ...bindings, ...more }) })
   }
-  return { debug: at('debug'), info: at('info'), warn: at('warn'), error: at('error'), child: (more) => recorder(logs, onLog, { ...bindings, ...more }) }
+  return { trace: ignore, debug: ignore, info: ignore, warn: ignore, error: ignore, fatal: ignore, child: captured }
+}
+
+/** Catches what a test would otherwise see as a TypeError deep inside: `find()` matched nothing. */
+function checkGiven (fn: string, registration: unknown): void {
+  if (registration === undefined || registration === null) {
+    throw new TypeError(`${fn}: the registration is ${String(registration)} (not found? a find() over the app's exports that matched no id gives undefined)`)
+  }
 }
 
 function abortedBeforeStart (signal: AbortSignal, logs: LogLine[], statusCode?: number): ReaktorRunError {
@@ -126,6 +149,7 @@ function abortedBeforeStart (signal: AbortSignal, logs: LogLine[], statusCode?: 
  * boolean, outlives `timeout` (the registration's, default `5m`) or `options.signal` aborts it.
  */
 export async function runPollingReaktor (registration: PollingReaktorRegistration, options: RunOptions = {}): Promise<PollingRunResult> {
+  checkGiven('runPollingReaktor', registration)
   const checked = registry(options, [registration], []).pollingReaktors.get(registration.reaktorDefinitionId)!
   // What the aktor threw, for `cause`: the runner keeps only its description.
   let thrown: { error: unknown } | undefined
@@ -158,11 +182,16 @@ export async function runPollingReaktor (registration: PollingReaktorRegistratio
 
   return await new Promise((resolve, reject) => {
     let runId = ''
-    const onAbort = (): void => { void runner.halt('the signal given to runPollingReaktor was aborted') }
+    // At once, as a stop answers at once: an aktor that ignores its signal settles in the background.
+    const onAbort = (): void => {
+      const reason = 'the signal given to runPollingReaktor was aborted'
+      settle(reason)
+      reject(new ReaktorRunError(describe(new RunStoppedError(reason)), 'aborted', logs, undefined, { cause: signal?.reason }))
+    }
     // One run only: the runner is halted as soon as the run is judged, so nothing more is scheduled.
-    const settle = (): void => {
+    const settle = (reason?: string): void => {
       signal?.removeEventListener('abort', onAbort)
-      void runner.halt()
+      void runner.halt(reason)
     }
     const runner = new ReaktorRunner({
       reaktorId: registration.reaktorDefinitionId,
@@ -205,11 +234,15 @@ export async function runPollingReaktor (registration: PollingReaktorRegistratio
  * would answer with (400, the aktor's own 4xx, 499, 500 or 504).
  */
 export async function runAktor<I, O> (registration: ReaktorRegistration<I, O>, input: I, options: RunOptions = {}): Promise<AktorRunResult<O>> {
+  checkGiven('runAktor', registration)
   const { reaktors } = registry(options, [], [registration as ReaktorRegistration])
   const id = registration.reaktorDefinitionId
   const registered = reaktors.get(id)!
   const logs: LogLine[] = []
-  const problem = compileInputChecks(reaktors).get(id)?.(input)
+  // What the route's aktor gets is a request body: JSON, parsed afresh (the schema's defaults are
+  // filled into it, never into the caller's object).
+  const body = asJson(input, 'runAktor: the input cannot be sent as a JSON body')
+  const problem = compileInputChecks(reaktors).get(id)?.(body)
   if (problem !== undefined) throw new ReaktorRunError(problem, 'failed', logs, 400)
   const { signal } = options
   if (signal?.aborted === true) throw abortedBeforeStart(signal, logs, 499)
@@ -222,15 +255,27 @@ export async function runAktor<I, O> (registration: ReaktorRegistration<I, O>, i
   const runId = randomUUID()
   const startedAt = performance.now()
   try {
-    const output = await invokeAktor(registered, input, call, { reaktorId: id, runId, log: recorder(logs, options.onLog), response, timeoutReason: aktorTimeout })
-    return { output: output as O, logs, runId, durationMs: performance.now() - startedAt }
+    const output = await invokeAktor(registered, body, call, { reaktorId: id, runId, log: recorder(logs, options.onLog), response, timeoutReason: aktorTimeout })
+    // What the route answers: the output as JSON (undefined as null, a Date as its text, a Map as {}).
+    return { output: JSON.parse(JSON.stringify(output ?? null) ?? 'null') as O, logs, runId, durationMs: performance.now() - startedAt }
   } catch (err) {
     const reason = call.reason
-    if (reason instanceof Errors.AktorTimeout) throw new ReaktorRunError(reason.message, 'timed_out', logs, 504, { cause: reason })
+    if (reason instanceof AktorTimeout) throw new ReaktorRunError(reason.message, 'timed_out', logs, 504, { cause: reason })
     if (reason instanceof ClientClosed) throw new ReaktorRunError(reason.message, 'aborted', logs, 499, { cause: reason })
     const client = clientError(err)
     throw new ReaktorRunError(client?.message ?? describe(err), 'failed', logs, client?.statusCode ?? 500, { cause: err })
   } finally {
     signal?.removeEventListener('abort', onAbort)
   }
+}
+
+/** `value` as it arrives after a trip through JSON; undefined (no body) stays undefined. */
+function asJson (value: unknown, what: string): unknown {
+  let text: string | undefined
+  try {
+    text = JSON.stringify(value)
+  } catch (err) {
+    throw new TypeError(`${what}: ${(err as Error).message}`, { cause: err })
+  }
+  return text === undefined ? undefined : JSON.parse(text)
 }

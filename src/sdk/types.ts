@@ -10,11 +10,20 @@ export interface AktorContext {
   runId: string
 }
 
+/**
+ * One level of the logger, called as pino is: `(obj, msg?, ...args)` or `(msg, ...args)`, `msg`
+ * with printf-style `%s %d %o` placeholders for `args`; an Error as `obj` gives the message.
+ */
+export type AktorLogFn = (obj: unknown, msg?: string, ...args: unknown[]) => void
+
+/** The service's logger is pino: every one of its levels is there. */
 export interface AktorLogger {
-  info: (obj: unknown, msg?: string) => void
-  warn: (obj: unknown, msg?: string) => void
-  error: (obj: unknown, msg?: string) => void
-  debug: (obj: unknown, msg?: string) => void
+  trace: AktorLogFn
+  debug: AktorLogFn
+  info: AktorLogFn
+  warn: AktorLogFn
+  error: AktorLogFn
+  fatal: AktorLogFn
 }
 
 /** An aktor is a function of input and context. A plain async function is an aktor. */

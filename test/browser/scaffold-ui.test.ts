@@ -53,6 +53,14 @@ browserTests((browser) => {
     fs.mkdirSync(ARTIFACTS_DIR, { recursive: true })
     await tab.screenshot({ path: path.join(ARTIFACTS_DIR, 'scaffold-ui.png'), fullPage: true })
 
+    // A refresh that fails shows why; the next one that succeeds takes the message away.
+    const status = `**/api/v1/polling/my-app-poll/status`
+    await tab.route(status, async (route) => await route.fulfill({ status: 503, contentType: 'application/json', body: JSON.stringify({ message: 'down for a moment' }) }))
+    await tab.locator('#message.error').filter({ hasText: 'down for a moment' }).waitFor()
+    await tab.unroute(status)
+    await tab.locator('#message:not(.error)').filter({ hasText: /^$/ }).waitFor({ timeout: 20_000 })
+    t.pass('a refresh error is cleared once refreshing works again')
+
     // The session ends elsewhere (signed out from a script); the page still holds its cookie, so
     // its next call is refused: 401 leads to the login page, which brings the user back.
     const token = await tab.evaluate(() => (window as any).getServiceAuthToken() as string)
@@ -69,6 +77,6 @@ browserTests((browser) => {
     await tab.getByText('Good morning, Ada!').waitFor()
     t.pass('back on the app, logged in again, the aktor answers')
     // The refused call is the one error the browser itself reports (a failed resource load).
-    t.same(problems.filter((p) => !/status of 401/.test(p)), [], 'still no policy violation and no script error')
+    t.same(problems.filter((p) => !/status of (401|503)/.test(p)), [], 'still no policy violation and no script error')
   })
 })

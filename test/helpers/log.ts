@@ -2,7 +2,7 @@ import { Writable } from 'node:stream'
 import type { SchedulerLogger } from '../../src/scheduler/index.js'
 import type { AktorLogger } from '../../src/sdk/types.js'
 
-export interface LogLine { level: 'info' | 'warn' | 'error', obj: unknown, msg?: string }
+export interface LogLine { level: 'info' | 'warn' | 'error' | 'fatal', obj: unknown, msg?: string }
 
 export type MemoryLogger = SchedulerLogger & { lines: LogLine[] }
 
@@ -18,10 +18,12 @@ export function memoryLogger (lines: LogLine[] = []): MemoryLogger {
     }
     return {
       lines,
+      trace: () => {},
       debug: () => {},
       info: record('info'),
       warn: record('warn'),
       error: record('error'),
+      fatal: record('fatal'),
       child: (more) => make({ ...bindings, ...more })
     }
   }
@@ -29,7 +31,7 @@ export function memoryLogger (lines: LogLine[] = []): MemoryLogger {
 }
 
 /** A logger that drops everything. */
-export const silentLogger: AktorLogger = { debug: () => {}, info: () => {}, warn: () => {}, error: () => {} }
+export const silentLogger: AktorLogger = { trace: () => {}, debug: () => {}, info: () => {}, warn: () => {}, error: () => {}, fatal: () => {} }
 
 /** A destination for a real pino logger: keeps every line written (serialized JSON text). */
 export function logOutput (): { stream: Writable, lines: string[] } {

@@ -90,3 +90,20 @@ t.test('the scheduler and the polling read side know nothing of HTTP', async (t)
     t.same(offending, [], `src/${folder}/: no Fastify, no routes or plugins${folder === 'scheduler' ? ', no API schemas' : ''}`)
   }
 })
+
+t.test('reaktor-service/testing loads no more than a run needs: no configuration, no scheduler, no database', async (t) => {
+  const reached = new Set<string>()
+  const visit = (file: string): void => {
+    if (reached.has(file)) return
+    reached.add(file)
+    // A type-only import costs nothing at run time.
+    const source = fs.readFileSync(file, 'utf8')
+    for (const s of imports.get(file) ?? []) {
+      const target = resolveLocal(file, s)
+      if (target !== undefined && !new RegExp(`import type [^;]*?'${s.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')}'`).test(source)) visit(target)
+    }
+  }
+  visit(path.join(SRC, 'sdk', 'testing.ts'))
+  const heavy = [...reached].map(rel).filter((f) => ['config.ts', 'errors.ts', 'app.ts'].includes(f) || /^(db|routes|plugins)\//.test(f) || f === 'scheduler/index.ts' || f === 'scheduler/scheduler.ts')
+  t.same(heavy, [], 'its imports reach none of these')
+})

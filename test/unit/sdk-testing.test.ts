@@ -93,6 +93,16 @@ t.test('the caller\'s signal interrupts a run, like a stop or a client going awa
   await t.rejects(runPollingReaktor(stuck, { signal: AbortSignal.abort() }), { name: 'ReaktorRunError', outcome: 'aborted' })
 })
 
+t.test('an aktor that ignores its signal: the run is aborted at once all the same, not timed out later', async (t) => {
+  const deaf = definePollingReaktor({ reaktorDefinitionId: 'deaf', interval: '1m', timeout: '2s', createReaktor: () => async () => await new Promise<boolean>(() => {}) })
+  const controller = new AbortController()
+  const started = Date.now()
+  const run = runPollingReaktor(deaf, { signal: controller.signal })
+  setImmediate(() => controller.abort())
+  await t.rejects(run, { outcome: 'aborted', message: 'RunStoppedError: run aborted: the signal given to runPollingReaktor was aborted' })
+  t.ok(Date.now() - started < 1500, 'before its timeout')
+})
+
 t.test('an aktor gets its input and settings and answers its output; failures carry the HTTP status', async (t) => {
   const hello = defineReaktor<{ name: string }, { message: string }>({
     reaktorDefinitionId: 'hello',
@@ -112,4 +122,53 @@ t.test('an aktor gets its input and settings and answers its output; failures ca
   await t.rejects(runAktor(full, {}), { statusCode: 409, message: 'queue full', outcome: 'failed' })
   const broken = defineReaktor({ reaktorDefinitionId: 'broken', createReaktor: () => async () => { throw new TypeError('oops') } })
   await t.rejects(runAktor(broken, {}), { statusCode: 500, message: 'TypeError: oops' })
+})
+
+t.test('input and output travel as JSON, as over HTTP', async (t) => {
+  let seen: unknown
+  const echo = defineReaktor({
+    reaktorDefinitionId: 'echo',
+    inputSchema: { type: 'object', properties: { n: { type: 'number', default: 1 } } },
+    createReaktor: () => async (input: Record<string, unknown>) => {
+      seen = input
+      return { at: new Date(0), gone: undefined, map: new Map([['a', 1]]), input }
+    }
+  })
+  const given = { when: new Date(0) }
+  const { output } = await runAktor(echo, given)
+  t.same(given, { when: new Date(0) }, 'the schema\'s default is not written into the caller\'s object')
+  t.same(seen, { when: '1970-01-01T00:00:00.000Z', n: 1 }, 'the aktor gets the body as parsed JSON')
+  t.same(output, { at: '1970-01-01T00:00:00.000Z', map: {}, input: { when: '1970-01-01T00:00:00.000Z', n: 1 } })
+  t.notOk(Object.hasOwn(output as object, 'gone'))
+
+  t.equal((await runAktor(defineReaktor({ reaktorDefinitionId: 'nothing', createReaktor: () => () => undefined }), {})).output, null, 'no output is null')
+  const big = defineReaktor({ reaktorDefinitionId: 'big', createReaktor: () => () => ({ n: 1n }) })
+  await t.rejects(runAktor(big, {}), { name: 'ReaktorRunError', statusCode: 500, outcome: 'failed', message: /^TypeError: .*BigInt/ })
+})
+
+t.test('the log lines are pino\'s: placeholders, an Error alone, every level', async (t) => {
+  const boom = new Error('boom')
+  const chatty = defineReaktor({
+    reaktorDefinitionId: 'chatty',
+    createReaktor: () => async (_input, context) => {
+      context.log.info('hello %s, %d times', 'Ada', 3)
+      context.log.error(boom)
+      context.log.warn({ err: boom, n: 1 }, 'with %s', 'context')
+      context.log.trace('finest')
+      context.log.fatal('last')
+      return null
+    }
+  })
+  const { logs } = await runAktor(chatty, {})
+  t.same(logs.map((l) => [l.level, l.msg]), [['info', 'hello Ada, 3 times'], ['error', 'boom'], ['warn', 'with context'], ['trace', 'finest'], ['fatal', 'last']])
+  t.match(logs[1].data, { err: { type: 'Error', message: 'boom', stack: /Error: boom/ } })
+  t.match(logs[2].data, { n: 1, err: { message: 'boom' } })
+  t.equal(logs[0].data, undefined)
+  t.same(logs[0].bindings, { aktor: 'chatty' })
+})
+
+t.test('a missing registration is said to be missing; registration errors name the app given', async (t) => {
+  await t.rejects(runPollingReaktor(undefined as any), { name: 'TypeError', message: /^runPollingReaktor: the registration is undefined \(not found\?/ })
+  await t.rejects(runAktor([].find(() => true) as any, {}), { message: /^runAktor: the registration is undefined/ })
+  await t.rejects(runPollingReaktor({ reaktorDefinitionId: 'x', interval: 'soon', createReaktor: () => constant(false) }, { app: { name: 'my-app', version: '0.1.0' } }), /^app my-app@0\.1\.0: .*interval "soon" is malformed/)
 })

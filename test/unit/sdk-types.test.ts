@@ -9,6 +9,7 @@ import {
   type Aktor, type AsyncAktor, type PollingAktor
 } from '../../src/sdk/index.js'
 import type * as PublicSdk from 'reaktor-service/sdk'
+import { silentLogger } from '../helpers/log.js'
 
 type Equals<A, B> = (<X>() => X extends A ? 1 : 2) extends (<X>() => X extends B ? 1 : 2) ? true : false
 const assertType = <T extends true>(_proof?: T): void => {}
@@ -113,7 +114,7 @@ t.test('the registration helpers return what they are given', async (t) => {
 })
 
 t.test('the values behind the types', async (t) => {
-  const log = { info: () => {}, warn: () => {}, error: () => {}, debug: () => {} }
+  const log = silentLogger
   const context = { signal: new AbortController().signal, log, settings: {}, reaktorId: 'types', runId: 'r1' }
   t.same(await both(undefined, context), { n: 1, s: 'x' })
   t.same(await pair(undefined, context), [1, 'x'])

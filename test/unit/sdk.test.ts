@@ -1,8 +1,9 @@
 import t from 'tap'
 import { branch, constant, MissingSettingError, parallel, pipe, setting, type Aktor, type AktorContext } from '../../src/sdk/index.js'
 import { deferred } from '../helpers/context.js'
+import { silentLogger } from '../helpers/log.js'
 
-const log = { info: () => {}, warn: () => {}, error: () => {}, debug: () => {} }
+const log = silentLogger
 
 function contextWith (overrides: Partial<AktorContext> = {}): AktorContext {
   return { signal: new AbortController().signal, log, settings: {}, reaktorId: 'sdk-test', runId: 'run-1', ...overrides }

@@ -1,4 +1,3 @@
-import { spawn } from 'node:child_process'
 import fs from 'node:fs/promises'
 import path from 'node:path'
 import { fileURLToPath } from 'node:url'
@@ -6,9 +5,11 @@ import { Argument } from 'commander'
 import { isPackageName } from '../../apps/loader.js'
 import { DEFAULT_URL } from '../client.js'
 import { CliError, EXIT, type CliContext, type CommandModule, type ExitCode } from '../context.js'
-import { printable, printJson } from '../output.js'
+import { printable, printJson, shellWord } from '../output.js'
 import { planApp, type AppPlan } from '../app-plan.js'
 import { appFiles } from '../scaffold.js'
+import { planTests, runTests } from '../app-tests.js'
+import { ensureAppsDir, refuseClashes, writeApp } from '../app-write.js'
 
 // npm's own limit; the loader's rule does not bound the length.
 const MAX_NAME_LENGTH = 214
@@ -22,7 +23,10 @@ function checkName (name: string): void {
     : !isPackageName(name)
         ? 'is not a valid package name: lower case letters, digits, - . _ ~, not starting with . or _, optionally @scope/ (e.g. my-app, @acme/widgets)'
         // The loader passes over a folder of this name.
-        : name === 'node_modules' ? 'is the one folder name the service never loads apps from' : undefined
+        : name === 'node_modules'
+          ? 'is the one folder name the service never loads apps from'
+          // Every command would read it as an option.
+          : name.startsWith('-') ? 'starts with -, which commands take for an option' : undefined
   if (problem !== undefined) throw new CliError(EXIT.usage, `app name ${JSON.stringify(name)} ${problem}`)
 }
 
@@ -32,58 +36,26 @@ function shown (dir: string): string {
   return relative !== '' && !relative.startsWith('..') && !path.isAbsolute(relative) ? relative : dir
 }
 
-/** A folder that is missing or empty may take the app; anything in it is never overwritten. */
-async function refuseNonEmpty (dir: string): Promise<void> {
-  let entries: string[]
-  try {
-    entries = await fs.readdir(dir)
-  } catch (err) {
-    const code = (err as NodeJS.ErrnoException).code
-    if (code === 'ENOENT') return
-    throw new CliError(EXIT.error, code === 'ENOTDIR' ? `${dir} exists and is not a folder` : `cannot read ${dir}: ${(err as Error).message}`)
-  }
-  if (entries.length > 0) throw new CliError(EXIT.error, `${dir} already exists and is not empty; nothing was written (choose another name or --dir)`)
-}
-
-async function writeApp (dir: string, files: Record<string, string>): Promise<void> {
-  await refuseNonEmpty(dir)
-  for (const [file, content] of Object.entries(files)) {
-    const target = path.join(dir, file)
-    await fs.mkdir(path.dirname(target), { recursive: true })
-    // 'wx': should anything appear there meanwhile, it is not overwritten.
-    await fs.writeFile(target, content, { flag: 'wx' })
-  }
-}
-
-function nextSteps (context: CliContext, plan: AppPlan, dir: string, files: string[], ui: boolean, testCommand: string): string {
+function nextSteps (context: CliContext, plan: AppPlan, dir: string, files: string[], ui: boolean, testCommand: string, notes: string[]): string {
   const base = (context.io.env.REAKTOR_URL ?? DEFAULT_URL).replace(/\/+$/, '')
   const steps = [
     'Restart the service to load it (or run `npm run dev`, which restarts it when app code changes).',
     ...(ui ? [`Open its UI: ${base}${plan.uiPath}`] : []),
-    `Call the aktor: curl -X POST -H "X-Service-Token: $TOKEN" -H 'Content-Type: application/json' -d '{"name":"Ada"}' ${base}/api/v1/aktor/${plan.aktorId}`,
-    `Start the poller: npx reaktor polling start ${plan.pollingId}`,
-    `Edit ${path.join(shown(dir), 'index.js')}, then run its tests: ${testCommand}`
+    `Call the aktor: curl -X POST -H "X-Service-Token: $TOKEN" -H 'Content-Type: application/json' -d '{"name":"Ada"}' ${shellWord(`${base}/api/v1/aktor/${plan.aktorId}`)}`,
+    `Start the poller: npx reaktor polling start ${shellWord(plan.pollingId)}`,
+    `Edit ${shellWord(path.join(shown(dir), 'index.js'))}, then run its tests: ${testCommand}`
   ]
   return `Created the reaktor app ${plan.name} in ${shown(dir)}:\n${files.map((f) => `  ${f}\n`).join('')}\nNext steps:\n` +
-    steps.map((s, i) => `  ${i + 1}. ${s}\n`).join('')
+    steps.map((s, i) => `  ${i + 1}. ${s}\n`).join('') + (notes.length === 0 ? '' : `\n${notes.map((n) => `Note: ${n}\n`).join('')}`)
 }
 
-/** Runs `node --test` in `dir` with the SDK's specifiers resolving to this service; its exit code. */
-async function runAppTests (context: CliContext, dir: string): Promise<number> {
-  const { io } = context
-  // From the checkout the CLI runs as TypeScript: the preload is too, and needs tsx in the child.
-  const fromSource = import.meta.url.endsWith('.ts')
-  const preload = import.meta.resolve('../../apps/sdk-preload.js')
-  // At a terminal the readable reporter; piped, node's default for scripts.
-  const reporter = io.stdout.isTTY === true ? ['--test-reporter=spec'] : []
-  const args = [...(fromSource ? ['--import', import.meta.resolve('tsx')] : []), '--import', preload, '--test', ...reporter]
-  const child = spawn(process.execPath, args, { cwd: dir, env: io.env, stdio: ['ignore', 'pipe', 'pipe'] })
-  child.stdout.on('data', (chunk: Buffer) => io.stdout.write(chunk.toString()))
-  child.stderr.on('data', (chunk: Buffer) => io.stderr.write(chunk.toString()))
-  return await new Promise((resolve, reject) => {
-    child.on('error', reject)
-    child.on('close', (code) => resolve(code ?? EXIT.error))
-  })
+/** `npm test` of the app: this service's launcher, by a relative path inside the checkout (which may then move). */
+export function npmTestScript (dir: string, root = SERVICE_ROOT): { script: string, tiedTo?: string } {
+  const bin = path.join(root, 'bin', 'reaktor.js')
+  const inside = !path.relative(root, dir).startsWith('..')
+  const launcher = inside ? path.relative(dir, bin).split(path.sep).join('/') : bin
+  // `--` last: what `npm test -- <args>` appends reaches node --test, not this CLI's parser.
+  return { script: `node ${shellWord(launcher)} test . --`, tiedTo: inside ? undefined : root }
 }
 
 /**
@@ -98,37 +70,62 @@ export const appCommands: CommandModule = (program, context) => {
     .addArgument(new Argument('<name>', 'the package name (my-app, @acme/widgets); the reaktor ids are <name>-poll and <name>-hello'))
     .option('--dir <folder>', 'the apps folder to create it in (default: REAKTOR_APPS_DIR, else ./reaktor-apps)')
     .option('--ui', 'add public/ with a page that calls the aktor')
-    .addHelpText('after', '\nThe app goes in <folder>/<name> (a scoped name @acme/widgets: <folder>/acme-widgets); an existing\n' +
-      'folder that is not empty is refused (exit 1) and nothing is written. A bad name is exit 2.\n\n' +
+    .addHelpText('after', '\nThe app goes in <folder>/<name> (a scoped name @acme/widgets: <folder>/acme-widgets). Refused\n' +
+      'with exit 1, nothing written: an existing folder that is not empty, a package name or reaktor\n' +
+      'id another app of the folder has, a --dir whose parent folder does not exist. A bad name is\n' +
+      'exit 2. The files appear all at once: a write that fails leaves nothing behind.\n\n' +
       'Examples:\n  $ reaktor new-app my-app --ui\n  $ reaktor new-app @acme/widgets --dir /srv/reaktor-apps\n  $ reaktor --json new-app my-app')
     .action(async (name: string, opts: { dir?: string, ui?: boolean }) => {
       checkName(name)
       const plan = planApp(name)
-      const appsDir = path.resolve(opts.dir ?? (io.env.REAKTOR_APPS_DIR?.trim() || 'reaktor-apps'))
+      const configured = io.env.REAKTOR_APPS_DIR?.trim() || undefined
+      const appsDir = path.resolve(opts.dir ?? configured ?? 'reaktor-apps')
       const dir = path.join(appsDir, plan.base)
       const ui = opts.ui === true
-      // Relative inside the service's folder (reaktor-apps/), so that the checkout can move.
-      const bin = path.join(SERVICE_ROOT, 'bin', 'reaktor.js')
-      const launcher = dir.startsWith(SERVICE_ROOT) ? path.relative(dir, bin).split(path.sep).join('/') : bin
-      const files = appFiles(plan, { ui, testCommand: `node ${launcher} test .` })
-      await writeApp(dir, files)
-      const testCommand = `npx reaktor test ${shown(dir)}`
+      const npmTest = npmTestScript(dir)
+      const files = appFiles(plan, { ui, testCommand: npmTest.script })
+      const created = await ensureAppsDir(appsDir)
+      try {
+        await refuseClashes(appsDir, plan)
+        await writeApp(dir, files)
+      } catch (err) {
+        if (created) await fs.rmdir(appsDir).catch(() => {})
+        throw err
+      }
+      const testCommand = `npx reaktor test ${shellWord(shown(dir))}`
+      const notes = [
+        ...(created ? [`the apps folder ${appsDir} was created.`] : []),
+        ...(path.resolve(configured ?? 'reaktor-apps') !== appsDir ? [`the service loads apps from REAKTOR_APPS_DIR (${configured ?? 'unset: ./reaktor-apps'}), not from this folder: start it with REAKTOR_APPS_DIR=${shellWord(appsDir)} to load this app.`] : []),
+        ...(npmTest.tiedTo === undefined ? [] : [`its npm test runs the reaktor of ${npmTest.tiedTo} by this absolute path; should that folder move, edit "scripts.test" in its package.json.`])
+      ]
       if (context.json()) {
         return printJson(io, { name, version: plan.version, dir, files: Object.keys(files), pollingReaktor: plan.pollingId, aktor: plan.aktorId, uiPath: ui ? plan.uiPath : null, test: testCommand })
       }
-      io.stdout.write(printable(nextSteps(context, plan, dir, Object.keys(files), ui, testCommand)))
+      io.stdout.write(printable(nextSteps(context, plan, dir, Object.keys(files), ui, testCommand, notes)))
     })
 
   program.command('test')
     .description('run a reaktor app\'s tests (node --test in its folder), with reaktor-service/sdk and reaktor-service/testing resolving to this service')
     .addArgument(new Argument('[folder]', 'the app folder (default: the current folder)'))
-    .addHelpText('after', '\nThe exit code is node --test\'s: 0 when every test passed.\n\n' +
-      'Examples:\n  $ reaktor test reaktor-apps/my-app\n  $ cd reaktor-apps/my-app && npm test')
-    .action(async (folder: string | undefined) => {
-      const dir = path.resolve(folder ?? '.')
-      const isApp = await fs.stat(path.join(dir, 'package.json')).then((s) => s.isFile(), () => false)
+    .addArgument(new Argument('[node-options...]', 'after --: options for node --test (--test-name-pattern=…, --test-only)'))
+    .addHelpText('after', '\nThe test files are those node --test would find (*.test.js, *-test.js, *_test.js, test-*.js,\n' +
+      'test.js, any file under test/), TypeScript ones (.ts, .mts, .cts) too, outside node_modules\n' +
+      'and dot-folders. The exit code is node --test\'s: 0 when every test passed; 1 also when no\n' +
+      'test file was found, or when the run was ended by a signal (interrupting reaktor test ends\n' +
+      'the whole run); 3 when the folder does not exist.\n\n' +
+      'Examples:\n  $ reaktor test reaktor-apps/my-app\n  $ reaktor test reaktor-apps/my-app -- --test-name-pattern=hello\n  $ cd reaktor-apps/my-app && npm test -- --test-name-pattern=hello')
+    .action(async (folder: string | undefined, nodeOptions: string[]) => {
+      // `reaktor test -- --test-only`: the first word after -- is an option, not the folder.
+      const extra = folder?.startsWith('-') === true ? [folder, ...nodeOptions] : nodeOptions
+      const dir = path.resolve(folder?.startsWith('-') === true ? '.' : folder ?? '.')
+      const stat = await fs.stat(dir).catch(() => undefined)
+      if (stat === undefined) throw new CliError(EXIT.notFound, `${dir} does not exist`)
+      const isApp = stat.isDirectory() && await fs.stat(path.join(dir, 'package.json')).then((s) => s.isFile(), () => false)
       if (!isApp) throw new CliError(EXIT.usage, `${dir} is not a reaktor app folder (no package.json)`)
-      const code = await runAppTests(context, dir)
+      const plan = await planTests(dir)
+      // node --test given no file would pass with nothing run: a test that was never found must not look passed.
+      if (plan.files.length === 0) throw new CliError(EXIT.error, `no test files in ${dir} (expected names such as test/app.test.js or index.test.ts)`)
+      const code = await runTests(context, dir, plan, extra)
       // node --test's own code, whatever it is: a script must see its failure as it is.
       if (code !== EXIT.ok) throw new CliError(code as ExitCode, '')
     })

@@ -16,6 +16,9 @@ import { runCli, runCliInProcess } from '../helpers/cli.js'
 import { tempDir, waitFor } from '../helpers/context.js'
 import { ROOT } from '../helpers/paths.js'
 
+// Node 20 reports in TAP to a pipe, Node 24 in its spec format: the tests read TAP, so they ask for it.
+const TAP = '--test-reporter=tap'
+
 const APP_FILES = ['package.json', 'index.js', 'test/app.test.js']
 const UI_FILES = ['public/index.html', 'public/app.js', 'public/style.css', 'public/favicon.svg']
 
@@ -136,7 +139,7 @@ t.test('reaktor test runs the app\'s own tests against this service and passes t
   t.equal((await runCliInProcess(['new-app', 'tested', '--dir', appsDir])).code, 0)
   const dir = path.join(appsDir, 'tested')
 
-  const passed = await runCli(['test', dir], { timeoutMs: 60_000 })
+  const passed = await runCli(['test', dir, '--', TAP], { timeoutMs: 60_000 })
   t.equal(passed.code, 0, passed.stderr)
   t.match(passed.stdout, /# pass 3\n/)
   t.match(passed.stdout, /# fail 0\n/)
@@ -144,7 +147,7 @@ t.test('reaktor test runs the app\'s own tests against this service and passes t
   // The aktor changed without its test: the test fails, and so does the command.
   const entry = path.join(dir, 'index.js')
   await fs.writeFile(entry, (await fs.readFile(entry, 'utf8')).replace('`${String(settings.greeting)}, ${name}!`', '`Bye, ${name}`'))
-  const failed = await runCli(['test', dir], { timeoutMs: 60_000 })
+  const failed = await runCli(['test', dir, '--', TAP], { timeoutMs: 60_000 })
   t.equal(failed.code, 1, 'exit 1: a test failed')
   t.match(failed.stdout, /not ok \d+ - hello greets with the greeting setting/)
   t.match(failed.stdout, /# fail 1\n/)
@@ -253,19 +256,23 @@ t.test('reaktor test finds TypeScript tests, passes node options on, and fails w
   await fs.mkdir(path.join(dir, 'node_modules', 'dep', 'test'), { recursive: true })
   await fs.writeFile(path.join(dir, 'node_modules', 'dep', 'test', 'x.test.js'), "throw new Error('a dependency\\'s test ran')\n")
 
-  const picked = await runCli(['test', dir, '--', '--test-name-pattern=typed|hello greets'], { timeoutMs: 60_000 })
+  const picked = await runCli(['test', dir, '--', TAP, '--test-name-pattern=typed|hello greets'], { timeoutMs: 60_000 })
   t.equal(picked.code, 0, picked.stderr)
   t.match(picked.stdout, /ok \d+ - typed test\n/)
-  t.match(picked.stdout, /ok \d+ - the poller finds no work.* # SKIP/)
-  t.match(picked.stdout, /# pass 2\n/)
+  // Node 20 lists a test the pattern leaves out as skipped, Node 24 not at all: either way it does not pass.
+  t.notMatch(picked.stdout, /^\s*ok \d+ - the poller finds no work[^#\n]*$/m, 'the poller test is left out')
+  t.match(picked.stdout, /ok \d+ - hello greets with the greeting setting\n/)
+  t.match(picked.stdout, /# fail 0\n/)
 
   // npm test in the app, with node's options after --, as the app's README would show.
-  const npm = spawn('npm', ['test', '--silent', '--', '--test-name-pattern=typed'], { cwd: dir, stdio: ['ignore', 'pipe', 'pipe'] })
+  const npm = spawn('npm', ['test', '--silent', '--', TAP, '--test-name-pattern=typed'], { cwd: dir, stdio: ['ignore', 'pipe', 'pipe'] })
   let out = ''
   npm.stdout.setEncoding('utf8').on('data', (s: string) => { out += s })
   npm.stderr.setEncoding('utf8').on('data', (s: string) => { out += s })
   t.equal(await new Promise((resolve) => npm.on('close', resolve)), 0, out)
-  t.match(out, /# pass 1\n/)
+  t.match(out, /ok \d+ - typed test\n/)
+  t.notMatch(out, /^\s*ok \d+ - hello greets[^#\n]*$/m, 'only the test the pattern names')
+  t.match(out, /# fail 0\n/)
 
   for (const file of ['greeting.test.ts', 'test/app.test.js']) await fs.rm(path.join(dir, file))
   const none = await runCliInProcess(['test', dir])

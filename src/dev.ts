@@ -23,6 +23,12 @@ import { PRETTY_LOG_OPTIONS } from './pretty-log.js'
 const DEBOUNCE_MS = 100
 /** A service that has not closed this long after SIGTERM (a stuck run) is killed: a reload must not wait for it. */
 const KILL_AFTER_MS = 5000
+/**
+ * Service processes kept started ahead. Two, so that the second of two changes close together (a
+ * compiler writing its output after the source is saved) finds one ready too: the one started when
+ * the first was used is still importing then.
+ */
+const AHEAD = 2
 /** How often the supervisor checks that the process that started it is still there. */
 const PARENT_CHECK_MS = 1000
 
@@ -111,9 +117,9 @@ async function main (): Promise<void> {
 
   let embedded: EmbeddedPostgres | undefined
   let watcher: ChangeWatcher | undefined
-  /** The service serving, or starting; and the next one, started ahead: its modules imported, it waits to start. */
+  /** The service serving, or starting; and the next ones, started ahead: their modules imported, they wait to start. */
   let service: ServiceProcess | undefined
-  let spare: ServiceProcess | undefined
+  const spares: ServiceProcess[] = []
   let stopping = false
   let reloading = false
   /** The last change not reloaded for yet. */
@@ -128,14 +134,26 @@ async function main (): Promise<void> {
   }
 
   /**
-   * Starts the service with the process started ahead, and at once starts the next one ahead (it
+   * Starts processes ahead until AHEAD of them wait, one at a time (each import takes the CPU the
+   * service's start wants). One that cannot import (src/ broken) is not replaced: it shows its
+   * error when it is used.
+   */
+  const startAhead = (): void => {
+    if (stopping || spares.length >= AHEAD || spares.some((spare) => !spare.imported())) return
+    const next = spawn()
+    spares.push(next)
+    void next.waiting.then((waits) => { if (waits) startAhead() })
+  }
+
+  /**
+   * Starts the service with a process started ahead, and at once starts the next one ahead (it
    * imports while this one starts); says when the service is ready (timed from `since`), or that it
    * did not start.
    */
   const launch = async (since: number): Promise<void> => {
     if (stopping) return
-    const current = spare ?? spawn()
-    spare = spawn()
+    const current = spares.shift() ?? spawn()
+    startAhead()
     service = current
     log.debug(`service process ${current.pid} takes over`)
     current.start()
@@ -150,11 +168,11 @@ async function main (): Promise<void> {
     })
   }
 
-  /** A change to src/: the process started ahead has imported the code as it was. */
-  const renewSpare = (): void => {
-    if (spare === undefined || stopping) return
-    void spare.stop(0)
-    spare = spawn()
+  /** A change to src/: the processes started ahead have imported the code as it was. */
+  const renewSpares = (): void => {
+    if (stopping) return
+    for (const spare of spares.splice(0)) void spare.stop(0)
+    startAhead()
   }
 
   /** Settles once the service's start in progress has (or has taken too long: a start that hangs). */
@@ -202,7 +220,7 @@ async function main (): Promise<void> {
    * takes over at once. Changes meanwhile make one more restart, for the last of them.
    */
   const reload = async (change: Change): Promise<void> => {
-    if (change.service) renewSpare()
+    if (change.service) renewSpares()
     pending = change
     if (reloading) return
     reloading = true
@@ -229,7 +247,7 @@ async function main (): Promise<void> {
   const startUp = (async () => {
     const startedAt = Date.now()
     // Imports while the database starts; the database's address is given when it is told to start.
-    spare = spawn()
+    startAhead()
     if (config.databaseUrl === undefined) {
       embedded = await startEmbeddedPostgres({ dataDir: config.dataDir, storeDir: config.embeddedPostgresDir, log: log.child({ component: 'embedded-postgres' }) })
       env.DATABASE_URL = embedded.url
@@ -247,19 +265,19 @@ async function main (): Promise<void> {
     if (stopping) {
       // A second Ctrl-C: the user will not wait for a graceful close.
       service?.kill()
-      spare?.kill()
+      for (const spare of spares) spare.kill()
       return
     }
     stopping = true
     log.info({ signal }, 'stopping')
     // A service still starting is stopped too: its start then ends, and with it startUp.
-    await Promise.all([service?.stop(KILL_AFTER_MS), spare?.stop(0)])
+    await Promise.all([service?.stop(KILL_AFTER_MS), ...spares.map(async (spare) => await spare.stop(0))])
     await startUp.catch(() => {})
     watcher?.close()
     await embedded?.stop()
     // What an app started and that outlived the service's SIGTERM: this is the last chance.
     service?.kill()
-    spare?.kill()
+    for (const spare of spares) spare.kill()
     log.info('stopped')
     process.exit(0)
   }
@@ -276,7 +294,7 @@ async function main (): Promise<void> {
   } catch (err) {
     // Ctrl-C during the database's start ends that start: stopping, not a failure.
     if (stopping) return
-    spare?.kill()
+    for (const spare of spares) spare.kill()
     await embedded?.stop().catch(() => {})
     fail(`failed to start: ${(err as Error).message}`)
   }

@@ -16,6 +16,8 @@ export interface ServiceProcess {
   stopping: () => boolean
   /** True once its modules are imported and it waits for `start()`; false when it exits first. */
   waiting: Promise<boolean>
+  /** Whether `waiting` has settled: its import is over, well or not. */
+  imported: () => boolean
   /** Lets the service start, once its modules are imported, with `env` as it is then. */
   start: () => void
   /** True once the started service listens; false when it exits before it does (a start that failed). */
@@ -86,6 +88,8 @@ export function spawnService ({ entry, env, onLine }: ServiceOptions): ServicePr
     })
     void exited.then(() => resolve(false))
   })
+  let imported = false
+  void waiting.then(() => { imported = true })
   const alive = (): boolean => child.exitCode === null && child.signalCode === null
   // The service's whole process group: the processes an app starts go with it (each reload, and
   // Ctrl-C), as a terminal's Ctrl-C ends a foreground job. Windows has no process groups.
@@ -103,6 +107,7 @@ export function spawnService ({ entry, env, onLine }: ServiceOptions): ServicePr
     alive,
     stopping: () => stopping,
     waiting,
+    imported: () => imported,
     start: () => {
       started = true
       for (const chunk of held.splice(0)) process.stderr.write(chunk)

@@ -144,6 +144,9 @@ function waitingToStart (output: string): number[] {
   return [...output.matchAll(/service process (\d+) has imported its modules; it waits to start/g)].map((m) => Number(m[1])).filter((pid) => !tookOver.has(pid))
 }
 
+/** The service processes the supervisor keeps started ahead. */
+const AHEAD = 2
+
 const seconds = (ms: number): string => `${(ms / 1000).toFixed(2)} s`
 
 t.test('npm run dev: Ctrl-C while the database starts stops, and is no failure', async (t) => {
@@ -184,8 +187,9 @@ t.test('npm run dev: reloads an edited app on the same database with the process
 
   const reloadTimes: number[] = []
   for (const next of ['two', 'three', 'four']) {
-    // As between an author's edits: the supervisor has the next service process ready.
-    const ahead = await waitFor(() => { const pids = waitingToStart(output()); return pids.length === 1 ? pids[0] : undefined }, { timeoutMs: 30_000, what: 'the next service process' })
+    // As between an author's edits: the supervisor has the next service processes ready, and the
+    // first one started ahead is the next to take over.
+    const ahead = await waitFor(() => { const pids = waitingToStart(output()); return pids.length === AHEAD ? pids[0] : undefined }, { timeoutMs: 30_000, what: 'the next service processes' })
     const from = output().length
     const editedAt = Date.now()
     await fs.writeFile(path.join(jsDir, 'index.js'), jsModule(next))
@@ -202,9 +206,20 @@ t.test('npm run dev: reloads an edited app on the same database with the process
   t.equal(await postmasterPid(clusterDir), database, 'the reloads kept the same PostgreSQL server')
   t.equal(await answer('ts-greet', { name: 'again' }), 'hello again', 'and every app is loaded again')
 
+  // A build in watch mode: the source saved, then the module it compiles to, a moment later.
+  await waitFor(() => waitingToStart(output()).length === AHEAD, { timeoutMs: 30_000, what: 'the next service processes' })
+  // Not index.ts: tsx would load it for main: index.js.
+  await fs.writeFile(path.join(jsDir, 'source.ts'), '// the source of index.js\n')
+  // The pace of a compiler's write after the save, not a wait for anything.
+  await pause(460)
+  await fs.writeFile(path.join(jsDir, 'index.js'), jsModule('compiled'))
+  const compiledAt = Date.now()
+  await waitFor(async () => await answer('js-answer') === 'compiled', { timeoutMs: 30_000, intervalMs: 25, what: 'the compiled module to answer' })
+  t.comment(`a source saved, then its compiled module 460 ms later: the compiled module answered ${seconds(Date.now() - compiledAt)} after its write`)
+
   // Saves in quick succession (a build in watch mode, an editor saving on each keystroke): the
   // last one counts, soon after it.
-  await waitFor(() => waitingToStart(output()).length === 1, { timeoutMs: 30_000, what: 'the next service process' })
+  await waitFor(() => waitingToStart(output()).length === AHEAD, { timeoutMs: 30_000, what: 'the next service processes' })
   let from = output().length
   const saves = 15
   for (let n = 1; n <= saves; n++) {

@@ -5,8 +5,8 @@
  * running across restarts (starting it is most of a cold start), so a reload is only the service's
  * own start; changes to an app's `public/` (served fresh by the running service), dot files and
  * node_modules restart nothing, which `--watch-path` cannot express; each reload says what
- * changed and how long the service took to be back; and the next service process is started ahead
- * of need, its modules imported (most of a start under tsx), waiting for the next change.
+ * changed and how long the service took to be back; and the next service processes are started
+ * ahead of need, their modules imported (most of a start under tsx), waiting for the next change.
  */
 import { existsSync, readFileSync, realpathSync, statSync } from 'node:fs'
 import fs from 'node:fs/promises'
@@ -21,6 +21,13 @@ import { PRETTY_LOG_OPTIONS } from './pretty-log.js'
 
 /** Editors save in bursts of events; one restart per burst. */
 const DEBOUNCE_MS = 100
+/**
+ * Changes that came while the service started (saves in quick succession) restart it once they
+ * have paused this long, or this long at most after that start: a restart for each would use up
+ * the processes started ahead, and the last change would find none ready.
+ */
+const BURST_QUIET_MS = 300
+const BURST_WAIT_MAX_MS = 3000
 /** A service that has not closed this long after SIGTERM (a stuck run) is killed: a reload must not wait for it. */
 const KILL_AFTER_MS = 5000
 /**
@@ -122,8 +129,9 @@ async function main (): Promise<void> {
   const spares: ServiceProcess[] = []
   let stopping = false
   let reloading = false
-  /** The last change not reloaded for yet. */
+  /** The last change not reloaded for yet, and when the last change came. */
   let pending: Change | undefined
+  let lastChangeAt = 0
 
   const spawn = (): ServiceProcess => {
     const child = spawnService({ entry, env, onLine: (line) => { out.write(`${line}\n`) } })
@@ -142,7 +150,16 @@ async function main (): Promise<void> {
     if (stopping || spares.length >= AHEAD || spares.some((spare) => !spare.imported())) return
     const next = spawn()
     spares.push(next)
-    void next.waiting.then((waits) => { if (waits) startAhead() })
+    void next.waiting.then((waits) => {
+      if (!waits) return
+      startAhead()
+      // One that ends while it waits (killed from outside) would fail the start it is used for.
+      void next.exited.then(() => {
+        if (next.stopping() || !spares.includes(next)) return
+        spares.splice(spares.indexOf(next), 1)
+        startAhead()
+      })
+    })
   }
 
   /**
@@ -173,6 +190,16 @@ async function main (): Promise<void> {
     if (stopping) return
     for (const spare of spares.splice(0)) void spare.stop(0)
     startAhead()
+  }
+
+  /** Settles once changes have paused for BURST_QUIET_MS, or BURST_WAIT_MAX_MS from now. */
+  const pause = async (): Promise<void> => {
+    const deadline = Date.now() + BURST_WAIT_MAX_MS
+    for (;;) {
+      const wait = Math.min(lastChangeAt + BURST_QUIET_MS, deadline) - Date.now()
+      if (wait <= 0 || stopping) return
+      await new Promise((resolve) => setTimeout(resolve, wait))
+    }
   }
 
   /** Settles once the service's start in progress has (or has taken too long: a start that hangs). */
@@ -216,17 +243,20 @@ async function main (): Promise<void> {
 
   /**
    * Restarts the service for the last change. A start in progress is let finish: stopping it
-   * would wait for it anyway (a service closes once started), and the process started ahead then
-   * takes over at once. Changes meanwhile make one more restart, for the last of them.
+   * would wait for it anyway (a service closes once started), and a process started ahead then
+   * takes over at once. Changes meanwhile make one more restart, for the last of them, once they
+   * pause.
    */
   const reload = async (change: Change): Promise<void> => {
     if (change.service) renewSpares()
     pending = change
+    lastChangeAt = Date.now()
     if (reloading) return
     reloading = true
     try {
-      while (pending !== undefined && !stopping) {
+      for (let burst = false; pending !== undefined && !stopping; burst = true) {
         await started(service)
+        if (burst) await pause()
         await rewatched
         if (stopping) return
         const { file, seenAt } = pending

@@ -16,7 +16,7 @@ import pretty from 'pino-pretty'
 import { ConfigError, loadConfig, type Config } from './config.js'
 import { startEmbeddedPostgres, type EmbeddedPostgres } from './db/embedded.js'
 import { spawnService, type ServiceProcess } from './dev/service-process.js'
-import { watchChanges, type Change, type ChangeWatcher, type WatchedFolder } from './dev/watch.js'
+import { watchChanges, watchFailure, type Change, type ChangeWatcher, type WatchedFolder } from './dev/watch.js'
 import { PRETTY_LOG_OPTIONS } from './pretty-log.js'
 
 /** Editors save in bursts of events; one restart per burst. */
@@ -228,17 +228,13 @@ async function main (): Promise<void> {
     }).catch((err: Error) => { log.error({ err }, 'the folders to watch could not be listed') })
   }
 
+  /** Once for each kind of error: a limit reached would otherwise be said for every folder after it. */
   const watchErrors = new Set<string>()
   const onError = (err: NodeJS.ErrnoException, dir: string): void => {
     const code = err.code ?? err.message
     if (watchErrors.has(code)) return
     watchErrors.add(code)
-    if (code === 'ENOSPC') {
-      log.error(`cannot watch ${dir}: the system's limit of file watches is reached (ENOSPC), so changes there restart nothing. ` +
-        'Raise it (sudo sysctl fs.inotify.max_user_watches=524288, and the same line in /etc/sysctl.conf to keep it), then restart npm run dev')
-    } else {
-      log.error({ err }, `cannot watch ${dir}: changes there restart nothing`)
-    }
+    log.error(watchFailure(err, dir))
   }
 
   /**

@@ -133,6 +133,15 @@ export function watchChanges (folders: readonly WatchedFolder[], { debounceMs, o
   }
 }
 
+/** What the dev loop says, once, when a folder cannot be watched: ENOSPC comes with its fix. */
+export function watchFailure (err: NodeJS.ErrnoException, dir: string): string {
+  if (err.code === 'ENOSPC') {
+    return `cannot watch ${dir}: the system's limit of file watches is reached (ENOSPC), so changes there restart nothing. ` +
+      'Raise it (sudo sysctl fs.inotify.max_user_watches=524288, and the same line in /etc/sysctl.conf to keep it), then restart npm run dev'
+  }
+  return `cannot watch ${dir} (${err.code ?? err.message}): changes there restart nothing`
+}
+
 /** Gone (or replaced by a file) is no error: the folder is watched again once it is back. */
 function isGone (err: NodeJS.ErrnoException): boolean {
   return err.code === 'ENOENT' || err.code === 'ENOTDIR' || err.code === 'EPERM'

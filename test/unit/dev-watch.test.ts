@@ -3,9 +3,10 @@
  * replace the file (write aside, rename over), which Node 20's recursive watch lost after the first.
  */
 import t from 'tap'
+import fsSync from 'node:fs'
 import fs from 'node:fs/promises'
 import path from 'node:path'
-import { restartsFor, watchChanges, type Change, type WatchedFolder } from '../../src/dev/watch.js'
+import { restartsFor, watchChanges, watchFailure, type Change, type WatchedFolder } from '../../src/dev/watch.js'
 import { tempDir, waitFor } from '../helpers/context.js'
 
 t.test('which changed files restart the service', async (t) => {
@@ -147,4 +148,24 @@ t.test('the folders watched follow the apps folder: removed and made again, and 
   await fs.writeFile(path.join(elsewhere, 'index.js'), 'v2')
   await fs.writeFile(path.join(apps, 'my-app', 'index.js'), 'v3')
   t.ok(await seen(path.join('apps', 'my-app', 'index.js'), from, 'the save in the apps folder'), 'a folder no longer linked is no longer watched')
+})
+
+t.test('a folder that cannot be watched is reported, with the fix when the limit of watches is reached', async (t) => {
+  const dir = await tempDir(t, 'reaktor-watch-')
+  const watch = fsSync.watch
+  // As inotify answers once fs.inotify.max_user_watches are in use.
+  fsSync.watch = (() => { throw Object.assign(new Error('ENOSPC: System limit for number of file watchers reached'), { code: 'ENOSPC' }) }) as typeof fsSync.watch
+  const errors: Array<{ code: string | undefined, dir: string }> = []
+  try {
+    watchChanges([{ dir }], { debounceMs: 50, onChange: () => {}, onError: (err, at) => { errors.push({ code: err.code, dir: at }) } }).close()
+    watchChanges([{ dir: path.join(dir, 'gone') }], { debounceMs: 50, onChange: () => {}, onError: (err, at) => { errors.push({ code: err.code, dir: at }) } }).close()
+  } finally {
+    fsSync.watch = watch
+  }
+  t.same(errors, [{ code: 'ENOSPC', dir }, { code: 'ENOSPC', dir: path.join(dir, 'gone') }], 'the error and the folder are passed on, not swallowed')
+  const gone = watchChanges([{ dir: path.join(dir, 'gone') }], { debounceMs: 50, onChange: () => {}, onError: (err) => { t.fail(`a folder not there is no error: ${err.code}`) } })
+  gone.close()
+  const message = watchFailure(Object.assign(new Error('ENOSPC'), { code: 'ENOSPC' }), dir)
+  t.match(message, /limit of file watches is reached \(ENOSPC\)/)
+  t.match(message, /sudo sysctl fs\.inotify\.max_user_watches=\d+/, 'with the fix')
 })

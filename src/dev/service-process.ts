@@ -1,6 +1,6 @@
 import { spawn } from 'node:child_process'
 import readline from 'node:readline'
-import { isMessage, SUPERVISED_FLAG } from './supervised.js'
+import { isMessage, SUPERVISED_FLAG, type SupervisorMessage } from './supervised.js'
 
 export interface ServiceExit { code: number | null, signal: NodeJS.Signals | null }
 
@@ -16,20 +16,26 @@ export interface ServiceProcess {
   stopping: () => boolean
   /** True once its modules are imported and it waits for `start()`; false when it exits first. */
   waiting: Promise<boolean>
-  /** Lets the service start, once its modules are imported. */
+  /** Whether `waiting` has settled: its import is over, well or not. */
+  imported: () => boolean
+  /** Lets the service start, once its modules are imported, with `env` as it is then. */
   start: () => void
   /** True once the started service listens; false when it exits before it does (a start that failed). */
   ready: Promise<boolean>
   exited: Promise<ServiceExit>
-  /** SIGTERM, and SIGKILL when it has not exited `killAfterMs` later; resolves once it has exited. */
+  /**
+   * SIGTERM to its process group, and SIGKILL to what is left of it `killAfterMs` later; resolves
+   * once the service has exited.
+   */
   stop: (killAfterMs: number) => Promise<ServiceExit>
-  /** SIGKILL at once (a second Ctrl-C). */
+  /** SIGKILL to its process group at once (a second Ctrl-C; what is left when the supervisor exits). */
   kill: () => void
 }
 
 export interface ServiceOptions {
   /** The service's entry module, run with this process's own Node options (`--import tsx` for src/). */
   entry: string
+  /** Read when the process is spawned, and again when it is told to start (settings known only by then). */
   env: NodeJS.ProcessEnv
   /** Each line the service writes to stdout (its JSON log lines), for the supervisor to format. */
   onLine: (line: string) => void
@@ -82,33 +88,44 @@ export function spawnService ({ entry, env, onLine }: ServiceOptions): ServicePr
     })
     void exited.then(() => resolve(false))
   })
+  let imported = false
+  void waiting.then(() => { imported = true })
   const alive = (): boolean => child.exitCode === null && child.signalCode === null
+  // The service's whole process group: the processes an app starts go with it (each reload, and
+  // Ctrl-C), as a terminal's Ctrl-C ends a foreground job. Windows has no process groups.
+  const signalGroup = (signal: NodeJS.Signals): void => {
+    try {
+      if (process.platform === 'win32') child.kill(signal)
+      else process.kill(-child.pid!, signal)
+    } catch {
+      // No process of the group is left.
+    }
+  }
   let stopping = false
   return {
     pid: child.pid,
     alive,
     stopping: () => stopping,
     waiting,
+    imported: () => imported,
     start: () => {
       started = true
       for (const chunk of held.splice(0)) process.stderr.write(chunk)
-      void waiting.then((waits) => { if (waits && child.connected) child.send({ type: 'reaktor:start' }) })
+      void waiting.then((waits) => { if (waits && child.connected) child.send({ type: 'reaktor:start', env } satisfies SupervisorMessage) })
     },
     ready,
     exited,
     stop: async (killAfterMs) => {
       stopping = true
-      if (alive()) child.kill('SIGTERM')
-      const timer = setTimeout(() => { if (alive()) child.kill('SIGKILL') }, killAfterMs)
-      try {
-        return await exited
-      } finally {
-        clearTimeout(timer)
-      }
+      signalGroup('SIGTERM')
+      // Not cleared when the service has exited: what it started has until then to end too. Not
+      // waited for either (an ended process of the group may stay a zombie for a while).
+      setTimeout(() => { signalGroup('SIGKILL') }, killAfterMs).unref()
+      return await exited
     },
     kill: () => {
       stopping = true
-      if (alive()) child.kill('SIGKILL')
+      signalGroup('SIGKILL')
     }
   }
 }

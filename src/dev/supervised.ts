@@ -12,7 +12,8 @@ export const SUPERVISED_FLAG = '--dev-supervised'
 
 export type SupervisorMessage =
   | { type: 'reaktor:waiting' }
-  | { type: 'reaktor:start' }
+  /** The environment as it is now: DATABASE_URL may be known only after the process was started ahead. */
+  | { type: 'reaktor:start', env: Record<string, string | undefined> }
   | { type: 'reaktor:listening', url: string }
 
 export function isMessage<T extends SupervisorMessage['type']> (message: unknown, type: T): message is Extract<SupervisorMessage, { type: T }> {
@@ -28,16 +29,24 @@ function send (message: SupervisorMessage): void {
 }
 
 /**
- * Under the supervisor: resolves once it says to start; the service stops (SIGTERM to itself)
- * when the supervisor goes away. Otherwise at once.
+ * Under the supervisor: resolves once it says to start; the service stops (SIGTERM to its process
+ * group) when the supervisor goes away. Otherwise at once.
  */
 export async function supervisorSaysStart (): Promise<void> {
   if (!supervised()) return
-  process.once('disconnect', () => { process.kill(process.pid, 'SIGTERM') })
+  process.once('disconnect', () => {
+    // Its process group (the supervisor made it one), so that what an app started goes too.
+    try {
+      process.kill(-process.pid, 'SIGTERM')
+    } catch {
+      process.kill(process.pid, 'SIGTERM')
+    }
+  })
   await new Promise<void>((resolve) => {
     const onMessage = (message: unknown): void => {
       if (!isMessage(message, 'reaktor:start')) return
       process.off('message', onMessage)
+      for (const [name, value] of Object.entries(message.env)) if (value !== undefined) process.env[name] = value
       resolve()
     }
     process.on('message', onMessage)

@@ -1,16 +1,20 @@
 /**
  * `npm run dev` as an app author runs it, in a process group of its own as a terminal would: the
- * service answers with an app's new code soon after an edit, on the same embedded PostgreSQL; an
- * app written in TypeScript loads; a broken edit leaves the dev loop waiting, and the fix brings
- * the service back; Ctrl-C ends every process it started.
+ * service answers with an app's new code soon after an edit, on the same embedded PostgreSQL, with
+ * the process started ahead taking over; a burst of saves ends in one reload for the last; an app
+ * written in TypeScript loads; a broken edit leaves the dev loop waiting, and the fix brings the
+ * service back; what an app starts goes with the service; Ctrl-C ends every process it started.
+ * Then, on the same DATA_DIR: an apps folder made after the start, with an app linked into it, is
+ * watched; and npm stopped alone (not its process group) ends the dev loop too.
  */
 import t from 'tap'
 import { spawn } from 'node:child_process'
 import fs from 'node:fs/promises'
 import os from 'node:os'
 import path from 'node:path'
+import { setTimeout as pause } from 'node:timers/promises'
 import { postmasterPid } from '../../src/db/embedded.js'
-import { waitFor } from '../helpers/context.js'
+import { waitFor, type TestContext } from '../helpers/context.js'
 import { ROOT } from '../helpers/paths.js'
 import { alive, freePort, stopLeftoverPostgres } from '../helpers/server.js'
 
@@ -24,9 +28,25 @@ async function processesWith (entry: string): Promise<number[]> {
   return found.filter((pid) => pid !== undefined && pid !== process.pid) as number[]
 }
 
+/** The `sleep` processes with this (unique) argument: what the app below starts each time it loads. */
+async function sleepers (seconds: string): Promise<number[]> {
+  const pids = (await fs.readdir('/proc')).filter((name) => /^\d+$/.test(name))
+  const found = await Promise.all(pids.map(async (pid) => {
+    const args = (await fs.readFile(`/proc/${pid}/cmdline`, 'utf8').catch(() => '')).split('\0')
+    return path.basename(args[0]) === 'sleep' && args[1] === seconds ? Number(pid) : undefined
+  }))
+  return found.filter((pid) => pid !== undefined) as number[]
+}
+
+const SLEEP_SECONDS = String(1_000_000 + Math.floor(Math.random() * 1_000_000))
 const JS_PACKAGE = { name: 'js-app', version: '1.0.0', type: 'module', main: 'index.js' }
-const jsModule = (answer: string): string =>
-  `export const reaktors = [{ reaktorDefinitionId: 'js-answer', createReaktor: () => async () => ${JSON.stringify(answer)} }]\n`
+/** An app that, as some do, starts a process of its own when it loads. */
+const jsModule = (answer: string): string => `import { spawn } from 'node:child_process'
+spawn('sleep', ['${SLEEP_SECONDS}'], { stdio: 'ignore' })
+export const reaktors = [{ reaktorDefinitionId: 'js-answer', createReaktor: () => async () => ${JSON.stringify(answer)} }]
+`
+const linkedModule = (answer: string): string =>
+  `export const reaktors = [{ reaktorDefinitionId: 'linked-answer', createReaktor: () => async () => ${JSON.stringify(answer)} }]\n`
 
 const TS_PACKAGE = { name: 'ts-app', version: '1.0.0', type: 'module', main: 'index.ts' }
 const TS_MODULE = `import { defineApp, defineReaktor, type Aktor } from 'reaktor-service/sdk'
@@ -40,24 +60,31 @@ export default defineApp({
 })
 `
 
-t.test('npm run dev: reloads an edited app on the same database, survives a broken edit, and Ctrl-C ends it all', async (t) => {
-  // Open to the postgres user, so that as root the database stays in DATA_DIR and goes with it.
-  const work = await fs.mkdtemp(path.join(os.tmpdir(), 'reaktor-dev-'))
-  await fs.chmod(work, 0o755)
-  const dataDir = path.join(work, 'data')
-  const appsDir = path.join(work, 'apps')
-  const jsDir = path.join(appsDir, 'js-app')
-  const tsDir = path.join(appsDir, 'ts-app')
-  await fs.mkdir(path.join(jsDir, 'public'), { recursive: true })
-  await fs.mkdir(tsDir, { recursive: true })
-  await fs.writeFile(path.join(jsDir, 'package.json'), JSON.stringify(JS_PACKAGE))
-  await fs.writeFile(path.join(jsDir, 'index.js'), jsModule('one'))
-  await fs.writeFile(path.join(jsDir, 'public', 'index.html'), '<p>one</p>')
-  await fs.writeFile(path.join(tsDir, 'package.json'), JSON.stringify(TS_PACKAGE))
-  await fs.writeFile(path.join(tsDir, 'index.ts'), TS_MODULE)
-  const port = await freePort()
-  const url = `http://127.0.0.1:${port}`
+// Open to the postgres user, so that as root the database stays in DATA_DIR and goes with it.
+const work = await fs.mkdtemp(path.join(os.tmpdir(), 'reaktor-dev-'))
+await fs.chmod(work, 0o755)
+const dataDir = path.join(work, 'data')
+t.teardown(async () => {
+  // A supervisor killed outright leaves its database running: stopped here, then the folder goes.
+  await stopLeftoverPostgres(path.join(dataDir, 'postgres'))
+  await fs.rm(work, { recursive: true, force: true })
+})
 
+interface Dev {
+  pid: number
+  output: () => string
+  running: () => boolean
+  exited: Promise<{ code: number | null, signal: NodeJS.Signals | null }>
+  /** Whether `pattern` is in the output after `from`; throws once npm run dev has exited. */
+  seen: (pattern: RegExp, from?: number) => boolean
+  url: string
+  /** An aktor's answer, or undefined while the service restarts (refused connections, 404 on a half-started app). */
+  answer: (id: string, input?: unknown) => Promise<unknown>
+}
+
+type DevTest = TestContext & { equal: (a: unknown, b: unknown, message: string) => void }
+
+function spawnDev (t: TestContext, appsDir: string, port: number): Omit<Dev, 'answer' | 'url'> {
   let output = ''
   const dev = spawn('npm', ['run', 'dev'], {
     cwd: ROOT,
@@ -72,34 +99,85 @@ t.test('npm run dev: reloads an edited app on the same database, survives a brok
   const running = (): boolean => dev.exitCode === null && dev.signalCode === null
   t.teardown(async () => {
     if (running()) process.kill(-dev.pid!, 'SIGKILL')
-    // A supervisor killed outright leaves its database running: stopped here, then the folder goes.
-    await stopLeftoverPostgres(path.join(dataDir, 'postgres'))
-    await fs.rm(work, { recursive: true, force: true })
+    // What a failed test leaves: the supervisor, the service and the app's processes, whatever their group.
+    for (const pid of [...await processesWith(`DATA_DIR=${dataDir}`), ...await sleepers(SLEEP_SECONDS)]) {
+      try {
+        process.kill(pid, 'SIGKILL')
+      } catch {
+        // Ended meanwhile.
+      }
+    }
   })
   const seen = (pattern: RegExp, from = 0): boolean => {
     if (!running()) throw new Error(`npm run dev exited: ${output}`)
     return pattern.test(output.slice(from))
   }
+  return { pid: dev.pid!, output: () => output, running, exited, seen }
+}
 
+async function startDev (t: DevTest, appsDir: string): Promise<Dev> {
+  const port = await freePort()
+  const url = `http://127.0.0.1:${port}`
+  const dev = spawnDev(t, appsDir, port)
+  const { seen } = dev
   await waitFor(async () => seen(/ready in \d+\.\d s/) && (await fetch(`${url}/healthz`).catch(() => undefined))?.status === 200,
     { timeoutMs: 120_000, what: 'npm run dev to serve' })
-  const password = (await fs.readFile(path.join(dataDir, 'initial-admin-password'), 'utf8')).trim()
-  t.ok(output.includes(`first run: created user "admin" with password ${password}`), 'the first-run admin password is printed, as npm start prints it')
-  t.match(output, /INFO.*: embedded PostgreSQL started/, 'pretty log lines, not JSON')
-  t.notMatch(output, /^\{"level"/m)
 
+  const password = (await fs.readFile(path.join(dataDir, 'initial-admin-password'), 'utf8')).trim()
   const login = await fetch(`${url}/api/v1/auth/login`, {
     method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ username: 'admin', password })
   })
-  t.equal(login.status, 200)
+  t.equal(login.status, 200, 'the admin logs in')
   const { token } = await login.json() as { token: string }
-  /** An aktor's answer, or undefined while the service restarts (refused connections, 404 on a half-started app). */
   const answer = async (id: string, input: unknown = {}): Promise<unknown> => {
     const res = await fetch(`${url}/api/v1/aktor/${id}`, {
       method: 'POST', headers: { 'content-type': 'application/json', 'x-service-token': token }, body: JSON.stringify(input)
     }).catch(() => undefined)
     return res?.status === 200 ? await res.json() : undefined
   }
+  return { ...dev, url, answer }
+}
+
+/** The service processes started ahead that wait to start, as the supervisor announces them (LOG_LEVEL=debug). */
+function waitingToStart (output: string): number[] {
+  const tookOver = new Set([...output.matchAll(/service process (\d+) takes over/g)].map((m) => Number(m[1])))
+  return [...output.matchAll(/service process (\d+) has imported its modules; it waits to start/g)].map((m) => Number(m[1])).filter((pid) => !tookOver.has(pid))
+}
+
+/** The service processes the supervisor keeps started ahead. */
+const AHEAD = 2
+
+const seconds = (ms: number): string => `${(ms / 1000).toFixed(2)} s`
+
+t.test('npm run dev: Ctrl-C while the database starts stops, and is no failure', async (t) => {
+  const dev = spawnDev(t, path.join(work, 'apps'), await freePort())
+  await waitFor(() => dev.seen(/initialising embedded PostgreSQL/), { timeoutMs: 60_000, what: 'the database to be initialised' })
+  process.kill(-dev.pid, 'SIGINT')
+  const end = await dev.exited
+  t.ok(end.signal === 'SIGINT' || end.code === 130 || end.code === 0, `Ctrl-C ends npm run dev (${JSON.stringify(end)})`)
+  t.match(dev.output(), /INFO: stopping\n(.|\n)*INFO: stopped\n/, 'the supervisor says it stopped')
+  t.notMatch(dev.output(), /failed to start/, 'not that it failed')
+  await waitFor(async () => (await processesWith(`DATA_DIR=${dataDir}`)).length === 0, { timeoutMs: 20_000, what: 'every process of the dev loop to end' })
+})
+
+t.test('npm run dev: reloads an edited app on the same database with the process started ahead, survives a broken edit, and Ctrl-C ends it all', async (t) => {
+  const appsDir = path.join(work, 'apps')
+  const jsDir = path.join(appsDir, 'js-app')
+  const tsDir = path.join(appsDir, 'ts-app')
+  await fs.mkdir(path.join(jsDir, 'public'), { recursive: true })
+  await fs.mkdir(tsDir, { recursive: true })
+  await fs.writeFile(path.join(jsDir, 'package.json'), JSON.stringify(JS_PACKAGE))
+  await fs.writeFile(path.join(jsDir, 'index.js'), jsModule('one'))
+  await fs.writeFile(path.join(jsDir, 'public', 'index.html'), '<p>one</p>')
+  await fs.writeFile(path.join(tsDir, 'package.json'), JSON.stringify(TS_PACKAGE))
+  await fs.writeFile(path.join(tsDir, 'index.ts'), TS_MODULE)
+
+  const dev = await startDev(t, appsDir)
+  const { seen, answer, output } = dev
+  const password = (await fs.readFile(path.join(dataDir, 'initial-admin-password'), 'utf8')).trim()
+  t.ok(output().includes(`first run: created user "admin" with password ${password}`), 'the first-run admin password is printed, as npm start prints it')
+  t.match(output(), /INFO.*: embedded PostgreSQL started/, 'pretty log lines, not JSON')
+  t.notMatch(output(), /^\{"level"/m)
   t.equal(await answer('js-answer'), 'one', 'the JavaScript app answers')
   t.equal(await answer('ts-greet', { name: 'dev' }), 'hello dev', 'the TypeScript app (main: index.ts) loads and answers')
 
@@ -108,36 +186,67 @@ t.test('npm run dev: reloads an edited app on the same database, survives a brok
   t.ok(database !== undefined && alive(database), 'the embedded PostgreSQL runs')
 
   const reloadTimes: number[] = []
-  const prepared = /the next service process has imported its modules/g
   for (const next of ['two', 'three', 'four']) {
-    // As between an author's edits: the supervisor has the next service process ready.
-    await waitFor(() => seen(prepared) && output.match(prepared)!.length === reloadTimes.length + 1, { timeoutMs: 30_000, what: 'the next service process' })
-    const from = output.length
+    // As between an author's edits: the supervisor has the next service processes ready, and the
+    // first one started ahead is the next to take over.
+    const ahead = await waitFor(() => { const pids = waitingToStart(output()); return pids.length === AHEAD ? pids[0] : undefined }, { timeoutMs: 30_000, what: 'the next service processes' })
+    const from = output().length
     const editedAt = Date.now()
     await fs.writeFile(path.join(jsDir, 'index.js'), jsModule(next))
     await waitFor(async () => await answer('js-answer') === next, { timeoutMs: 20_000, intervalMs: 25, what: `the edited app to answer ${next}` })
     reloadTimes.push(Date.now() - editedAt)
     await waitFor(() => seen(/ready in \d+\.\d s/, from), { what: 'the supervisor to report the reload' })
-    t.match(output.slice(from), /reloading: .*js-app\/index\.js changed/, 'one line names the file that changed')
+    const since = output().slice(from)
+    t.match(since, /reloading: .*js-app\/index\.js changed/, 'one line names the file that changed')
+    t.match(since, new RegExp(`service process ${ahead} takes over`), `the process started ahead (${ahead}) takes over`)
+    t.match(since, new RegExp(`node: "[^"]*:${ahead}"`), 'and it is the service that answers: its log lines say so')
   }
-  t.comment(`reload, from the edit to the first answer of the new code: ${reloadTimes.map((ms) => `${(ms / 1000).toFixed(2)} s`).join(', ')} (target under 2 s)`)
-  t.comment(`the supervisor's own measure: ${[...output.matchAll(/ready in (\d+\.\d) s/g)].slice(1).map((m) => `${m[1]} s`).join(', ')}`)
+  t.comment(`reload, from the edit to the first answer of the new code: ${reloadTimes.map(seconds).join(', ')}`)
+  t.comment(`the supervisor's own measure: ${[...output().matchAll(/ready in (\d+\.\d) s/g)].slice(1).map((m) => `${m[1]} s`).join(', ')}`)
   t.equal(await postmasterPid(clusterDir), database, 'the reloads kept the same PostgreSQL server')
   t.equal(await answer('ts-greet', { name: 'again' }), 'hello again', 'and every app is loaded again')
 
+  // A build in watch mode: the source saved, then the module it compiles to, a moment later.
+  await waitFor(() => waitingToStart(output()).length === AHEAD, { timeoutMs: 30_000, what: 'the next service processes' })
+  // Not index.ts: tsx would load it for main: index.js.
+  await fs.writeFile(path.join(jsDir, 'source.ts'), '// the source of index.js\n')
+  // The pace of a compiler's write after the save, not a wait for anything.
+  await pause(460)
+  await fs.writeFile(path.join(jsDir, 'index.js'), jsModule('compiled'))
+  const compiledAt = Date.now()
+  await waitFor(async () => await answer('js-answer') === 'compiled', { timeoutMs: 30_000, intervalMs: 25, what: 'the compiled module to answer' })
+  t.comment(`a source saved, then its compiled module 460 ms later: the compiled module answered ${seconds(Date.now() - compiledAt)} after its write`)
+
+  // Saves in quick succession (a build in watch mode, an editor saving on each keystroke): the
+  // last one counts, soon after it.
+  await waitFor(() => waitingToStart(output()).length === AHEAD, { timeoutMs: 30_000, what: 'the next service processes' })
+  let from = output().length
+  const saves = 15
+  for (let n = 1; n <= saves; n++) {
+    await fs.writeFile(path.join(jsDir, 'index.js'), jsModule(`burst ${n}`))
+    // The pace of the saves, not a wait for anything.
+    if (n < saves) await pause(200)
+  }
+  const lastSaveAt = Date.now()
+  await waitFor(async () => await answer('js-answer') === `burst ${saves}`, { timeoutMs: 30_000, intervalMs: 25, what: 'the last save of the burst to answer' })
+  const afterBurst = Date.now() - lastSaveAt
+  const burstReloads = output().slice(from).match(/reloading: /g)?.length ?? 0
+  t.comment(`${saves} saves 200 ms apart: ${burstReloads} reloads; the last save answered ${seconds(afterBurst)} after it`)
+  t.ok(burstReloads < saves / 2, `a burst of saves is not a reload for each (${burstReloads})`)
+
   // A change to public/ alone restarts nothing (the service serves those files fresh): in one burst
   // with a module edit, the module is what the reload names.
-  let from = output.length
+  from = output().length
   await fs.writeFile(path.join(jsDir, 'public', 'index.html'), '<p>two</p>')
   await fs.writeFile(path.join(jsDir, 'index.js'), jsModule('five'))
   await waitFor(async () => await answer('js-answer') === 'five', { timeoutMs: 20_000, what: 'the app to answer five' })
-  t.notMatch(output.slice(from), /reloading: .*public/, 'a public/ file is no reason to reload')
+  t.notMatch(output().slice(from), /reloading: .*public/, 'a public/ file is no reason to reload')
 
-  from = output.length
+  from = output().length
   await fs.writeFile(path.join(jsDir, 'index.js'), 'export const reaktors = [\n')
   await waitFor(() => seen(/the service did not start; waiting for a change to reload/, from), { timeoutMs: 30_000, what: 'the broken start to be reported' })
-  t.match(output.slice(from), /failed to start: app js-app@1\.0\.0: entry module "index\.js" failed to import/, 'the service says why it did not start')
-  t.ok(running(), 'the dev loop keeps running after a broken edit')
+  t.match(output().slice(from), /failed to start: app js-app@1\.0\.0: entry module "index\.js" failed to import/, 'the service says why it did not start')
+  t.ok(dev.running(), 'the dev loop keeps running after a broken edit')
   t.equal(await postmasterPid(clusterDir), database, 'and so does its database')
 
   await fs.writeFile(path.join(jsDir, 'index.js'), jsModule('fixed'))
@@ -145,16 +254,47 @@ t.test('npm run dev: reloads an edited app on the same database, survives a brok
   t.pass('the fix brings the service back')
   t.equal(await postmasterPid(clusterDir), database)
 
-  const services = [...new Set([...output.matchAll(/node: "[^"]*:(\d+)"/g)].map((m) => Number(m[1])))]
-  t.ok(services.length >= 5, `every reload ran a new service process (${services.length})`)
-  const started = await processesWith(`DATA_DIR=${dataDir}`)
-  t.ok(started.length >= 3, `npm, the supervisor, the service and its spare run (${started.length} processes)`)
-  process.kill(-dev.pid!, 'SIGINT')
+  // Each load of the app started a sleep; the reloads ended those of the services before.
+  await waitFor(async () => (await sleepers(SLEEP_SECONDS)).length === 1, { timeoutMs: 15_000, what: "only the running service's app process to be left" })
+  t.pass("the processes an app started went with each service it ran in; the running service's remains")
+
+  process.kill(-dev.pid, 'SIGINT')
   // npm ends itself with the signal it was sent once its script has exited (a shell sees 130).
-  const end = await exited
+  const end = await dev.exited
   t.ok(end.signal === 'SIGINT' || end.code === 130 || end.code === 0, `Ctrl-C ends npm run dev (${JSON.stringify(end)})`)
-  t.match(output, /INFO: stopping\n(.|\n)*INFO: stopped\n/, 'the supervisor stopped the service and the database, gracefully')
+  t.match(output(), /INFO: stopping\n(.|\n)*INFO: stopped\n/, 'the supervisor stopped the service and the database, gracefully')
+  await waitFor(async () => !alive(database!) && (await processesWith(`DATA_DIR=${dataDir}`)).length === 0 && (await sleepers(SLEEP_SECONDS)).length === 0,
+    { timeoutMs: 15_000, what: 'the database, every process of the dev loop and those of its app to end' })
+  t.equal(await postmasterPid(clusterDir), undefined, 'no PostgreSQL is left in DATA_DIR')
+})
+
+t.test('npm run dev: an apps folder made after the start, and an app linked into it, are watched; npm stopped alone ends the dev loop', async (t) => {
+  const appsDir = path.join(work, 'later-apps')
+  const linkedDir = path.join(work, 'elsewhere', 'linked-app')
+  await fs.mkdir(linkedDir, { recursive: true })
+  await fs.writeFile(path.join(linkedDir, 'package.json'), JSON.stringify({ name: 'linked-app', version: '1.0.0', type: 'module', main: 'index.js' }))
+  await fs.writeFile(path.join(linkedDir, 'index.js'), linkedModule('linked one'))
+
+  const dev = await startDev(t, appsDir)
+  const { answer, output } = dev
+  t.match(output(), /REAKTOR_APPS_DIR does not exist: watched for it to appear/, 'a missing apps folder is said to be watched for')
+
+  await fs.mkdir(appsDir)
+  await fs.symlink(linkedDir, path.join(appsDir, 'linked-app'))
+  await waitFor(async () => await answer('linked-answer') === 'linked one', { timeoutMs: 30_000, what: 'the app linked into the new apps folder to answer' })
+  t.pass('the apps folder made after the start is watched, and an app linked into it is loaded')
+  await fs.writeFile(path.join(linkedDir, 'index.js'), linkedModule('linked two'))
+  await waitFor(async () => await answer('linked-answer') === 'linked two', { timeoutMs: 30_000, what: 'the edited linked app to answer' })
+  t.match(output(), /reloading: .*later-apps\/linked-app\/index\.js changed/, 'an edit in the linked folder reloads, named by the link')
+
+  const clusterDir = await fs.realpath(path.join(dataDir, 'postgres'))
+  const database = await postmasterPid(clusterDir)
+  t.ok(database !== undefined && alive(database), 'the embedded PostgreSQL runs')
+  // As an IDE's stop button, `timeout` or a process manager does: npm alone, not its process group.
+  process.kill(dev.pid, 'SIGTERM')
+  await dev.exited
   await waitFor(async () => !alive(database!) && (await processesWith(`DATA_DIR=${dataDir}`)).length === 0,
-    { timeoutMs: 15_000, what: 'the database and every process of the dev loop to end' })
+    { timeoutMs: 20_000, what: 'the supervisor, the service and the database to end' })
+  t.match(output(), /INFO: stopped\n/, 'the supervisor saw npm end, and stopped the service and the database, gracefully')
   t.equal(await postmasterPid(clusterDir), undefined, 'no PostgreSQL is left in DATA_DIR')
 })

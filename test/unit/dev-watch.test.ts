@@ -3,9 +3,10 @@
  * replace the file (write aside, rename over), which Node 20's recursive watch lost after the first.
  */
 import t from 'tap'
+import fsSync from 'node:fs'
 import fs from 'node:fs/promises'
 import path from 'node:path'
-import { restartsFor, watchChanges, type Change } from '../../src/dev/watch.js'
+import { restartsFor, watchChanges, watchFailure, type Change, type WatchedFolder } from '../../src/dev/watch.js'
 import { tempDir, waitFor } from '../helpers/context.js'
 
 t.test('which changed files restart the service', async (t) => {
@@ -24,12 +25,26 @@ t.test('which changed files restart the service', async (t) => {
   t.ok(restartsFor('my-app/lib/public/x.js', apps), 'a folder named public deeper in the app is code like any other')
   t.notOk(restartsFor('my-app/.index.js.swp', apps), "an editor's swap file")
   t.notOk(restartsFor('my-app/index.js~', apps), 'a backup file')
+  t.notOk(restartsFor('my-app/#index.js#', apps), "Emacs' auto-save file")
+  t.notOk(restartsFor('my-app/.#index.js', apps), "Emacs' lock file")
+  t.notOk(restartsFor('my-app/4913', apps), "vim's probe that it may write in the folder")
+  t.notOk(restartsFor('my-app/5036', apps), "vim's next probe, when 4913 exists")
+  t.ok(restartsFor('my-app/4914', apps), 'another file named by a number')
+  t.notOk(restartsFor('my-app/index.js.swp', apps), "vim's swap file, not hidden (its 'directory' option)")
+  t.notOk(restartsFor('my-app/index.js.swo', apps), "vim's second swap file")
+  t.notOk(restartsFor('my-app/index.js.swx', apps), "vim's swap probe")
+  t.notOk(restartsFor('my-app/index.js___jb_tmp___', apps), "JetBrains' safe write: the new content")
+  t.notOk(restartsFor('my-app/index.js___jb_old___', apps), "JetBrains' safe write: the old file")
+  t.ok(restartsFor('my-app/swap.js', apps), 'a module whose name only looks like one of them')
   t.notOk(restartsFor('.git/index', apps), 'a dot folder')
   t.notOk(restartsFor('my-app/node_modules/dep/index.js', apps), 'node_modules')
   t.ok(restartsFor('index.js', linkedApp), 'a linked app: its own files')
   t.notOk(restartsFor('public/index.html', linkedApp), "a linked app's public/")
   t.ok(restartsFor('public/index.html', src), 'in src/, public means nothing')
   t.ok(restartsFor('routes/aktor.ts', src))
+  const parent = { dir: '/work', only: 'apps' }
+  t.ok(restartsFor('apps', parent), 'the apps folder appearing or going, seen from its parent')
+  t.notOk(restartsFor('other', parent), 'anything else in its parent')
 })
 
 t.test('every save is one change, named by the file saved, including saves that replace the file', async (t) => {
@@ -38,7 +53,7 @@ t.test('every save is one change, named by the file saved, including saves that 
   const file = path.join(dir, 'my-app', 'index.js')
   await fs.writeFile(file, 'v0')
   const changes: Change[] = []
-  const watcher = watchChanges([{ dir, publicAt: 1 }], 50, (change) => { changes.push(change) })
+  const watcher = watchChanges([{ dir, publicAt: 1 }], { debounceMs: 50, onChange: (change) => { changes.push(change) }, onError: (err) => { t.error(err) } })
   t.teardown(() => { watcher.close() })
 
   const saves = [
@@ -71,4 +86,86 @@ t.test('every save is one change, named by the file saved, including saves that 
   await fs.writeFile(file, 'v7')
   await waitFor(() => changes.length === 9, { what: 'the module save' })
   t.equal(path.basename(changes[8].file), 'index.js', 'the public/ file is not what the change names')
+})
+
+t.test('the folders watched follow the apps folder: removed and made again, and app folders linked in and out', async (t) => {
+  const work = await tempDir(t, 'reaktor-watch-')
+  const apps = path.join(work, 'apps')
+  const elsewhere = path.join(work, 'elsewhere', 'linked-app')
+  await fs.mkdir(elsewhere, { recursive: true })
+  const changes: Change[] = []
+  const fromParent: WatchedFolder = { dir: work, only: 'apps' }
+  const watcher = watchChanges([fromParent], { debounceMs: 50, onChange: (change) => { changes.push(change) }, onError: (err) => { t.error(err) } })
+  t.teardown(() => { watcher.close() })
+  /** Waits for a change naming `file` (relative to `work`) after the `from` first ones, and says whether it is the first change since. */
+  const seen = async (file: string, from: number, what: string): Promise<boolean> => {
+    const named = (change: Change): string => path.relative(work, path.resolve(change.file))
+    await waitFor(() => changes.slice(from).some((change) => named(change) === file), { what })
+    return named(changes[from]) === file
+  }
+
+  let from = changes.length
+  await fs.mkdir(apps)
+  t.ok(await seen('apps', from, 'the apps folder to be seen appearing'), 'an apps folder made after the start is seen from its parent')
+  watcher.update([fromParent, { dir: apps, publicAt: 1 }])
+  from = changes.length
+  await fs.mkdir(path.join(apps, 'my-app'))
+  await seen(path.join('apps', 'my-app'), from, 'a new app folder')
+  from = changes.length
+  await fs.writeFile(path.join(apps, 'my-app', 'index.js'), 'v1')
+  await seen(path.join('apps', 'my-app', 'index.js'), from, 'a save in the new apps folder')
+
+  from = changes.length
+  await fs.rm(apps, { recursive: true })
+  // Named by a file removed with it: the burst has no file left to name it by.
+  await waitFor(() => changes.length > from, { what: 'the apps folder to be seen going' })
+  from = changes.length
+  await fs.mkdir(path.join(apps, 'my-app'), { recursive: true })
+  await seen('apps', from, 'the apps folder to be seen made again')
+  // The same folders asked for: the apps folder is another one on disk now, and is watched anew.
+  watcher.update([fromParent, { dir: apps, publicAt: 1 }])
+  from = changes.length
+  await fs.writeFile(path.join(apps, 'my-app', 'index.js'), 'v2')
+  await seen(path.join('apps', 'my-app', 'index.js'), from, 'a save in the apps folder made again')
+  t.pass('a save in the apps folder made again is seen')
+
+  const link = path.join(apps, 'linked-app')
+  from = changes.length
+  await fs.symlink(elsewhere, link)
+  t.ok(await seen(path.join('apps', 'linked-app'), from, 'the link to be seen'), 'a new entry of the apps folder')
+  const linked: WatchedFolder = { dir: elsewhere, shownAs: link, publicAt: 0 }
+  watcher.update([fromParent, { dir: apps, publicAt: 1 }, linked])
+  from = changes.length
+  await fs.writeFile(path.join(elsewhere, 'index.js'), 'v1')
+  t.ok(await seen(path.join('apps', 'linked-app', 'index.js'), from, 'a save in the linked app folder'), 'a save in a linked app folder, named by its link')
+
+  from = changes.length
+  await fs.rm(link)
+  await waitFor(() => changes.length > from, { what: 'the link to be seen going' })
+  watcher.update([fromParent, { dir: apps, publicAt: 1 }])
+  // In one burst with a save in the apps folder: a change of the unlinked folder would name the burst.
+  from = changes.length
+  await fs.writeFile(path.join(elsewhere, 'index.js'), 'v2')
+  await fs.writeFile(path.join(apps, 'my-app', 'index.js'), 'v3')
+  t.ok(await seen(path.join('apps', 'my-app', 'index.js'), from, 'the save in the apps folder'), 'a folder no longer linked is no longer watched')
+})
+
+t.test('a folder that cannot be watched is reported, with the fix when the limit of watches is reached', async (t) => {
+  const dir = await tempDir(t, 'reaktor-watch-')
+  const watch = fsSync.watch
+  // As inotify answers once fs.inotify.max_user_watches are in use.
+  fsSync.watch = (() => { throw Object.assign(new Error('ENOSPC: System limit for number of file watchers reached'), { code: 'ENOSPC' }) }) as typeof fsSync.watch
+  const errors: Array<{ code: string | undefined, dir: string }> = []
+  try {
+    watchChanges([{ dir }], { debounceMs: 50, onChange: () => {}, onError: (err, at) => { errors.push({ code: err.code, dir: at }) } }).close()
+    watchChanges([{ dir: path.join(dir, 'gone') }], { debounceMs: 50, onChange: () => {}, onError: (err, at) => { errors.push({ code: err.code, dir: at }) } }).close()
+  } finally {
+    fsSync.watch = watch
+  }
+  t.same(errors, [{ code: 'ENOSPC', dir }, { code: 'ENOSPC', dir: path.join(dir, 'gone') }], 'the error and the folder are passed on, not swallowed')
+  const gone = watchChanges([{ dir: path.join(dir, 'gone') }], { debounceMs: 50, onChange: () => {}, onError: (err) => { t.fail(`a folder not there is no error: ${err.code}`) } })
+  gone.close()
+  const message = watchFailure(Object.assign(new Error('ENOSPC'), { code: 'ENOSPC' }), dir)
+  t.match(message, /limit of file watches is reached \(ENOSPC\)/)
+  t.match(message, /sudo sysctl fs\.inotify\.max_user_watches=\d+/, 'with the fix')
 })

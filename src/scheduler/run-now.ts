@@ -12,7 +12,8 @@ import type { Database } from '../db/schema.js'
  * (after a handover, a crash, a fencing) continues from the stored `next_run`, which the request
  * brought forward. And a run that was in flight at the request, its result flushed afterwards,
  * must not push `next_run` back past the request: `keepRequestedRun` in the batched write keeps it
- * there while the request is pending (requested after the start of the run being written).
+ * there while the request is pending (requested after the start of the run being written, or in
+ * the same millisecond).
  */
 
 /** LISTEN/NOTIFY channel of run requests; the payload is the request's time (epoch ms), a space, the reaktor id. */
@@ -51,7 +52,9 @@ export async function writeRunRequest (db: Kysely<Database>, reaktorId: string, 
 /**
  * The next run a batched result writes (`p`: the row, `v`: the result with its run's `last_run`
  * and planned `next_run`): that next run, or the pending request's time when that is earlier. A
- * result that leaves the next run unset (a run blocked past its timeout) keeps it unset.
+ * result that leaves the next run unset (a run blocked past its timeout) keeps it unset. A request
+ * in the same millisecond as the run's start is still pending (as for the runner, runNow): it may
+ * have come after that run.
  */
-export const keepRequestedRun: RawBuilder<unknown> = sql`case when v.next_run is not null and p.run_requested_at > v.last_run
+export const keepRequestedRun: RawBuilder<unknown> = sql`case when v.next_run is not null and p.run_requested_at >= v.last_run
   then least(v.next_run, p.run_requested_at) else v.next_run end`

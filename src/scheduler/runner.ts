@@ -102,7 +102,7 @@ export class ReaktorRunner {
   private started = false
   /** A run was asked for (runNow) while one was in flight: one more starts as soon as it ends. */
   private runRequested = false
-  /** When the latest run of this runner called its aktor (epoch ms). */
+  /** When the latest run of this runner called its aktor (epoch ms): its `lastRun`, as it is stored. */
   private lastStartedAt = -Infinity
   private failures: number
   /** Runs started by this runner (tests, metrics). */
@@ -141,8 +141,11 @@ export class ReaktorRunner {
    */
   runNow (at = this.opts.now(), requestedAt?: number): boolean {
     if (this.halted || this.finishing || !this.started) return false
-    // A run that started at or after the request serves it (its notification was heard late).
-    if (requestedAt !== undefined && requestedAt <= this.lastStartedAt) return true
+    // A run that started after the request serves it (its notification was heard late). Strictly
+    // after: both are read in whole milliseconds, and a request in the same millisecond as the
+    // start may have come after it (a run ending within that millisecond, then the request), so a
+    // tie runs once more rather than lose the request.
+    if (requestedAt !== undefined && requestedAt < this.lastStartedAt) return true
     if (this.inFlight !== undefined) this.runRequested = true
     else if (this.immediate === undefined) { this.cancelScheduled(); this.scheduleAt(at) }
     return true
@@ -345,7 +348,9 @@ export class ReaktorRunner {
         runId
       }
       // lastRun is the moment the aktor is called (what the aktor itself would see as its start).
-      run.startedAt = now()
+      // runNow compares requests with this same reading, as the batched write compares them with
+      // the stored lastRun: not with the one above, which a stall in between would leave behind.
+      run.startedAt = this.lastStartedAt = now()
       this.opts.onRunStart(runId, run.startedAt)
       result = await this.aktor(undefined, context)
     } catch (err) {

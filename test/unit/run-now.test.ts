@@ -170,6 +170,24 @@ t.test('runner: a request before the run in flight called its aktor is served by
   t.equal(p.runs.length, 1, 'one run: it started after the request')
 })
 
+t.test('runner: a request in the same millisecond as the start of the run that has just ended is run, not taken as served', async (t) => {
+  // The clock reads in whole milliseconds: a run can start and end, and a request come, within
+  // one. Held still here, so that every reading falls in the same millisecond.
+  const frozen = Date.now()
+  const p = probe('same-ms', () => false)
+  const { runner } = runnerOf(t, p, { intervalMs: 3_600_000, now: () => frozen })
+  runner.start(null)
+  await waitFor(() => p.runs[0]?.end !== undefined && !runner.running, { what: 'the first run' })
+  t.equal(runner.runNow(frozen, frozen), true, 'accepted')
+  await waitFor(() => p.runs[1]?.end !== undefined && !runner.running, { timeoutMs: 5000, what: 'the requested run' })
+  await turns()
+  t.equal(p.runs.length, 2, 'one run for the request')
+  // A request stamped before that run started is served by it.
+  t.equal(runner.runNow(frozen, frozen - 1), true)
+  await turns()
+  t.equal(p.runs.length, 2, 'one stamped a millisecond before the run adds none')
+})
+
 t.test('runner: a run blocked past its timeout gets its requested run right after it settles', async (t) => {
   const first = deferred<boolean>()
   const p = probe('stuck', async (n) => n === 1 ? await first.promise : false, { timeout: '100ms' })
@@ -276,6 +294,27 @@ t.test('the request: one statement on a running row; a result flushed after it k
   await waitFor(() => heard.some((h) => h.startsWith('y@')), { what: 'the notifications' })
   t.same(heard, [t0 + 20, t0 + 1000, t0 + 1100].map((at) => `x@${at}`).concat(`y@${t0 + 3100}`),
     'one notification per accepted request, with its time, none for the refused ones')
+})
+
+t.test('the request: one in the same millisecond as the start of the run whose result is flushed stays pending', async (t) => {
+  const { db } = await openTestDatabase(t)
+  await ensurePartitions(db, 4)
+  const generation = (await claimPartitions(db, 'node-a', [1])).get(1)!.generation
+  const t0 = Date.parse('2026-11-27T10:00:00.000Z')
+  const { version } = await writeStart(db, 'x', '1h', new Date(t0), 1)
+  const result = (lastRun: number, nextRun: number): RunRecord =>
+    ({ reaktorId: 'x', runId: `run-${lastRun}`, lastRun, nextRun, lastError: null, consecutiveFailures: 0, outcome: 'no_work', durationMs: 0, successAt: lastRun, failureAt: null, version: version!, partition: 1, generation })
+  await writeRunResults(db, 'node-a', [result(t0 + 10, t0 + 10 + 3_600_000)])
+
+  // Run 2 starts and ends at t0 + 100, and the request comes in that millisecond too (after it, or
+  // not: the times cannot tell). Its result, flushed after the request, must not drop it.
+  t.equal(await writeRunRequest(db, 'x', new Date(t0 + 100)), true)
+  await writeRunResults(db, 'node-a', [result(t0 + 100, t0 + 100 + 3_600_000)])
+  t.equal((await row(db, 'x'))!.next_run.getTime(), t0 + 100, 'the next run stays at the request')
+
+  // A run that started a millisecond after it serves it.
+  await writeRunResults(db, 'node-a', [result(t0 + 101, t0 + 101 + 3_600_000)])
+  t.equal((await row(db, 'x'))!.next_run.getTime(), t0 + 101 + 3_600_000, 'served: the interval again')
 })
 
 /** An hourly reaktor that node-a ran once (its result flushed) and then left: nobody owns it now. */

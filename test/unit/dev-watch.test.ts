@@ -81,11 +81,13 @@ t.test('every save is one change, named by the file saved, including saves that 
   await waitFor(() => changes.length === 8, { what: 'a file in the new folder to be seen' })
   t.equal(path.basename(changes[7].file), 'util.js', 'a folder made after the start is watched too')
 
-  // A UI file alone, then a module: only the module makes a change.
+  // A UI file alone, then a module: only the module makes a change. (On a busy machine the events
+  // of the write above may still come in a batch of their own: counted from here, by name.)
+  const before = changes.length
   await fs.writeFile(path.join(dir, 'my-app', 'public', 'index.html'), '<p>')
   await fs.writeFile(file, 'v7')
-  await waitFor(() => changes.length === 9, { what: 'the module save' })
-  t.equal(path.basename(changes[8].file), 'index.js', 'the public/ file is not what the change names')
+  await waitFor(() => changes.slice(before).some((change) => path.resolve(change.file) === file), { what: 'the module save' })
+  t.notOk(changes.slice(before).some((change) => path.resolve(change.file).includes(`${path.sep}public${path.sep}`)), 'the public/ file makes no change')
 })
 
 t.test('the folders watched follow the apps folder: removed and made again, and app folders linked in and out', async (t) => {

@@ -139,12 +139,8 @@ export class FolderWatcher {
       watcher = fs.watch(folder, { persistent: false }, (event, name) => { this.changed(folder, watcher, event, name) })
     } catch (err) {
       // Gone already (a folder made and removed at once): its parent's event reported that.
-      if (gone(err)) return
-      if (denied(err)) {
-        this.blind.add(folder)
-        return
-      }
-      throw err
+      this.cannotRead(folder, err)
+      return
     }
     watcher.on('error', (err) => { if (this.folders.get(folder)?.watcher === watcher) this.fail(err) })
     // The watch is on whatever the path named when it was made (fs.watch follows links): kept only
@@ -172,16 +168,19 @@ export class FolderWatcher {
     try {
       entries = fs.readdirSync(folder, { withFileTypes: true })
     } catch (err) {
-      if (gone(err)) return
-      if (denied(err)) {
-        this.blind.add(folder)
-        return
-      }
-      throw err
+      this.cannotRead(folder, err)
+      return
     }
     for (const entry of entries) {
       if (entry.isDirectory()) this.watchTree(path.join(folder, entry.name))
     }
+  }
+
+  /** `folder` could not be watched or listed: gone is no error, denied leaves it unseen, anything else is thrown. */
+  private cannotRead (folder: string, err: unknown): void {
+    if (gone(err)) return
+    if (denied(err)) this.blind.add(folder)
+    else throw err
   }
 
   private unwatchTree (folder: string): void {

@@ -102,15 +102,14 @@ export class FileCache {
     this.untrack(key)
   }
 
+  /**
+   * Called only by the load that holds `key` in `loading`: so no entry has the key yet (a load is
+   * started only for a key not in memory, and no other can start while this one holds it), and
+   * the key is already filed under its path.
+   */
   private insert (key: string, entry: CachedFile): void {
     if (!this.holds(entry.bytes)) return
-    const replaced = this.entries.get(key)
-    if (replaced !== undefined) {
-      this.entries.delete(key)
-      this.total -= replaced.bytes
-    }
     this.entries.set(key, entry)
-    this.byPath.add(pathOf(key), key)
     this.total += entry.bytes
     for (const [oldest, old] of this.entries) {
       if (this.total <= this.maxBytes) break

@@ -34,18 +34,26 @@ function denied (err: unknown): boolean {
 /** Which folder a path names: an inode number alone is not enough, file systems reuse them at once. */
 interface Identity { dev: bigint, ino: bigint, born: bigint }
 
-/** The identity of the folder at `folder` (links not followed), or undefined if none is there now. */
-function folderAt (folder: string): Identity | undefined {
-  let stat: fs.BigIntStats
+/** What is at `entry` now (links not followed), or undefined if nothing this process may see. */
+function entryAt (entry: string): fs.BigIntStats | undefined {
   try {
-    stat = fs.lstatSync(folder, { bigint: true })
+    return fs.lstatSync(entry, { bigint: true })
   } catch (err) {
     if (gone(err) || denied(err)) return undefined
     throw err
   }
-  if (!stat.isDirectory()) return undefined
+}
+
+/** The identity of the folder `stat` describes, or undefined if it is none. */
+function identityOf (stat: fs.BigIntStats | undefined): Identity | undefined {
+  if (stat?.isDirectory() !== true) return undefined
   // Without a birth time (some file systems), the change time still differs for a folder made anew.
   return { dev: stat.dev, ino: stat.ino, born: stat.birthtimeNs !== 0n ? stat.birthtimeNs : stat.ctimeNs }
+}
+
+/** The identity of the folder at `folder` (links not followed), or undefined if none is there now. */
+function folderAt (folder: string): Identity | undefined {
+  return identityOf(entryAt(folder))
 }
 
 function same (a: Identity, b: Identity): boolean {
@@ -130,21 +138,18 @@ export class FolderWatcher {
     this.events.failure(err, err instanceof RootChanged)
   }
 
-  private watchTree (folder: string): void {
+  /** `known`: the identity of the folder at `folder`, looked at just now by the caller. */
+  private watchTree (folder: string, known?: Identity): void {
     if (this.stopped || (folder !== this.root && path.basename(folder).startsWith('.'))) return
-    const before = folderAt(folder)
+    const before = known ?? folderAt(folder)
     if (before === undefined) return
     let watcher: fs.FSWatcher
     try {
       watcher = fs.watch(folder, { persistent: false }, (event, name) => { this.changed(folder, watcher, event, name) })
     } catch (err) {
       // Gone already (a folder made and removed at once): its parent's event reported that.
-      if (gone(err)) return
-      if (denied(err)) {
-        this.blind.add(folder)
-        return
-      }
-      throw err
+      this.cannotRead(folder, err)
+      return
     }
     watcher.on('error', (err) => { if (this.folders.get(folder)?.watcher === watcher) this.fail(err) })
     // The watch is on whatever the path named when it was made (fs.watch follows links): kept only
@@ -172,16 +177,19 @@ export class FolderWatcher {
     try {
       entries = fs.readdirSync(folder, { withFileTypes: true })
     } catch (err) {
-      if (gone(err)) return
-      if (denied(err)) {
-        this.blind.add(folder)
-        return
-      }
-      throw err
+      this.cannotRead(folder, err)
+      return
     }
     for (const entry of entries) {
       if (entry.isDirectory()) this.watchTree(path.join(folder, entry.name))
     }
+  }
+
+  /** `folder` could not be watched or listed: gone is no error, denied leaves it unseen, anything else is thrown. */
+  private cannotRead (folder: string, err: unknown): void {
+    if (gone(err)) return
+    if (denied(err)) this.blind.add(folder)
+    else throw err
   }
 
   private unwatchTree (folder: string): void {
@@ -208,27 +216,17 @@ export class FolderWatcher {
         this.events.change(folder, 'tree')
         return
       }
+      // An entry that is or was a folder is watched anew.
+      const stat = entryAt(entry)
+      const now = identityOf(stat)
       const wasFolder = this.folders.has(entry) || this.blind.has(entry)
-      const stat = this.rewatch(entry)
-      if (wasFolder || stat?.isDirectory() === true) this.events.change(entry, 'tree')
-      else this.events.change(entry, event === 'change' && stat?.isFile() === true && stat.nlink === 1 ? 'content' : 'entry')
+      if (wasFolder) this.unwatchTree(entry)
+      if (now !== undefined) this.watchTree(entry, now)
+      if (wasFolder || now !== undefined) this.events.change(entry, 'tree')
+      else this.events.change(entry, event === 'change' && stat?.isFile() === true && stat.nlink === 1n ? 'content' : 'entry')
     } catch (err) {
       this.fail(err as Error)
     }
-  }
-
-  /** An entry named by its folder's watch: if it is or was a folder, it is watched anew. */
-  private rewatch (entry: string): fs.Stats | undefined {
-    let stat: fs.Stats | undefined
-    try {
-      stat = fs.lstatSync(entry)
-    } catch (err) {
-      if (!gone(err) && !denied(err)) throw err
-    }
-    const watched = this.folders.has(entry) || this.blind.has(entry)
-    if (watched) this.unwatchTree(entry)
-    if (stat?.isDirectory() === true) this.watchTree(entry)
-    return stat
   }
 
   /** The watched folder itself, after an event that may be its own: still the folder watched? */
@@ -239,7 +237,7 @@ export class FolderWatcher {
     if (now !== undefined && same(now, known.id)) return false
     if (folder === this.root) throw new RootChanged(`${this.root} was removed or replaced`)
     this.unwatchTree(folder)
-    if (now !== undefined) this.watchTree(folder)
+    if (now !== undefined) this.watchTree(folder, now)
     return true
   }
 }

@@ -42,6 +42,7 @@
 import type { Stats } from 'node:fs'
 import fs from 'node:fs/promises'
 import path from 'node:path'
+import { atOrBelow } from './path-below.js'
 
 export type Resolution =
   /** `size`, `mtimeMs`, `ctimeMs` and `ino` tell one content of `realPath` from the next (see `cacheKey`). */
@@ -146,7 +147,7 @@ export class PublicFolder {
       if (code === 'ELOOP' || code === 'EACCES') return { kind: 'forbidden' }
       throw err
     }
-    if (realPath !== this.root && !realPath.startsWith(this.root + path.sep)) return { kind: 'forbidden' }
+    if (!atOrBelow(realPath, this.root)) return { kind: 'forbidden' }
     const inside = path.relative(this.root, realPath)
     if (inside !== '' && inside.split(path.sep).some((part) => part.startsWith('.'))) return { kind: 'forbidden' }
     try {

@@ -203,10 +203,15 @@ export class Site {
     if (this.policyIsLink || atOrBelow(policyFile, changed)) this.refresh(false)
   }
 
-  private unwatched (err: NodeJS.ErrnoException): void {
+  /** Nothing more is reported from the watch, and no path check is memoised from now on. */
+  private stopWatching (): void {
     this.watcher?.close()
     this.watcher = undefined
     this.folder.stopMemoising()
+  }
+
+  private unwatched (err: NodeJS.ErrnoException): void {
+    this.stopWatching()
     this.epoch++
     this.dropBelow.add(this.folder.root)
     this.dropPending()
@@ -228,9 +233,7 @@ export class Site {
     if (reopen) {
       this.reopenWanted = true
       // Nothing more is reported from the old root, and nothing of it is kept.
-      this.watcher?.close()
-      this.watcher = undefined
-      this.folder.stopMemoising()
+      this.stopWatching()
     }
     this.policyWanted = true
     if (this.busy !== undefined) return

@@ -36,13 +36,12 @@ interface HotPath {
 const MAX_HOT_PATHS = 10_000
 
 /**
- * HTML is revalidated on every navigation (so the login check runs). Assets are revalidated too:
- * files under public/ change while the service runs (an author's edit, a secret removed), and a
- * browser holding an asset for an hour would show the old one after a reload. The revalidation
- * is a conditional request answered 304 from memory.
+ * Every file is revalidated on every use: HTML on every navigation (so the login check runs), and
+ * assets too, since files under public/ change while the service runs (an author's edit, a secret
+ * removed), and a browser holding an asset for an hour would show the old one after a reload. The
+ * revalidation is a conditional request answered 304 from memory.
  */
-const HTML_CACHE_CONTROL = 'private, no-cache'
-const ASSET_CACHE_CONTROL = 'private, no-cache'
+const CACHE_CONTROL = 'private, no-cache'
 
 /**
  * Serves the static UIs of reaktor apps under `/app-ui/<name>@<version>/`, behind the browser
@@ -114,11 +113,11 @@ const appUi: FastifyPluginAsync = async (fastify) => {
   const hotPaths = new Map<string, HotPath>()
   const isHot = (hot: HotPath | undefined, epoch: number, key: string): boolean => hot !== undefined && hot.epoch === epoch && hot.key === key
 
-  const hotHeaders = (site: Site, html: boolean, file: CachedFile, encoding: Encoding | undefined): Record<string, string> => {
+  const hotHeaders = (site: Site, file: CachedFile, encoding: Encoding | undefined): Record<string, string> => {
     const variant = variantOf(file, encoding)
     const headers: Record<string, string> = {
       'content-security-policy': site.csp,
-      'cache-control': html ? HTML_CACHE_CONTROL : ASSET_CACHE_CONTROL,
+      'cache-control': CACHE_CONTROL,
       'content-type': file.contentType,
       etag: variant.etag
     }
@@ -188,7 +187,7 @@ const appUi: FastifyPluginAsync = async (fastify) => {
 
     const head = request.method === 'HEAD'
     const html = isHtml(resolved.realPath)
-    void reply.header('cache-control', html ? HTML_CACHE_CONTROL : ASSET_CACHE_CONTROL)
+    void reply.header('cache-control', CACHE_CONTROL)
 
     // From memory: files up to MAX_CACHED_FILE_BYTES, and pages of any size (a page is prepared
     // anyway, for its helper), provided what is prepared can stay: preparing a file, compression
@@ -206,14 +205,14 @@ const appUi: FastifyPluginAsync = async (fastify) => {
           epoch,
           key,
           headers: {
-            identity: hotHeaders(site, html, file, undefined),
-            br: file.br === undefined ? undefined : hotHeaders(site, html, file, 'br'),
-            gzip: file.gzip === undefined ? undefined : hotHeaders(site, html, file, 'gzip')
+            identity: hotHeaders(site, file, undefined),
+            br: file.br === undefined ? undefined : hotHeaders(site, file, 'br'),
+            gzip: file.gzip === undefined ? undefined : hotHeaders(site, file, 'gzip')
           }
         })
       }
       const encoding = chooseEncoding(request.headers['accept-encoding'], file)
-      return sendVariant(request, reply, file, encoding, hotHeaders(site, html, file, encoding))
+      return sendVariant(request, reply, file, encoding, hotHeaders(site, file, encoding))
     }
 
     // Too large for memory: sent uncompressed from disk (a page with its helper injected), with a

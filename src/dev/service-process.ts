@@ -11,7 +11,6 @@ export interface ServiceExit { code: number | null, signal: NodeJS.Signals | nul
  */
 export interface ServiceProcess {
   pid: number | undefined
-  alive: () => boolean
   /** Whether `stop()` or `kill()` was called: its exit was asked for, not a failure. */
   stopping: () => boolean
   /** True once its modules are imported and it waits for `start()`; false when it exits first. */
@@ -90,7 +89,6 @@ export function spawnService ({ entry, env, onLine }: ServiceOptions): ServicePr
   })
   let imported = false
   void waiting.then(() => { imported = true })
-  const alive = (): boolean => child.exitCode === null && child.signalCode === null
   // The service's whole process group: the processes an app starts go with it (each reload, and
   // Ctrl-C), as a terminal's Ctrl-C ends a foreground job. Windows has no process groups.
   const signalGroup = (signal: NodeJS.Signals): void => {
@@ -104,7 +102,6 @@ export function spawnService ({ entry, env, onLine }: ServiceOptions): ServicePr
   let stopping = false
   return {
     pid: child.pid,
-    alive,
     stopping: () => stopping,
     waiting,
     imported: () => imported,

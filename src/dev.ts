@@ -217,7 +217,8 @@ async function main (): Promise<void> {
     rewatched = rewatched.then(async () => {
       const folders = await foldersToWatch(appsDir)
       if (stopping) return
-      const there = existsSync(appsDir)
+      // Watched itself only when it is there: the same look as the folders', not a second one.
+      const there = folders.some((folder) => folder.dir === appsDir)
       if (there !== appsThere && !(appsThere === undefined && there)) {
         if (there) log.info({ dir: appsDir }, 'REAKTOR_APPS_DIR is there: watched')
         else log.info({ dir: appsDir }, 'REAKTOR_APPS_DIR does not exist: watched for it to appear')

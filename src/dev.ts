@@ -177,9 +177,11 @@ async function main (): Promise<void> {
     const ready = await current.ready
     // Stopped while starting (Ctrl-C): whoever stopped it carries on.
     if (stopping || service !== current || current.stopping()) return
-    if (ready) log.info(`ready in ${((Date.now() - since) / 1000).toFixed(1)} s`)
-    else log.error('the service did not start; waiting for a change to reload')
-    if (!ready) return
+    if (!ready) {
+      log.error('the service did not start; waiting for a change to reload')
+      return
+    }
+    log.info(`ready in ${((Date.now() - since) / 1000).toFixed(1)} s`)
     void current.exited.then(({ code, signal }) => {
       if (!current.stopping()) log.error({ code, signal }, 'the service stopped; waiting for a change to reload')
     })

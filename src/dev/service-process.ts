@@ -1,5 +1,6 @@
 import { spawn } from 'node:child_process'
 import readline from 'node:readline'
+import { signalGroup } from '../process-group.js'
 import { isMessage, SUPERVISED_FLAG, type SupervisorMessage } from './supervised.js'
 
 export interface ServiceExit { code: number | null, signal: NodeJS.Signals | null }
@@ -91,13 +92,9 @@ export function spawnService ({ entry, env, onLine }: ServiceOptions): ServicePr
   void waiting.then(() => { imported = true })
   // The service's whole process group: the processes an app starts go with it (each reload, and
   // Ctrl-C), as a terminal's Ctrl-C ends a foreground job. Windows has no process groups.
-  const signalGroup = (signal: NodeJS.Signals): void => {
-    try {
-      if (process.platform === 'win32') child.kill(signal)
-      else process.kill(-child.pid!, signal)
-    } catch {
-      // No process of the group is left.
-    }
+  const signalService = (signal: NodeJS.Signals): void => {
+    if (process.platform === 'win32') child.kill(signal)
+    else signalGroup(child.pid, signal)
   }
   let stopping = false
   return {
@@ -114,15 +111,15 @@ export function spawnService ({ entry, env, onLine }: ServiceOptions): ServicePr
     exited,
     stop: async (killAfterMs) => {
       stopping = true
-      signalGroup('SIGTERM')
+      signalService('SIGTERM')
       // Not cleared when the service has exited: what it started has until then to end too. Not
       // waited for either (an ended process of the group may stay a zombie for a while).
-      setTimeout(() => { signalGroup('SIGKILL') }, killAfterMs).unref()
+      setTimeout(() => { signalService('SIGKILL') }, killAfterMs).unref()
       return await exited
     },
     kill: () => {
       stopping = true
-      signalGroup('SIGKILL')
+      signalService('SIGKILL')
     }
   }
 }

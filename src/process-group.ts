@@ -1,0 +1,11 @@
+/**
+ * `signal` to the process group a child spawned `detached` leads: the child and every process it
+ * started, as a terminal's Ctrl-C reaches a foreground job. Nothing when no process of it is left.
+ */
+export function signalGroup (pid: number | undefined, signal: NodeJS.Signals): void {
+  try {
+    if (pid !== undefined) process.kill(-pid, signal)
+  } catch {
+    // No process of the group is left.
+  }
+}

@@ -18,6 +18,7 @@ import { startEmbeddedPostgres, type EmbeddedPostgres } from './db/embedded.js'
 import { spawnService, type ServiceProcess } from './dev/service-process.js'
 import { watchChanges, watchFailure, type Change, type ChangeWatcher, type WatchedFolder } from './dev/watch.js'
 import { PRETTY_LOG_OPTIONS } from './pretty-log.js'
+import { isAlive } from './processes.js'
 
 /** Editors save in bursts of events; one restart per burst. */
 const DEBOUNCE_MS = 100
@@ -65,12 +66,7 @@ function parentEnded (first: number): boolean {
     // pid (comm) state ppid …: comm may hold spaces and parentheses, so after the last ')'.
     return Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]) !== first
   } catch {
-    try {
-      process.kill(first, 0)
-      return false
-    } catch (err) {
-      return (err as NodeJS.ErrnoException).code === 'ESRCH'
-    }
+    return !isAlive(first)
   }
 }
 

@@ -18,6 +18,7 @@ import { startEmbeddedPostgres, type EmbeddedPostgres } from './db/embedded.js'
 import { spawnService, type ServiceProcess } from './dev/service-process.js'
 import { watchChanges, watchFailure, type Change, type ChangeWatcher, type WatchedFolder } from './dev/watch.js'
 import { PRETTY_LOG_OPTIONS } from './pretty-log.js'
+import { isAlive } from './processes.js'
 
 /** Editors save in bursts of events; one restart per burst. */
 const DEBOUNCE_MS = 100
@@ -65,12 +66,7 @@ function parentEnded (first: number): boolean {
     // pid (comm) state ppid …: comm may hold spaces and parentheses, so after the last ')'.
     return Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]) !== first
   } catch {
-    try {
-      process.kill(first, 0)
-      return false
-    } catch (err) {
-      return (err as NodeJS.ErrnoException).code === 'ESRCH'
-    }
+    return !isAlive(first)
   }
 }
 
@@ -177,9 +173,11 @@ async function main (): Promise<void> {
     const ready = await current.ready
     // Stopped while starting (Ctrl-C): whoever stopped it carries on.
     if (stopping || service !== current || current.stopping()) return
-    if (ready) log.info(`ready in ${((Date.now() - since) / 1000).toFixed(1)} s`)
-    else log.error('the service did not start; waiting for a change to reload')
-    if (!ready) return
+    if (!ready) {
+      log.error('the service did not start; waiting for a change to reload')
+      return
+    }
+    log.info(`ready in ${((Date.now() - since) / 1000).toFixed(1)} s`)
     void current.exited.then(({ code, signal }) => {
       if (!current.stopping()) log.error({ code, signal }, 'the service stopped; waiting for a change to reload')
     })
@@ -217,7 +215,8 @@ async function main (): Promise<void> {
     rewatched = rewatched.then(async () => {
       const folders = await foldersToWatch(appsDir)
       if (stopping) return
-      const there = existsSync(appsDir)
+      // Watched itself only when it is there: the same look as the folders', not a second one.
+      const there = folders.some((folder) => folder.dir === appsDir)
       if (there !== appsThere && !(appsThere === undefined && there)) {
         if (there) log.info({ dir: appsDir }, 'REAKTOR_APPS_DIR is there: watched')
         else log.info({ dir: appsDir }, 'REAKTOR_APPS_DIR does not exist: watched for it to appear')

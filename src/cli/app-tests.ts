@@ -3,6 +3,7 @@
  * resolving to this service.
  */
 import { spawn } from 'node:child_process'
+import { signalGroup } from '../processes.js'
 import { ownFiles } from './app-files.js'
 import type { CliContext } from './context.js'
 
@@ -65,17 +66,10 @@ export async function runTests (context: CliContext, dir: string, plan: TestPlan
   const child = spawn(process.execPath, args, { cwd: dir, env: io.env, stdio: ['ignore', 'pipe', 'pipe'], detached: true })
   child.stdout.on('data', (chunk: Buffer) => io.stdout.write(chunk.toString()))
   child.stderr.on('data', (chunk: Buffer) => io.stderr.write(chunk.toString()))
-  const signalRun = (signal: NodeJS.Signals): void => {
-    try {
-      if (child.pid !== undefined) process.kill(-child.pid, signal)
-    } catch {
-      // Nothing of the run is left.
-    }
-  }
   let received: NodeJS.Signals | undefined
   const forward = (signal: NodeJS.Signals): void => {
     received ??= signal
-    signalRun(signal)
+    signalGroup(child.pid, signal)
   }
   for (const signal of FORWARDED) process.on(signal, forward)
   try {
@@ -87,7 +81,7 @@ export async function runTests (context: CliContext, dir: string, plan: TestPlan
         if (by === undefined) { resolve(code ?? 1); return }
         io.stderr.write(`reaktor: node --test was killed by ${by}\n`)
         // Whatever the test files started is ended with it.
-        signalRun('SIGKILL')
+        signalGroup(child.pid, 'SIGKILL')
         resolve(1)
       })
     })

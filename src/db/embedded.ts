@@ -7,6 +7,7 @@ import os from 'node:os'
 import path from 'node:path'
 import { promisify } from 'node:util'
 import pg from 'pg'
+import { isAlive } from '../processes.js'
 import { clusterDirFor, DEFAULT_EMBEDDED_POSTGRES_DIR, postgresUser, reachableBinaries, type Binaries, type PostgresUser } from './embedded-root.js'
 import { FolderInUseError, lockFolder, type FolderLock } from './folder-lock.js'
 
@@ -50,15 +51,6 @@ export async function postgresBinaries (storeDir: string, log: EmbeddedOptions['
   const bin = await import(`@embedded-postgres/${os.platform()}-${os.arch()}`) as Binaries
   const user = await postgresUser()
   return { bin: user === undefined ? bin : await reachableBinaries(bin, storeDir, user, log), user }
-}
-
-function isAlive (pid: number): boolean {
-  try {
-    process.kill(pid, 0)
-    return true
-  } catch (err) {
-    return (err as NodeJS.ErrnoException).code === 'EPERM'
-  }
 }
 
 async function commandLine (pid: number): Promise<string> {

@@ -1,5 +1,6 @@
 import { spawn } from 'node:child_process'
 import readline from 'node:readline'
+import { signalGroup } from '../processes.js'
 import { isMessage, SUPERVISED_FLAG, type SupervisorMessage } from './supervised.js'
 
 export interface ServiceExit { code: number | null, signal: NodeJS.Signals | null }
@@ -11,7 +12,6 @@ export interface ServiceExit { code: number | null, signal: NodeJS.Signals | nul
  */
 export interface ServiceProcess {
   pid: number | undefined
-  alive: () => boolean
   /** Whether `stop()` or `kill()` was called: its exit was asked for, not a failure. */
   stopping: () => boolean
   /** True once its modules are imported and it waits for `start()`; false when it exits first. */
@@ -90,21 +90,15 @@ export function spawnService ({ entry, env, onLine }: ServiceOptions): ServicePr
   })
   let imported = false
   void waiting.then(() => { imported = true })
-  const alive = (): boolean => child.exitCode === null && child.signalCode === null
   // The service's whole process group: the processes an app starts go with it (each reload, and
   // Ctrl-C), as a terminal's Ctrl-C ends a foreground job. Windows has no process groups.
-  const signalGroup = (signal: NodeJS.Signals): void => {
-    try {
-      if (process.platform === 'win32') child.kill(signal)
-      else process.kill(-child.pid!, signal)
-    } catch {
-      // No process of the group is left.
-    }
+  const signalService = (signal: NodeJS.Signals): void => {
+    if (process.platform === 'win32') child.kill(signal)
+    else signalGroup(child.pid, signal)
   }
   let stopping = false
   return {
     pid: child.pid,
-    alive,
     stopping: () => stopping,
     waiting,
     imported: () => imported,
@@ -117,15 +111,15 @@ export function spawnService ({ entry, env, onLine }: ServiceOptions): ServicePr
     exited,
     stop: async (killAfterMs) => {
       stopping = true
-      signalGroup('SIGTERM')
+      signalService('SIGTERM')
       // Not cleared when the service has exited: what it started has until then to end too. Not
       // waited for either (an ended process of the group may stay a zombie for a while).
-      setTimeout(() => { signalGroup('SIGKILL') }, killAfterMs).unref()
+      setTimeout(() => { signalService('SIGKILL') }, killAfterMs).unref()
       return await exited
     },
     kill: () => {
       stopping = true
-      signalGroup('SIGKILL')
+      signalService('SIGKILL')
     }
   }
 }

@@ -18,24 +18,24 @@ import { waitFor, type TestContext } from '../helpers/context.js'
 import { ROOT } from '../helpers/paths.js'
 import { alive, freePort, stopLeftoverPostgres } from '../helpers/server.js'
 
-/** The processes whose environment holds `entry` (NAME=value): whatever the dev loop started, spares included. */
-async function processesWith (entry: string): Promise<number[]> {
+/** The processes other than this one whose `/proc/PID/<file>` (NUL-separated fields) `matches`. */
+async function processesWhere (file: 'environ' | 'cmdline', matches: (fields: string[]) => boolean): Promise<number[]> {
   const pids = (await fs.readdir('/proc')).filter((name) => /^\d+$/.test(name))
   const found = await Promise.all(pids.map(async (pid) => {
-    const environ = await fs.readFile(`/proc/${pid}/environ`, 'utf8').catch(() => '')
-    return environ.split('\0').includes(entry) ? Number(pid) : undefined
+    const fields = (await fs.readFile(`/proc/${pid}/${file}`, 'utf8').catch(() => '')).split('\0')
+    return matches(fields) ? Number(pid) : undefined
   }))
   return found.filter((pid) => pid !== undefined && pid !== process.pid) as number[]
 }
 
+/** The processes whose environment holds `entry` (NAME=value): whatever the dev loop started, spares included. */
+async function processesWith (entry: string): Promise<number[]> {
+  return await processesWhere('environ', (environ) => environ.includes(entry))
+}
+
 /** The `sleep` processes with this (unique) argument: what the app below starts each time it loads. */
 async function sleepers (seconds: string): Promise<number[]> {
-  const pids = (await fs.readdir('/proc')).filter((name) => /^\d+$/.test(name))
-  const found = await Promise.all(pids.map(async (pid) => {
-    const args = (await fs.readFile(`/proc/${pid}/cmdline`, 'utf8').catch(() => '')).split('\0')
-    return path.basename(args[0]) === 'sleep' && args[1] === seconds ? Number(pid) : undefined
-  }))
-  return found.filter((pid) => pid !== undefined) as number[]
+  return await processesWhere('cmdline', (args) => path.basename(args[0]) === 'sleep' && args[1] === seconds)
 }
 
 const SLEEP_SECONDS = String(1_000_000 + Math.floor(Math.random() * 1_000_000))

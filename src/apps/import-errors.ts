@@ -2,6 +2,7 @@ import { execFile } from 'node:child_process'
 import fs from 'node:fs/promises'
 import path from 'node:path'
 import { fileURLToPath } from 'node:url'
+import { atOrBelow } from '../app-ui/path-below.js'
 
 /** Files the syntax check looks at, at most: an app folder is small; a larger one ends the search. */
 const MAX_CHECKED_FILES = 200
@@ -11,12 +12,10 @@ const CHECK_BUDGET_MS = 3000
 /** `file:line:column` and the offending line with a caret under it, as Node prints a SyntaxError. */
 interface SyntaxLocation { file: string, line: number, column: number, source: string, caret: string }
 
-function display (file: string, dirs: readonly string[]): string {
-  for (const dir of dirs) {
-    const relative = path.relative(dir, file)
-    if (!relative.startsWith('..') && !path.isAbsolute(relative)) return relative
-  }
-  return file
+/** `file` relative to the first of `dirs` it lies in, else as it is. */
+export function display (file: string, dirs: readonly string[]): string {
+  const dir = dirs.find((folder) => atOrBelow(file, folder))
+  return dir === undefined ? file : path.relative(dir, file)
 }
 
 /**

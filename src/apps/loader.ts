@@ -3,7 +3,7 @@ import path from 'node:path'
 import { pathToFileURL } from 'node:url'
 import type { PollingReaktorRegistration, ReaktorAppModule, ReaktorRegistration } from '../sdk/types.js'
 import { closest, nearEnough } from './closest.js'
-import { describeImportError, plainMessage } from './import-errors.js'
+import { describeImportError, display, plainMessage } from './import-errors.js'
 import { RegistrationError } from './registry.js'
 import { importAppModule, type ImportTrace } from './sdk-resolution.js'
 import { resolveSettings, warnUnknownSettingVariables } from './settings.js'
@@ -193,7 +193,7 @@ function checkReaktorKeys (label: string, name: string, version: string, keys: s
  * for files under node_modules, whose authors alone could fix them.
  */
 function warnTypeless (label: string, app: string, dir: string, dirs: readonly string[], typeless: ImportTrace['typeless'], log: LoaderLog): void {
-  const shown = (file: string): string => path.relative(dirs.find((d) => !path.relative(d, file).startsWith('..')) ?? dir, file)
+  const shown = (file: string): string => display(file, dirs)
   const byPackage = new Map<string, string[]>()
   for (const { file, packageJson } of typeless) {
     const key = packageJson ?? path.join(dir, 'package.json')

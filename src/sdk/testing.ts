@@ -10,9 +10,8 @@ import { randomUUID } from 'node:crypto'
 import { EventEmitter } from 'node:events'
 import { performance } from 'node:perf_hooks'
 import pino from 'pino'
-import { AktorTimeout, aktorTimeout } from '../apps/aktor-timeout.js'
 import { compileInputChecks } from '../apps/input-schema.js'
-import { AktorCall, ClientClosed, clientError, invokeAktor } from '../apps/invoke.js'
+import { AktorCall, callFailure, invokeAktor, outputJson } from '../apps/invoke.js'
 import { buildRegistry } from '../apps/registry.js'
 import { resolveSettings } from '../apps/settings.js'
 import type { AppRegistry } from '../apps/types.js'
@@ -255,15 +254,12 @@ export async function runAktor<I, O> (registration: ReaktorRegistration<I, O>, i
   const runId = randomUUID()
   const startedAt = performance.now()
   try {
-    const output = await invokeAktor(registered, body, call, { reaktorId: id, runId, log: recorder(logs, options.onLog), response, timeoutReason: aktorTimeout })
+    const output = await invokeAktor(registered, body, call, { reaktorId: id, runId, log: recorder(logs, options.onLog), response })
     // What the route answers: the output as JSON (undefined as null, a Date as its text, a Map as {}).
-    return { output: JSON.parse(JSON.stringify(output ?? null) ?? 'null') as O, logs, runId, durationMs: performance.now() - startedAt }
+    return { output: JSON.parse(outputJson(output)) as O, logs, runId, durationMs: performance.now() - startedAt }
   } catch (err) {
-    const reason = call.reason
-    if (reason instanceof AktorTimeout) throw new ReaktorRunError(reason.message, 'timed_out', logs, 504, { cause: reason })
-    if (reason instanceof ClientClosed) throw new ReaktorRunError(reason.message, 'aborted', logs, 499, { cause: reason })
-    const client = clientError(err)
-    throw new ReaktorRunError(client?.message ?? describe(err), 'failed', logs, client?.statusCode ?? 500, { cause: err })
+    const failure = callFailure(call, err)
+    throw new ReaktorRunError(failure.message ?? describe(err), failure.outcome, logs, failure.statusCode, { cause: failure.cause })
   } finally {
     signal?.removeEventListener('abort', onAbort)
   }

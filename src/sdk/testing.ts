@@ -17,7 +17,7 @@ import { resolveSettings } from '../apps/settings.js'
 import type { AppRegistry } from '../apps/types.js'
 import type { SchedulerLogger } from '../scheduler/logger.js'
 import { describe, ReaktorRunner, RunStoppedError } from '../scheduler/runner.js'
-import type { PollingAktor, PollingReaktorRegistration, ReaktorRegistration } from './types.js'
+import type { PollingReaktorRegistration, ReaktorRegistration } from './types.js'
 
 /** One line an aktor logged through `context.log`. */
 export interface LogLine {
@@ -149,32 +149,7 @@ function abortedBeforeStart (signal: AbortSignal, logs: LogLine[], statusCode?: 
  */
 export async function runPollingReaktor (registration: PollingReaktorRegistration, options: RunOptions = {}): Promise<PollingRunResult> {
   checkGiven('runPollingReaktor', registration)
-  const checked = registry(options, [registration], []).pollingReaktors.get(registration.reaktorDefinitionId)!
-  // What the aktor threw, for `cause`: the runner keeps only its description.
-  let thrown: { error: unknown } | undefined
-  const keep = (error: unknown): never => {
-    thrown = { error }
-    throw error
-  }
-  const observed: PollingReaktorRegistration = {
-    ...checked.registration,
-    createReaktor: () => {
-      let aktor: PollingAktor
-      try {
-        aktor = checked.registration.createReaktor()
-      } catch (err) {
-        return keep(err)
-      }
-      return async (input, context) => {
-        try {
-          return await aktor(input, context)
-        } catch (err) {
-          return keep(err)
-        }
-      }
-    }
-  }
-  const registered = { ...checked, registration: observed }
+  const registered = registry(options, [registration], []).pollingReaktors.get(registration.reaktorDefinitionId)!
   const logs: LogLine[] = []
   const { signal } = options
   if (signal?.aborted === true) throw abortedBeforeStart(signal, logs)
@@ -204,15 +179,15 @@ export async function runPollingReaktor (registration: PollingReaktorRegistratio
       now: Date.now,
       mayRun: () => true,
       onRunStart: (id) => { runId = id },
-      onRunEnd: (record, outcome, durationMs) => {
+      onRunEnd: (record, outcome, durationMs, thrown) => {
         settle()
         if (outcome !== 'failed') {
           resolve({ result: outcome === 'more_work', logs, runId, durationMs })
           return
         }
-        const timedOut = record.outcome === 'timed_out'
-        reject(new ReaktorRunError(record.lastError ?? 'failed', timedOut ? 'timed_out' : 'failed', logs, undefined,
-          thrown === undefined || timedOut ? {} : { cause: thrown.error }))
+        // A run at its timeout threw nothing (yet): it has no cause.
+        reject(new ReaktorRunError(record.lastError ?? 'failed', record.outcome === 'timed_out' ? 'timed_out' : 'failed', logs, undefined,
+          thrown === undefined ? {} : { cause: thrown.error }))
       },
       onRecord: () => {},
       onAborted: (_runId, _startedAt, _durationMs, error) => {

@@ -22,7 +22,7 @@ export function display (file: string, dirs: readonly string[]): string {
  * Reads the header Node puts above a SyntaxError when it knows the place:
  * `<file or file URL>:<line>\n<source line>\n<spaces>^^^\n\nSyntaxError: …`.
  */
-export function syntaxHeader (text: string): SyntaxLocation | undefined {
+function syntaxHeader (text: string): SyntaxLocation | undefined {
   const match = /^(.+?):(\d+)\r?\n(.*)\r?\n( *)(\^+) *\r?\n\r?\n/.exec(text)
   if (match === null) return undefined
   const [, where, line, source, indent, carets] = match
@@ -118,7 +118,7 @@ async function locateSyntaxError (message: string, stack: string, dir: string, e
 const FRAME = /(?:^at |\()((?:file:\/\/)?\/.*):(\d+):(\d+)\)?$/
 
 /** The first stack frame in one of `dirs`: where an app's own code threw. */
-export function firstAppFrame (stack: string, dirs: readonly string[]): string | undefined {
+function firstAppFrame (stack: string, dirs: readonly string[]): string | undefined {
   for (const line of stack.split('\n')) {
     const match = FRAME.exec(line.trim())
     if (match === null) continue

@@ -94,14 +94,11 @@ async function checkSyntax (file: string, deadline: number): Promise<CheckResult
 }
 
 /**
- * Where a SyntaxError thrown by `import()` is. Node keeps the place out of `err.stack` for ES
- * modules (it prints it only for a fatal error), so the header is read when some Node version
- * puts it there, and otherwise the likely files are checked one by one, within a time budget, for
- * the file that fails with the very same message.
+ * Where a SyntaxError thrown by `import()` is when its stack has no header. Node keeps the place
+ * out of `err.stack` for ES modules (it prints it only for a fatal error), so the likely files are
+ * checked one by one, within a time budget, for the file that fails with the very same message.
  */
-async function locateSyntaxError (message: string, stack: string, dir: string, entry: string, loaded: readonly string[]): Promise<SyntaxLocation | undefined> {
-  const header = syntaxHeader(stack)
-  if (header !== undefined) return header
+async function locateSyntaxError (message: string, dir: string, entry: string, loaded: readonly string[]): Promise<SyntaxLocation | undefined> {
   const deadline = Date.now() + CHECK_BUDGET_MS
   for (const file of await candidateScripts(dir, entry, loaded)) {
     if (Date.now() >= deadline) return undefined
@@ -175,9 +172,11 @@ export async function describeImportError (err: unknown, dirs: readonly string[]
   }
   const parseError = read(err, 'name') === 'SyntaxError' && !message.startsWith('The requested module')
   // A frame in the app's code means the SyntaxError was thrown by running code, not by a parse,
-  // unless Node put the parse's place above the stack (a required CommonJS file).
-  if (parseError && (frame === undefined || syntaxHeader(stack) !== undefined)) {
-    const where = await locateSyntaxError(message, stack, dirs[0], entry, loaded)
+  // unless Node put the parse's place above the stack (a required CommonJS file, or some Node
+  // version for any module): that header is then the place.
+  const header = syntaxHeader(stack)
+  if (parseError && (frame === undefined || header !== undefined)) {
+    const where = header ?? await locateSyntaxError(message, dirs[0], entry, loaded)
     if (where !== undefined) {
       return `SyntaxError at ${display(where.file, dirs)}:${where.line}:${where.column}: ${message}\n    ${where.source}\n    ${where.caret}`
     }

@@ -1,6 +1,6 @@
 import createError from '@fastify/error'
 
-import { AktorTimeout } from './apps/aktor-timeout.js'
+import { AktorTimeout } from './apps/invoke.js'
 import { UnknownReaktorError } from './scheduler/index.js'
 
 /**
@@ -77,5 +77,3 @@ export { RunTimeoutError, RunStoppedError } from './scheduler/index.js'
 export { MissingSettingError } from './sdk/combinators.js'
 // REAKTOR_CLIENT_CLOSED: the HTTP client went away before the aktor answered (the route answers 499).
 export { ClientClosed } from './apps/invoke.js'
-
-export { aktorTimeout } from './apps/aktor-timeout.js'

@@ -1,5 +1,5 @@
 /** Levenshtein distance between two strings, compared case-insensitively. */
-export function editDistance (a: string, b: string): number {
+function editDistance (a: string, b: string): number {
   const x = a.toLowerCase()
   const y = b.toLowerCase()
   let previous = Array.from({ length: y.length + 1 }, (_, j) => j)

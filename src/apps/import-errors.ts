@@ -2,6 +2,7 @@ import { execFile } from 'node:child_process'
 import fs from 'node:fs/promises'
 import path from 'node:path'
 import { fileURLToPath } from 'node:url'
+import { atOrBelow } from '../app-ui/path-below.js'
 
 /** Files the syntax check looks at, at most: an app folder is small; a larger one ends the search. */
 const MAX_CHECKED_FILES = 200
@@ -11,19 +12,17 @@ const CHECK_BUDGET_MS = 3000
 /** `file:line:column` and the offending line with a caret under it, as Node prints a SyntaxError. */
 interface SyntaxLocation { file: string, line: number, column: number, source: string, caret: string }
 
-function display (file: string, dirs: readonly string[]): string {
-  for (const dir of dirs) {
-    const relative = path.relative(dir, file)
-    if (!relative.startsWith('..') && !path.isAbsolute(relative)) return relative
-  }
-  return file
+/** `file` relative to the first of `dirs` it lies in, else as it is. */
+export function display (file: string, dirs: readonly string[]): string {
+  const dir = dirs.find((folder) => atOrBelow(file, folder))
+  return dir === undefined ? file : path.relative(dir, file)
 }
 
 /**
  * Reads the header Node puts above a SyntaxError when it knows the place:
  * `<file or file URL>:<line>\n<source line>\n<spaces>^^^\n\nSyntaxError: …`.
  */
-export function syntaxHeader (text: string): SyntaxLocation | undefined {
+function syntaxHeader (text: string): SyntaxLocation | undefined {
   const match = /^(.+?):(\d+)\r?\n(.*)\r?\n( *)(\^+) *\r?\n\r?\n/.exec(text)
   if (match === null) return undefined
   const [, where, line, source, indent, carets] = match
@@ -95,14 +94,11 @@ async function checkSyntax (file: string, deadline: number): Promise<CheckResult
 }
 
 /**
- * Where a SyntaxError thrown by `import()` is. Node keeps the place out of `err.stack` for ES
- * modules (it prints it only for a fatal error), so the header is read when some Node version
- * puts it there, and otherwise the likely files are checked one by one, within a time budget, for
- * the file that fails with the very same message.
+ * Where a SyntaxError thrown by `import()` is when its stack has no header. Node keeps the place
+ * out of `err.stack` for ES modules (it prints it only for a fatal error), so the likely files are
+ * checked one by one, within a time budget, for the file that fails with the very same message.
  */
-async function locateSyntaxError (message: string, stack: string, dir: string, entry: string, loaded: readonly string[]): Promise<SyntaxLocation | undefined> {
-  const header = syntaxHeader(stack)
-  if (header !== undefined) return header
+async function locateSyntaxError (message: string, dir: string, entry: string, loaded: readonly string[]): Promise<SyntaxLocation | undefined> {
   const deadline = Date.now() + CHECK_BUDGET_MS
   for (const file of await candidateScripts(dir, entry, loaded)) {
     if (Date.now() >= deadline) return undefined
@@ -119,7 +115,7 @@ async function locateSyntaxError (message: string, stack: string, dir: string, e
 const FRAME = /(?:^at |\()((?:file:\/\/)?\/.*):(\d+):(\d+)\)?$/
 
 /** The first stack frame in one of `dirs`: where an app's own code threw. */
-export function firstAppFrame (stack: string, dirs: readonly string[]): string | undefined {
+function firstAppFrame (stack: string, dirs: readonly string[]): string | undefined {
   for (const line of stack.split('\n')) {
     const match = FRAME.exec(line.trim())
     if (match === null) continue
@@ -176,9 +172,11 @@ export async function describeImportError (err: unknown, dirs: readonly string[]
   }
   const parseError = read(err, 'name') === 'SyntaxError' && !message.startsWith('The requested module')
   // A frame in the app's code means the SyntaxError was thrown by running code, not by a parse,
-  // unless Node put the parse's place above the stack (a required CommonJS file).
-  if (parseError && (frame === undefined || syntaxHeader(stack) !== undefined)) {
-    const where = await locateSyntaxError(message, stack, dirs[0], entry, loaded)
+  // unless Node put the parse's place above the stack (a required CommonJS file, or some Node
+  // version for any module): that header is then the place.
+  const header = syntaxHeader(stack)
+  if (parseError && (frame === undefined || header !== undefined)) {
+    const where = header ?? await locateSyntaxError(message, dirs[0], entry, loaded)
     if (where !== undefined) {
       return `SyntaxError at ${display(where.file, dirs)}:${where.line}:${where.column}: ${message}\n    ${where.source}\n    ${where.caret}`
     }

@@ -1,7 +1,13 @@
 import { performance } from 'node:perf_hooks'
+import createError from '@fastify/error'
+import { formatDuration } from '../duration.js'
 import type { AktorContext, AktorLogger } from '../sdk/types.js'
 import { LazyAbort } from './lazy-abort.js'
 import type { RegisteredReaktor } from './types.js'
+
+// Here rather than in errors.ts (which re-exports it): reaktor-service/testing calls aktors
+// through this module, and errors.ts brings in the configuration and the whole scheduler.
+export const AktorTimeout = createError('REAKTOR_AKTOR_TIMEOUT', 'Aktor "%s" did not answer within %s', 504)
 
 /** The reason a call is cut short when the client that asked for it goes away. */
 export class ClientClosed extends Error {
@@ -19,11 +25,37 @@ function isThenable (value: unknown): value is PromiseLike<unknown> {
 interface StatusError { statusCode?: unknown, message?: unknown }
 
 /** An error the aktor threw that names a client error (4xx): its status and message are kept. */
-export function clientError (err: unknown): { statusCode: number, message: string } | undefined {
+function clientError (err: unknown): { statusCode: number, message: string } | undefined {
   if (typeof err !== 'object' || err === null) return undefined
   const { statusCode, message } = err as StatusError
   if (typeof statusCode !== 'number' || !Number.isInteger(statusCode) || statusCode < 400 || statusCode > 499) return undefined
   return { statusCode, message: typeof message === 'string' ? message : '' }
+}
+
+/**
+ * How a failed call is answered (the aktor route and reaktor-service/testing alike): timed out
+ * (504, `cause` the AktorTimeout), the client gone (499, ClientClosed), or failed with the 4xx the
+ * aktor threw (its message kept) or else 500 (`message` undefined: an aktor's internals never leak).
+ */
+export interface CallFailure {
+  outcome: 'timed_out' | 'aborted' | 'failed'
+  statusCode: number
+  message: string | undefined
+  cause: unknown
+}
+
+/** Why `call` failed with `err`, thrown or rejected by `invokeAktor`. */
+export function callFailure (call: AktorCall, err: unknown): CallFailure {
+  const reason = call.reason
+  if (reason instanceof AktorTimeout) return { outcome: 'timed_out', statusCode: 504, message: reason.message, cause: reason }
+  if (reason instanceof ClientClosed) return { outcome: 'aborted', statusCode: 499, message: reason.message, cause: reason }
+  const client = clientError(err)
+  return { outcome: 'failed', statusCode: client?.statusCode ?? 500, message: client?.message, cause: err }
+}
+
+/** An aktor's output as the route sends it: JSON text, undefined as null. */
+export function outputJson (output: unknown): string {
+  return JSON.stringify(output ?? null) ?? 'null'
 }
 
 /**
@@ -53,14 +85,12 @@ export interface InvokeOptions {
   log: { child: (bindings: Record<string, unknown>) => AktorLogger }
   /** The response whose early close interrupts the call with ClientClosed. */
   response: ClientResponse
-  /** The reason a call that outlives `registered.timeoutMs` is interrupted with. */
-  timeoutReason: (reaktorId: string, registered: RegisteredReaktor) => Error
 }
 
 /**
  * Calls a standard reaktor's aktor (`createReaktor` too: its throw is the aktor failing, as a
  * rejection is). The answer is the value (a synchronous aktor) or a promise settled by the aktor
- * or by an interruption, whichever comes first: the timeout (`options.timeoutReason`) or the client
+ * or by an interruption, whichever comes first: the timeout (AktorTimeout) or the client
  * going away (ClientClosed). Either answers at once, even when the aktor ignores its signal; its
  * late result or rejection is then dropped. After a failure, `call.reason` tells an interruption
  * (the value rejected with) from the aktor's own failure (undefined).
@@ -108,7 +138,7 @@ export function invokeAktor (registered: RegisteredReaktor, input: unknown, call
     }
     // The timeout counts from the call, as its synchronous part already ran.
     const timer = setTimeout(() => {
-      interrupt(options.timeoutReason(reaktorId, registered))
+      interrupt(new AktorTimeout(reaktorId, registered.registration.timeout ?? formatDuration(registered.timeoutMs)))
     }, Math.max(0, registered.timeoutMs - (performance.now() - startedAt)))
     response.once('close', onClose)
     answer.then((value) => { if (settle()) resolve(value) }, (err: unknown) => { if (settle()) reject(err) })

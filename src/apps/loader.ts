@@ -3,7 +3,7 @@ import path from 'node:path'
 import { pathToFileURL } from 'node:url'
 import type { PollingReaktorRegistration, ReaktorAppModule, ReaktorRegistration } from '../sdk/types.js'
 import { closest, nearEnough } from './closest.js'
-import { describeImportError, plainMessage } from './import-errors.js'
+import { describeImportError, display, plainMessage } from './import-errors.js'
 import { RegistrationError } from './registry.js'
 import { importAppModule, type ImportTrace } from './sdk-resolution.js'
 import { resolveSettings, warnUnknownSettingVariables } from './settings.js'
@@ -146,8 +146,8 @@ async function scriptsIn (dir: string, folder: string): Promise<string[]> {
  * the nearest first; any other script of the app folder only when it is a near miss. When `main`
  * is a folder, its index module (Node does not look for one when importing an ES module).
  */
-async function entryCandidate (dir: string, main: string): Promise<string | undefined> {
-  if (await isDirectory(path.join(dir, main))) {
+async function entryCandidate (dir: string, main: string, mainIsFolder: boolean): Promise<string | undefined> {
+  if (mainIsFolder) {
     const folder = path.posix.normalize(main).replace(/\/$/, '')
     for (const name of ['index.js', 'index.mjs', 'index.cjs']) if (await isFile(path.join(dir, folder, name))) return path.posix.join(folder, name)
     return undefined
@@ -193,7 +193,7 @@ function checkReaktorKeys (label: string, name: string, version: string, keys: s
  * for files under node_modules, whose authors alone could fix them.
  */
 function warnTypeless (label: string, app: string, dir: string, dirs: readonly string[], typeless: ImportTrace['typeless'], log: LoaderLog): void {
-  const shown = (file: string): string => path.relative(dirs.find((d) => !path.relative(d, file).startsWith('..')) ?? dir, file)
+  const shown = (file: string): string => display(file, dirs)
   const byPackage = new Map<string, string[]>()
   for (const { file, packageJson } of typeless) {
     const key = packageJson ?? path.join(dir, 'package.json')
@@ -246,11 +246,13 @@ async function loadApp (dir: string, env: Env, log: LoaderLog): Promise<LoadedAp
   if (typeof main !== 'string' || main === '') throw new RegistrationError(`${label}: package.json "main" must be a file name`)
   const entry = path.resolve(dir, main)
   if (path.relative(dir, entry).startsWith('..')) throw new RegistrationError(`${label}: entry module "${main}" is outside the app folder`)
-  if (!(await isFile(entry))) {
+  const entryStat = await fs.stat(entry).catch(() => undefined)
+  if (entryStat?.isFile() !== true) {
     const read = pkg.main === undefined ? 'package.json has no "main", so the default index.js was assumed' : 'read from package.json "main"'
-    const candidate = await entryCandidate(dir, main)
+    const isFolder = entryStat?.isDirectory() === true
+    const candidate = await entryCandidate(dir, main, isFolder)
     const fix = candidate === undefined ? 'create it or set "main" to the entry module' : `did you mean "${candidate}"? Set "main" in package.json to the entry module`
-    const problem = await isDirectory(entry) ? 'is a folder, not a module' : `not found in ${dir}`
+    const problem = isFolder ? 'is a folder, not a module' : `not found in ${dir}`
     throw new RegistrationError(`${label}: entry module "${main}" ${problem} (${read}); ${fix}`)
   }
 

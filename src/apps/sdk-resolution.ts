@@ -1,7 +1,7 @@
 import { register } from 'node:module'
-import path from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { MessageChannel, type MessagePort } from 'node:worker_threads'
+import { atOrBelow } from '../app-ui/path-below.js'
 
 /*
  * Apps import the SDK as `reaktor-service/sdk` (their tests `reaktor-service/testing`), but an
@@ -70,14 +70,9 @@ export interface ImportTrace {
 /** The app folders being imported now, each with what its import found. */
 const collecting = new Map<readonly string[], ImportTrace>()
 
-function inFolder (file: string, dir: string): boolean {
-  const relative = path.relative(dir, file)
-  return !relative.startsWith('..') && !path.isAbsolute(relative)
-}
-
 function collectorOf (file: string): ImportTrace | undefined {
   for (const [dirs, trace] of collecting) {
-    if (dirs.some((dir) => inFolder(file, dir))) return trace
+    if (dirs.some((dir) => atOrBelow(file, dir))) return trace
   }
   return undefined
 }

@@ -1,7 +1,7 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import { compileInputChecks } from '../apps/input-schema.js'
-import { AktorCall, ClientClosed, clientError, invokeAktor } from '../apps/invoke.js'
-import { aktorTimeout, Errors } from '../errors.js'
+import { AktorCall, callFailure, invokeAktor, outputJson } from '../apps/invoke.js'
+import { Errors } from '../errors.js'
 import { AktorOutput, AktorParams } from '../schemas/aktor.js'
 import { described, ErrorBody } from '../schemas/common.js'
 
@@ -47,19 +47,18 @@ const routes: FastifyPluginAsyncTypebox = async (fastify) => {
     const call = new AktorCall()
     let output: unknown
     try {
-      output = await invokeAktor(registered, input, call, { reaktorId: id, runId: request.id, log: request.log, response: reply.raw, timeoutReason: aktorTimeout })
+      output = await invokeAktor(registered, input, call, { reaktorId: id, runId: request.id, log: request.log, response: reply.raw })
     } catch (err) {
-      const reason = call.reason
-      if (reason instanceof Errors.AktorTimeout) throw reason
-      // Nobody is listening any more: not a server error (nginx's 499 "client closed request").
-      if (reason instanceof ClientClosed) throw fastify.httpErrors.createError(499, reason.message)
-      const client = clientError(err)
-      if (client !== undefined) throw fastify.httpErrors.createError(client.statusCode, client.message)
+      const failure = callFailure(call, err)
+      // The AktorTimeout is the 504 itself.
+      if (failure.outcome === 'timed_out') throw failure.cause
+      // A 499 (nobody is listening any more: nginx's "client closed request") or the aktor's own 4xx.
+      if (failure.message !== undefined) throw fastify.httpErrors.createError(failure.statusCode, failure.message)
       // The error handler logs it and answers a generic 500: an aktor's internals never leak.
       throw Object.assign(new Error(`aktor "${id}" failed`, { cause: err }), { statusCode: 500 })
     }
     // Serialized here, so that every JSON value (a bare string too) is sent as JSON.
-    return await reply.type('application/json; charset=utf-8').send(JSON.stringify(output ?? null) ?? 'null')
+    return await reply.type('application/json; charset=utf-8').send(outputJson(output))
   })
 }
 

@@ -50,9 +50,9 @@ export interface RunnerOptions {
   mayRun: () => boolean | Promise<boolean>
   /**
    * Every finished run (not those ended by halt), and every run at its timeout: the record for the
-   * batched flush, and how it went.
+   * batched flush, and how it went; `thrown` holds what the aktor (or createReaktor) threw, when it threw.
    */
-  onRunEnd: (record: RunRecord, outcome: RunOutcome, durationMs: number) => void
+  onRunEnd: (record: RunRecord, outcome: RunOutcome, durationMs: number, thrown?: { error: unknown }) => void
   /** A record to flush that counts no new run: a timed-out run that has settled since. */
   onRecord: (record: RunRecord) => void
   /** The aktor is being called (run history: a run still in flight at a flush shows as running). */
@@ -335,6 +335,7 @@ export class ReaktorRunner {
     }
     let result: unknown
     let error: unknown
+    let thrown: { error: unknown } | undefined
     let failed = false
     try {
       this.aktor ??= reaktor.registration.createReaktor()
@@ -355,6 +356,7 @@ export class ReaktorRunner {
       result = await this.aktor(undefined, context)
     } catch (err) {
       error = err
+      thrown = { error: err }
       failed = true
     } finally {
       this.current = undefined
@@ -381,7 +383,7 @@ export class ReaktorRunner {
       more = outcome === 'more_work'
       const lastError = failed ? describe(error) : null
       const record = this.writeRecord(run, more ? endedAt : endedAt + this.opts.effectiveIntervalMs, outcome, endedAt - run.startedAt, lastError, false)
-      this.opts.onRunEnd(record, outcome, endedAt - run.startedAt)
+      this.opts.onRunEnd(record, outcome, endedAt - run.startedAt, thrown)
       if (failed) {
         // A thrown non-Error (an object without a usable toString, say) is logged as its description.
         this.safeLog('warn', { err: error instanceof Error ? error : undefined, error: lastError, reaktorId, runId, consecutiveFailures: this.failures }, 'polling reaktor run failed')

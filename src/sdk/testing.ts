@@ -10,15 +10,14 @@ import { randomUUID } from 'node:crypto'
 import { EventEmitter } from 'node:events'
 import { performance } from 'node:perf_hooks'
 import pino from 'pino'
-import { AktorTimeout, aktorTimeout } from '../apps/aktor-timeout.js'
 import { compileInputChecks } from '../apps/input-schema.js'
-import { AktorCall, ClientClosed, clientError, invokeAktor } from '../apps/invoke.js'
+import { AktorCall, callFailure, invokeAktor, outputJson } from '../apps/invoke.js'
 import { buildRegistry } from '../apps/registry.js'
 import { resolveSettings } from '../apps/settings.js'
 import type { AppRegistry } from '../apps/types.js'
 import type { SchedulerLogger } from '../scheduler/logger.js'
 import { describe, ReaktorRunner, RunStoppedError } from '../scheduler/runner.js'
-import type { PollingAktor, PollingReaktorRegistration, ReaktorRegistration } from './types.js'
+import type { PollingReaktorRegistration, ReaktorRegistration } from './types.js'
 
 /** One line an aktor logged through `context.log`. */
 export interface LogLine {
@@ -150,32 +149,7 @@ function abortedBeforeStart (signal: AbortSignal, logs: LogLine[], statusCode?: 
  */
 export async function runPollingReaktor (registration: PollingReaktorRegistration, options: RunOptions = {}): Promise<PollingRunResult> {
   checkGiven('runPollingReaktor', registration)
-  const checked = registry(options, [registration], []).pollingReaktors.get(registration.reaktorDefinitionId)!
-  // What the aktor threw, for `cause`: the runner keeps only its description.
-  let thrown: { error: unknown } | undefined
-  const keep = (error: unknown): never => {
-    thrown = { error }
-    throw error
-  }
-  const observed: PollingReaktorRegistration = {
-    ...checked.registration,
-    createReaktor: () => {
-      let aktor: PollingAktor
-      try {
-        aktor = checked.registration.createReaktor()
-      } catch (err) {
-        return keep(err)
-      }
-      return async (input, context) => {
-        try {
-          return await aktor(input, context)
-        } catch (err) {
-          return keep(err)
-        }
-      }
-    }
-  }
-  const registered = { ...checked, registration: observed }
+  const registered = registry(options, [registration], []).pollingReaktors.get(registration.reaktorDefinitionId)!
   const logs: LogLine[] = []
   const { signal } = options
   if (signal?.aborted === true) throw abortedBeforeStart(signal, logs)
@@ -205,15 +179,15 @@ export async function runPollingReaktor (registration: PollingReaktorRegistratio
       now: Date.now,
       mayRun: () => true,
       onRunStart: (id) => { runId = id },
-      onRunEnd: (record, outcome, durationMs) => {
+      onRunEnd: (record, outcome, durationMs, thrown) => {
         settle()
         if (outcome !== 'failed') {
           resolve({ result: outcome === 'more_work', logs, runId, durationMs })
           return
         }
-        const timedOut = record.outcome === 'timed_out'
-        reject(new ReaktorRunError(record.lastError ?? 'failed', timedOut ? 'timed_out' : 'failed', logs, undefined,
-          thrown === undefined || timedOut ? {} : { cause: thrown.error }))
+        // A run at its timeout threw nothing (yet): it has no cause.
+        reject(new ReaktorRunError(record.lastError ?? 'failed', record.outcome === 'timed_out' ? 'timed_out' : 'failed', logs, undefined,
+          thrown === undefined ? {} : { cause: thrown.error }))
       },
       onRecord: () => {},
       onAborted: (_runId, _startedAt, _durationMs, error) => {
@@ -255,15 +229,12 @@ export async function runAktor<I, O> (registration: ReaktorRegistration<I, O>, i
   const runId = randomUUID()
   const startedAt = performance.now()
   try {
-    const output = await invokeAktor(registered, body, call, { reaktorId: id, runId, log: recorder(logs, options.onLog), response, timeoutReason: aktorTimeout })
+    const output = await invokeAktor(registered, body, call, { reaktorId: id, runId, log: recorder(logs, options.onLog), response })
     // What the route answers: the output as JSON (undefined as null, a Date as its text, a Map as {}).
-    return { output: JSON.parse(JSON.stringify(output ?? null) ?? 'null') as O, logs, runId, durationMs: performance.now() - startedAt }
+    return { output: JSON.parse(outputJson(output)) as O, logs, runId, durationMs: performance.now() - startedAt }
   } catch (err) {
-    const reason = call.reason
-    if (reason instanceof AktorTimeout) throw new ReaktorRunError(reason.message, 'timed_out', logs, 504, { cause: reason })
-    if (reason instanceof ClientClosed) throw new ReaktorRunError(reason.message, 'aborted', logs, 499, { cause: reason })
-    const client = clientError(err)
-    throw new ReaktorRunError(client?.message ?? describe(err), 'failed', logs, client?.statusCode ?? 500, { cause: err })
+    const failure = callFailure(call, err)
+    throw new ReaktorRunError(failure.message ?? describe(err), failure.outcome, logs, failure.statusCode, { cause: failure.cause })
   } finally {
     signal?.removeEventListener('abort', onAbort)
   }

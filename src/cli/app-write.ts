@@ -6,6 +6,7 @@ import { randomBytes } from 'node:crypto'
 import { rmSync } from 'node:fs'
 import fs from 'node:fs/promises'
 import path from 'node:path'
+import { appFolders } from '../apps/loader.js'
 import type { AppPlan } from './app-plan.js'
 import { ownFiles } from './app-files.js'
 import { CliError, EXIT } from './context.js'
@@ -92,13 +93,13 @@ export async function writeApp (dir: string, files: Record<string, string>): Pro
   }
 }
 
-/** The folders of the apps already in `appsDir`, as the loader finds them: not dot-folders, not node_modules. */
+const QUIET = { info: () => {}, warn: () => {} }
+
+/** The apps already in `appsDir` other than the folder `own`, found as the loader finds them, with their package names. */
 async function otherApps (appsDir: string, own: string): Promise<Array<{ dir: string, name: unknown }>> {
-  const entries = await fs.readdir(appsDir, { withFileTypes: true }).catch(() => [])
+  const dirs = (await appFolders(appsDir, QUIET).catch(() => [])).filter((dir) => path.basename(dir) !== own)
   const apps: Array<{ dir: string, name: unknown }> = []
-  for (const entry of entries) {
-    if (entry.name.startsWith('.') || entry.name === 'node_modules' || entry.name === own) continue
-    const dir = path.join(appsDir, entry.name)
+  for (const dir of dirs) {
     const text = await fs.readFile(path.join(dir, 'package.json'), 'utf8').catch(() => undefined)
     if (text === undefined) continue
     let name: unknown

@@ -132,7 +132,7 @@ export async function refuseClashes (appsDir: string, plan: AppPlan): Promise<vo
       throw new CliError(EXIT.error, `the package name ${plan.name} is taken by the app in ${app.dir}: the service loads each name once; choose another name; nothing was written`)
     }
     // public/ is the UI, served to browsers: it registers nothing (it may well call another app's aktor).
-    const code = (await ownFiles(app.dir)).filter((f) => SCRIPT.test(f) && f.split(path.sep)[0] !== 'public')
+    const code = (await ownFiles(app.dir, ['public'])).filter((f) => SCRIPT.test(f))
     for (const file of code.map((f) => path.join(app.dir, f))) {
       const stat = await fs.stat(file).catch(() => undefined)
       if (stat === undefined || stat.size > MAX_SCRIPT_BYTES) continue

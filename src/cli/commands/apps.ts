@@ -17,16 +17,19 @@ const MAX_NAME_LENGTH = 214
 /** The service's checkout or install: the `reaktor` launcher a new app's `npm test` runs is in its bin/. */
 const SERVICE_ROOT = fileURLToPath(new URL('../../../', import.meta.url))
 
+/** What is wrong with `name` as a new app's name, if anything. */
+function nameProblem (name: string): string | undefined {
+  if (name.length > MAX_NAME_LENGTH) return `is longer than ${MAX_NAME_LENGTH} characters`
+  if (!isPackageName(name)) return 'is not a valid package name: lower case letters, digits, - . _ ~, not starting with . or _, optionally @scope/ (e.g. my-app, @acme/widgets)'
+  // The loader passes over a folder of this name.
+  if (name === 'node_modules') return 'is the one folder name the service never loads apps from'
+  // Every command would read it as an option.
+  if (name.startsWith('-')) return 'starts with -, which commands take for an option'
+  return undefined
+}
+
 function checkName (name: string): void {
-  const problem = name.length > MAX_NAME_LENGTH
-    ? `is longer than ${MAX_NAME_LENGTH} characters`
-    : !isPackageName(name)
-        ? 'is not a valid package name: lower case letters, digits, - . _ ~, not starting with . or _, optionally @scope/ (e.g. my-app, @acme/widgets)'
-        // The loader passes over a folder of this name.
-        : name === 'node_modules'
-          ? 'is the one folder name the service never loads apps from'
-          // Every command would read it as an option.
-          : name.startsWith('-') ? 'starts with -, which commands take for an option' : undefined
+  const problem = nameProblem(name)
   if (problem !== undefined) throw new CliError(EXIT.usage, `app name ${JSON.stringify(name)} ${problem}`)
 }
 
@@ -79,7 +82,9 @@ export const appCommands: CommandModule = (program, context) => {
       checkName(name)
       const plan = planApp(name)
       const configured = io.env.REAKTOR_APPS_DIR?.trim() || undefined
-      const appsDir = path.resolve(opts.dir ?? configured ?? 'reaktor-apps')
+      // The folder the service loads apps from, and the one this app goes in.
+      const servedDir = path.resolve(configured ?? 'reaktor-apps')
+      const appsDir = opts.dir === undefined ? servedDir : path.resolve(opts.dir)
       const dir = path.join(appsDir, plan.base)
       const ui = opts.ui === true
       const npmTest = npmTestScript(dir)
@@ -95,7 +100,7 @@ export const appCommands: CommandModule = (program, context) => {
       const testCommand = `npx reaktor test ${shellWord(shown(dir))}`
       const notes = [
         ...(created ? [`the apps folder ${appsDir} was created.`] : []),
-        ...(path.resolve(configured ?? 'reaktor-apps') !== appsDir ? [`the service loads apps from REAKTOR_APPS_DIR (${configured ?? 'unset: ./reaktor-apps'}), not from this folder: start it with REAKTOR_APPS_DIR=${shellWord(appsDir)} to load this app.`] : []),
+        ...(servedDir !== appsDir ? [`the service loads apps from REAKTOR_APPS_DIR (${configured ?? 'unset: ./reaktor-apps'}), not from this folder: start it with REAKTOR_APPS_DIR=${shellWord(appsDir)} to load this app.`] : []),
         ...(npmTest.tiedTo === undefined ? [] : [`its npm test runs the reaktor of ${npmTest.tiedTo} by this absolute path; should that folder move, edit "scripts.test" in its package.json.`])
       ]
       if (context.json()) {
@@ -116,8 +121,9 @@ export const appCommands: CommandModule = (program, context) => {
       'Examples:\n  $ reaktor test reaktor-apps/my-app\n  $ reaktor test reaktor-apps/my-app -- --test-name-pattern=hello\n  $ cd reaktor-apps/my-app && npm test -- --test-name-pattern=hello')
     .action(async (folder: string | undefined, nodeOptions: string[]) => {
       // `reaktor test -- --test-only`: the first word after -- is an option, not the folder.
-      const extra = folder?.startsWith('-') === true ? [folder, ...nodeOptions] : nodeOptions
-      const dir = path.resolve(folder?.startsWith('-') === true ? '.' : folder ?? '.')
+      const optionFirst = folder?.startsWith('-') === true
+      const extra = optionFirst ? [folder, ...nodeOptions] : nodeOptions
+      const dir = path.resolve(optionFirst ? '.' : folder ?? '.')
       const stat = await fs.stat(dir).catch(() => undefined)
       if (stat === undefined) throw new CliError(EXIT.notFound, `${dir} does not exist`)
       const isApp = stat.isDirectory() && await fs.stat(path.join(dir, 'package.json')).then((s) => s.isFile(), () => false)

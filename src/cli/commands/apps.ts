@@ -4,7 +4,7 @@ import { fileURLToPath } from 'node:url'
 import { Argument } from 'commander'
 import { isPackageName } from '../../apps/loader.js'
 import { DEFAULT_URL } from '../client.js'
-import { CliError, EXIT, type CliContext, type CommandModule, type ExitCode } from '../context.js'
+import { CliError, EXIT, nonEmpty, type CliContext, type CommandModule, type ExitCode } from '../context.js'
 import { printable, printJson, shellWord } from '../output.js'
 import { planApp, type AppPlan } from '../app-plan.js'
 import { appFiles } from '../scaffold.js'
@@ -81,7 +81,7 @@ export const appCommands: CommandModule = (program, context) => {
     .action(async (name: string, opts: { dir?: string, ui?: boolean }) => {
       checkName(name)
       const plan = planApp(name)
-      const configured = io.env.REAKTOR_APPS_DIR?.trim() || undefined
+      const configured = nonEmpty(io.env.REAKTOR_APPS_DIR)
       // The folder the service loads apps from, and the one this app goes in.
       const servedDir = path.resolve(configured ?? 'reaktor-apps')
       const appsDir = opts.dir === undefined ? servedDir : path.resolve(opts.dir)

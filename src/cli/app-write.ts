@@ -83,7 +83,6 @@ export async function writeApp (dir: string, files: Record<string, string>): Pro
     discard()
     // The user's empty folder is put back as it was.
     if (removed) await fs.mkdir(dir).catch(() => {})
-    if (err instanceof CliError) throw err
     const code = (err as NodeJS.ErrnoException).code
     if (code === 'ENOTEMPTY' || code === 'EEXIST' || code === 'ENOTDIR') throw new CliError(EXIT.error, `${dir} appeared while the app was written; nothing was written`)
     throw new CliError(EXIT.error, `could not write the app to ${dir}: ${(err as Error).message}; nothing was written`)

@@ -7,6 +7,7 @@ import { DEFAULT_URL } from '../client.js'
 import { CliError, EXIT, nonEmpty, type CliContext, type CommandModule, type ExitCode } from '../context.js'
 import { printable, printJson, shellWord } from '../output.js'
 import { planApp, type AppPlan } from '../app-plan.js'
+import { shownPath } from '../../shown-path.js'
 import { appFiles } from '../scaffold.js'
 import { planTests, runTests } from '../app-tests.js'
 import { ensureAppsDir, refuseClashes, writeApp } from '../app-write.js'
@@ -33,12 +34,6 @@ function checkName (name: string): void {
   if (problem !== undefined) throw new CliError(EXIT.usage, `app name ${JSON.stringify(name)} ${problem}`)
 }
 
-/** `dir` as the user would type it from here: relative when inside the current folder. */
-function shown (dir: string): string {
-  const relative = path.relative(process.cwd(), dir)
-  return relative !== '' && !relative.startsWith('..') && !path.isAbsolute(relative) ? relative : dir
-}
-
 function nextSteps (context: CliContext, plan: AppPlan, dir: string, files: string[], ui: boolean, testCommand: string, notes: string[]): string {
   const base = (context.io.env.REAKTOR_URL ?? DEFAULT_URL).replace(/\/+$/, '')
   const steps = [
@@ -46,9 +41,9 @@ function nextSteps (context: CliContext, plan: AppPlan, dir: string, files: stri
     ...(ui ? [`Open its UI: ${base}${plan.uiPath}`] : []),
     `Call the aktor: curl -X POST -H "X-Service-Token: $TOKEN" -H 'Content-Type: application/json' -d '{"name":"Ada"}' ${shellWord(`${base}/api/v1/aktor/${plan.aktorId}`)}`,
     `Start the poller: npx reaktor polling start ${shellWord(plan.pollingId)}`,
-    `Edit ${shellWord(path.join(shown(dir), 'index.js'))}, then run its tests: ${testCommand}`
+    `Edit ${shellWord(path.join(shownPath(dir), 'index.js'))}, then run its tests: ${testCommand}`
   ]
-  return `Created the reaktor app ${plan.name} in ${shown(dir)}:\n${files.map((f) => `  ${f}\n`).join('')}\nNext steps:\n` +
+  return `Created the reaktor app ${plan.name} in ${shownPath(dir)}:\n${files.map((f) => `  ${f}\n`).join('')}\nNext steps:\n` +
     steps.map((s, i) => `  ${i + 1}. ${s}\n`).join('') + (notes.length === 0 ? '' : `\n${notes.map((n) => `Note: ${n}\n`).join('')}`)
 }
 
@@ -97,7 +92,7 @@ export const appCommands: CommandModule = (program, context) => {
         if (created) await fs.rmdir(appsDir).catch(() => {})
         throw err
       }
-      const testCommand = `npx reaktor test ${shellWord(shown(dir))}`
+      const testCommand = `npx reaktor test ${shellWord(shownPath(dir))}`
       const notes = [
         ...(created ? [`the apps folder ${appsDir} was created.`] : []),
         ...(servedDir !== appsDir ? [`the service loads apps from REAKTOR_APPS_DIR (${configured ?? 'unset: ./reaktor-apps'}), not from this folder: start it with REAKTOR_APPS_DIR=${shellWord(appsDir)} to load this app.`] : []),

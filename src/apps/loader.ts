@@ -40,11 +40,11 @@ async function isDirectory (p: string): Promise<boolean> {
 }
 
 /**
- * The folders under `dir` that hold apps: not dot-folders, not node_modules; symlinks to folders
- * count. A folder without a package.json is no app (an editor's or a tool's leftover): it is passed
- * over with one warning, so that it cannot stop every real app from loading.
+ * The folders under `dir` that hold apps, in name order: not dot-folders, not node_modules;
+ * symlinks to folders count. A folder without a package.json is no app (an editor's or a tool's
+ * leftover): it is passed over with one warning, so that it cannot stop every real app from loading.
  */
-async function appFolders (dir: string, log: LoaderLog): Promise<string[]> {
+export async function appFolders (dir: string, log: LoaderLog): Promise<string[]> {
   let entries
   try {
     entries = await fs.readdir(dir, { withFileTypes: true })

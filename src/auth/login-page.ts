@@ -1,4 +1,5 @@
 import { createHash } from 'node:crypto'
+import { escapeHtml } from '../escape-html.js'
 
 /**
  * The login page: one self-contained HTML document (one small script, no external resources), served
@@ -59,10 +60,6 @@ export const LOGIN_PAGE_HEADERS: Record<string, string> = {
   // The redirect target in the query string is nobody else's business. Not `no-referrer`: with it
   // Chromium sends `Origin: null` on the form post, which the login CSRF check must then refuse.
   'referrer-policy': 'same-origin'
-}
-
-function escapeHtml (value: string): string {
-  return value.replace(/[&<>"']/g, (c) => ({ '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;', "'": '&#39;' })[c] as string)
 }
 
 export interface LoginPageOptions {

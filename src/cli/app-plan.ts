@@ -13,7 +13,7 @@ export interface AppPlan {
   uiPath: string
 }
 
-export const NEW_APP_VERSION = '0.1.0'
+const NEW_APP_VERSION = '0.1.0'
 
 const ID_SUFFIXES = { polling: '-poll', aktor: '-hello' }
 // A name may be 214 characters long, an id only 200: the ids' prefix is cut to fit the longer suffix.

@@ -15,18 +15,13 @@ const TYPESCRIPT_EXTENSIONS = ['ts', 'mts', 'cts']
  * anything under a `test/` folder), for the given extensions: node 20 looks for JavaScript only,
  * so a TypeScript test would never run unless named.
  */
-export function isTestFile (relative: string, extensions: readonly string[]): boolean {
+function isTestFile (relative: string, extensions: readonly string[]): boolean {
   const parts = relative.split(/[\\/]/)
   const name = parts[parts.length - 1]
   const dot = name.lastIndexOf('.')
   if (dot <= 0 || !extensions.includes(name.slice(dot + 1))) return false
   const stem = name.slice(0, dot)
   return parts.slice(0, -1).includes('test') || stem === 'test' || stem.startsWith('test-') || /[.\-_]test$/.test(stem)
-}
-
-/** The test files under `dir` (relative, sorted), not in node_modules or a dot-folder, as node --test passes them over. */
-export async function findTestFiles (dir: string, extensions: readonly string[]): Promise<string[]> {
-  return (await ownFiles(dir)).filter((file) => isTestFile(file, extensions)).sort()
 }
 
 /** tsx, when this service has it: TypeScript tests run through it (from the checkout it is there). */
@@ -44,9 +39,11 @@ export interface TestPlan {
   imports: string[]
 }
 
+/** The run of `dir`'s tests: its test files (relative, sorted), not in node_modules or a dot-folder, as node --test passes them over. */
 export async function planTests (dir: string): Promise<TestPlan> {
   const tsx = tsxLoader()
-  const files = await findTestFiles(dir, tsx === undefined ? SCRIPT_EXTENSIONS : [...SCRIPT_EXTENSIONS, ...TYPESCRIPT_EXTENSIONS])
+  const extensions = tsx === undefined ? SCRIPT_EXTENSIONS : [...SCRIPT_EXTENSIONS, ...TYPESCRIPT_EXTENSIONS]
+  const files = (await ownFiles(dir)).filter((file) => isTestFile(file, extensions)).sort()
   return { files, imports: [...(tsx === undefined ? [] : [tsx]), import.meta.resolve('../apps/sdk-preload.js')] }
 }
 

@@ -6,6 +6,7 @@ import { randomBytes } from 'node:crypto'
 import { rmSync } from 'node:fs'
 import fs from 'node:fs/promises'
 import path from 'node:path'
+import { appFolders } from '../apps/loader.js'
 import type { AppPlan } from './app-plan.js'
 import { ownFiles } from './app-files.js'
 import { CliError, EXIT } from './context.js'
@@ -82,7 +83,6 @@ export async function writeApp (dir: string, files: Record<string, string>): Pro
     discard()
     // The user's empty folder is put back as it was.
     if (removed) await fs.mkdir(dir).catch(() => {})
-    if (err instanceof CliError) throw err
     const code = (err as NodeJS.ErrnoException).code
     if (code === 'ENOTEMPTY' || code === 'EEXIST' || code === 'ENOTDIR') throw new CliError(EXIT.error, `${dir} appeared while the app was written; nothing was written`)
     throw new CliError(EXIT.error, `could not write the app to ${dir}: ${(err as Error).message}; nothing was written`)
@@ -92,13 +92,13 @@ export async function writeApp (dir: string, files: Record<string, string>): Pro
   }
 }
 
-/** The folders of the apps already in `appsDir`, as the loader finds them: not dot-folders, not node_modules. */
+const QUIET = { info: () => {}, warn: () => {} }
+
+/** The apps already in `appsDir` other than the folder `own`, found as the loader finds them, with their package names. */
 async function otherApps (appsDir: string, own: string): Promise<Array<{ dir: string, name: unknown }>> {
-  const entries = await fs.readdir(appsDir, { withFileTypes: true }).catch(() => [])
+  const dirs = (await appFolders(appsDir, QUIET).catch(() => [])).filter((dir) => path.basename(dir) !== own)
   const apps: Array<{ dir: string, name: unknown }> = []
-  for (const entry of entries) {
-    if (entry.name.startsWith('.') || entry.name === 'node_modules' || entry.name === own) continue
-    const dir = path.join(appsDir, entry.name)
+  for (const dir of dirs) {
     const text = await fs.readFile(path.join(dir, 'package.json'), 'utf8').catch(() => undefined)
     if (text === undefined) continue
     let name: unknown
@@ -131,7 +131,7 @@ export async function refuseClashes (appsDir: string, plan: AppPlan): Promise<vo
       throw new CliError(EXIT.error, `the package name ${plan.name} is taken by the app in ${app.dir}: the service loads each name once; choose another name; nothing was written`)
     }
     // public/ is the UI, served to browsers: it registers nothing (it may well call another app's aktor).
-    const code = (await ownFiles(app.dir)).filter((f) => SCRIPT.test(f) && f.split(path.sep)[0] !== 'public')
+    const code = (await ownFiles(app.dir, ['public'])).filter((f) => SCRIPT.test(f))
     for (const file of code.map((f) => path.join(app.dir, f))) {
       const stat = await fs.stat(file).catch(() => undefined)
       if (stat === undefined || stat.size > MAX_SCRIPT_BYTES) continue

@@ -26,3 +26,8 @@ export interface CliContext {
 
 /** One command group: adds its commands to the program. */
 export type CommandModule = (program: Command, context: CliContext) => void
+
+/** An environment variable's value, trimmed; blank is as good as unset. */
+export function nonEmpty (value: string | undefined): string | undefined {
+  return value === undefined || value.trim() === '' ? undefined : value.trim()
+}

@@ -1,6 +1,6 @@
 import { Command, CommanderError, Option } from 'commander'
 import { ApiClient, DEFAULT_URL, requestTimeoutMs } from './client.js'
-import { CliError, EXIT, type CliContext, type CliIo, type CommandModule } from './context.js'
+import { CliError, EXIT, nonEmpty, type CliContext, type CliIo, type CommandModule } from './context.js'
 import { readStoredLogin } from './credentials.js'
 import { commandModules } from './commands/index.js'
 import { printable } from './output.js'
@@ -31,10 +31,6 @@ async function resolveApi (io: CliIo, urlOption: string | undefined): Promise<Ap
   if (parsed.protocol !== 'http:' && parsed.protocol !== 'https:') throw new CliError(EXIT.usage, `not an http(s) URL: ${url}`)
   const token = nonEmpty(io.env.REAKTOR_TOKEN) ?? (stored !== undefined && sameService(stored.url, parsed) ? stored.token : undefined)
   return new ApiClient(parsed.origin, token, requestTimeoutMs(io.env))
-}
-
-function nonEmpty (value: string | undefined): string | undefined {
-  return value === undefined || value.trim() === '' ? undefined : value.trim()
 }
 
 // A stored token goes only to the service it was made for: never to another URL given by --url or REAKTOR_URL.

@@ -1,3 +1,4 @@
+import { escapeHtml } from '../escape-html.js'
 import type { AppPlan } from './app-plan.js'
 
 /**
@@ -15,18 +16,13 @@ export function uiFiles (plan: AppPlan): Record<string, string> {
   }
 }
 
-// A package name has no character HTML treats specially; escaped all the same, should the rule widen.
-function html (text: string): string {
-  return text.replace(/[&<>"']/g, (ch) => `&#${ch.charCodeAt(0)};`)
-}
-
 function indexHtml (plan: AppPlan): string {
   return `<!doctype html>
 <html lang="en">
 <head>
   <meta charset="utf-8">
   <meta name="viewport" content="width=device-width, initial-scale=1">
-  <title>${html(plan.name)}</title>
+  <title>${escapeHtml(plan.name)}</title>
   <link rel="icon" href="favicon.svg" type="image/svg+xml">
   <link rel="stylesheet" href="style.css">
   <script src="app.js" defer></script>
@@ -34,7 +30,7 @@ function indexHtml (plan: AppPlan): string {
 <body>
   <main>
     <header>
-      <h1>${html(plan.name)}</h1>
+      <h1>${escapeHtml(plan.name)}</h1>
       <p class="lead">
         A new reaktor app. Edit <code>index.js</code> to change what its reaktors do, and this
         folder (<code>public/</code>) to change this page.
@@ -43,7 +39,7 @@ function indexHtml (plan: AppPlan): string {
 
     <section class="card" aria-labelledby="hello-heading">
       <h2 id="hello-heading">Say hello</h2>
-      <p class="muted">Calls the aktor <code>${html(plan.aktorId)}</code>, which greets with the app's <code>greeting</code> setting.</p>
+      <p class="muted">Calls the aktor <code>${escapeHtml(plan.aktorId)}</code>, which greets with the app's <code>greeting</code> setting.</p>
       <form id="hello-form" class="actions">
         <label for="name">Name</label>
         <input id="name" name="name" type="text" maxlength="100" value="Ada" required>
@@ -55,7 +51,7 @@ function indexHtml (plan: AppPlan): string {
     <section class="card" aria-labelledby="poller-heading">
       <h2 id="poller-heading">Polling reaktor</h2>
       <dl class="facts">
-        <dt>Id</dt><dd><code>${html(plan.pollingId)}</code></dd>
+        <dt>Id</dt><dd><code>${escapeHtml(plan.pollingId)}</code></dd>
         <dt>State</dt><dd><span id="state" class="badge">…</span></dd>
         <dt>Interval</dt><dd id="interval">…</dd>
         <dt>Last run</dt><dd id="last-run">…</dd>

@@ -1,6 +1,7 @@
 import fs from 'node:fs'
 import path from 'node:path'
 import { EXTERNAL_RESOURCES_FILE } from '../app-ui/csp.js'
+import { shownPath } from '../shown-path.js'
 
 /** A folder to watch, and the rule for what in it is no reason to restart. */
 export interface WatchedFolder {
@@ -103,7 +104,7 @@ export function watchChanges (folders: readonly WatchedFolder[], { debounceMs, o
       // Named by a file still there: a save that writes aside and renames over the file leaves
       // its temporary file's events first.
       const named = [...files].find(([real]) => fs.existsSync(real)) ?? [...files][0]
-      onChange({ file: shown(named[1]), seenAt, service })
+      onChange({ file: shownPath(named[1]), seenAt, service })
     }, debounceMs)
   }
   let trees = new Map<string, Tree>()
@@ -216,10 +217,4 @@ function watchTree (root: string, only: string | undefined, onEvent: (relative: 
   }
   watch(root)
   return { close: () => { unwatch(root) }, gone: () => !watchers.has(root) }
-}
-
-/** Relative to the working folder when inside it (`reaktor-apps/x/index.js`), else absolute. */
-function shown (file: string): string {
-  const relative = path.relative(process.cwd(), file)
-  return relative === '' || relative.startsWith('..') || path.isAbsolute(relative) ? file : relative
 }

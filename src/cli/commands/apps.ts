@@ -4,9 +4,10 @@ import { fileURLToPath } from 'node:url'
 import { Argument } from 'commander'
 import { isPackageName } from '../../apps/loader.js'
 import { DEFAULT_URL } from '../client.js'
-import { CliError, EXIT, type CliContext, type CommandModule, type ExitCode } from '../context.js'
+import { CliError, EXIT, nonEmpty, type CliContext, type CommandModule, type ExitCode } from '../context.js'
 import { printable, printJson, shellWord } from '../output.js'
 import { planApp, type AppPlan } from '../app-plan.js'
+import { shownPath } from '../../shown-path.js'
 import { appFiles } from '../scaffold.js'
 import { planTests, runTests } from '../app-tests.js'
 import { ensureAppsDir, refuseClashes, writeApp } from '../app-write.js'
@@ -17,23 +18,20 @@ const MAX_NAME_LENGTH = 214
 /** The service's checkout or install: the `reaktor` launcher a new app's `npm test` runs is in its bin/. */
 const SERVICE_ROOT = fileURLToPath(new URL('../../../', import.meta.url))
 
-function checkName (name: string): void {
-  const problem = name.length > MAX_NAME_LENGTH
-    ? `is longer than ${MAX_NAME_LENGTH} characters`
-    : !isPackageName(name)
-        ? 'is not a valid package name: lower case letters, digits, - . _ ~, not starting with . or _, optionally @scope/ (e.g. my-app, @acme/widgets)'
-        // The loader passes over a folder of this name.
-        : name === 'node_modules'
-          ? 'is the one folder name the service never loads apps from'
-          // Every command would read it as an option.
-          : name.startsWith('-') ? 'starts with -, which commands take for an option' : undefined
-  if (problem !== undefined) throw new CliError(EXIT.usage, `app name ${JSON.stringify(name)} ${problem}`)
+/** What is wrong with `name` as a new app's name, if anything. */
+function nameProblem (name: string): string | undefined {
+  if (name.length > MAX_NAME_LENGTH) return `is longer than ${MAX_NAME_LENGTH} characters`
+  if (!isPackageName(name)) return 'is not a valid package name: lower case letters, digits, - . _ ~, not starting with . or _, optionally @scope/ (e.g. my-app, @acme/widgets)'
+  // The loader passes over a folder of this name.
+  if (name === 'node_modules') return 'is the one folder name the service never loads apps from'
+  // Every command would read it as an option.
+  if (name.startsWith('-')) return 'starts with -, which commands take for an option'
+  return undefined
 }
 
-/** `dir` as the user would type it from here: relative when inside the current folder. */
-function shown (dir: string): string {
-  const relative = path.relative(process.cwd(), dir)
-  return relative !== '' && !relative.startsWith('..') && !path.isAbsolute(relative) ? relative : dir
+function checkName (name: string): void {
+  const problem = nameProblem(name)
+  if (problem !== undefined) throw new CliError(EXIT.usage, `app name ${JSON.stringify(name)} ${problem}`)
 }
 
 function nextSteps (context: CliContext, plan: AppPlan, dir: string, files: string[], ui: boolean, testCommand: string, notes: string[]): string {
@@ -43,9 +41,9 @@ function nextSteps (context: CliContext, plan: AppPlan, dir: string, files: stri
     ...(ui ? [`Open its UI: ${base}${plan.uiPath}`] : []),
     `Call the aktor: curl -X POST -H "X-Service-Token: $TOKEN" -H 'Content-Type: application/json' -d '{"name":"Ada"}' ${shellWord(`${base}/api/v1/aktor/${plan.aktorId}`)}`,
     `Start the poller: npx reaktor polling start ${shellWord(plan.pollingId)}`,
-    `Edit ${shellWord(path.join(shown(dir), 'index.js'))}, then run its tests: ${testCommand}`
+    `Edit ${shellWord(path.join(shownPath(dir), 'index.js'))}, then run its tests: ${testCommand}`
   ]
-  return `Created the reaktor app ${plan.name} in ${shown(dir)}:\n${files.map((f) => `  ${f}\n`).join('')}\nNext steps:\n` +
+  return `Created the reaktor app ${plan.name} in ${shownPath(dir)}:\n${files.map((f) => `  ${f}\n`).join('')}\nNext steps:\n` +
     steps.map((s, i) => `  ${i + 1}. ${s}\n`).join('') + (notes.length === 0 ? '' : `\n${notes.map((n) => `Note: ${n}\n`).join('')}`)
 }
 
@@ -78,8 +76,10 @@ export const appCommands: CommandModule = (program, context) => {
     .action(async (name: string, opts: { dir?: string, ui?: boolean }) => {
       checkName(name)
       const plan = planApp(name)
-      const configured = io.env.REAKTOR_APPS_DIR?.trim() || undefined
-      const appsDir = path.resolve(opts.dir ?? configured ?? 'reaktor-apps')
+      const configured = nonEmpty(io.env.REAKTOR_APPS_DIR)
+      // The folder the service loads apps from, and the one this app goes in.
+      const servedDir = path.resolve(configured ?? 'reaktor-apps')
+      const appsDir = opts.dir === undefined ? servedDir : path.resolve(opts.dir)
       const dir = path.join(appsDir, plan.base)
       const ui = opts.ui === true
       const npmTest = npmTestScript(dir)
@@ -92,10 +92,10 @@ export const appCommands: CommandModule = (program, context) => {
         if (created) await fs.rmdir(appsDir).catch(() => {})
         throw err
       }
-      const testCommand = `npx reaktor test ${shellWord(shown(dir))}`
+      const testCommand = `npx reaktor test ${shellWord(shownPath(dir))}`
       const notes = [
         ...(created ? [`the apps folder ${appsDir} was created.`] : []),
-        ...(path.resolve(configured ?? 'reaktor-apps') !== appsDir ? [`the service loads apps from REAKTOR_APPS_DIR (${configured ?? 'unset: ./reaktor-apps'}), not from this folder: start it with REAKTOR_APPS_DIR=${shellWord(appsDir)} to load this app.`] : []),
+        ...(servedDir !== appsDir ? [`the service loads apps from REAKTOR_APPS_DIR (${configured ?? 'unset: ./reaktor-apps'}), not from this folder: start it with REAKTOR_APPS_DIR=${shellWord(appsDir)} to load this app.`] : []),
         ...(npmTest.tiedTo === undefined ? [] : [`its npm test runs the reaktor of ${npmTest.tiedTo} by this absolute path; should that folder move, edit "scripts.test" in its package.json.`])
       ]
       if (context.json()) {
@@ -116,8 +116,9 @@ export const appCommands: CommandModule = (program, context) => {
       'Examples:\n  $ reaktor test reaktor-apps/my-app\n  $ reaktor test reaktor-apps/my-app -- --test-name-pattern=hello\n  $ cd reaktor-apps/my-app && npm test -- --test-name-pattern=hello')
     .action(async (folder: string | undefined, nodeOptions: string[]) => {
       // `reaktor test -- --test-only`: the first word after -- is an option, not the folder.
-      const extra = folder?.startsWith('-') === true ? [folder, ...nodeOptions] : nodeOptions
-      const dir = path.resolve(folder?.startsWith('-') === true ? '.' : folder ?? '.')
+      const optionFirst = folder?.startsWith('-') === true
+      const extra = optionFirst ? [folder, ...nodeOptions] : nodeOptions
+      const dir = path.resolve(optionFirst ? '.' : folder ?? '.')
       const stat = await fs.stat(dir).catch(() => undefined)
       if (stat === undefined) throw new CliError(EXIT.notFound, `${dir} does not exist`)
       const isApp = stat.isDirectory() && await fs.stat(path.join(dir, 'package.json')).then((s) => s.isFile(), () => false)

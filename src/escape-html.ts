@@ -1,0 +1,4 @@
+/** `value` safe as HTML text or a quoted attribute value. */
+export function escapeHtml (value: string): string {
+  return value.replace(/[&<>"']/g, (c) => ({ '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;', "'": '&#39;' })[c] as string)
+}

@@ -61,8 +61,9 @@ export async function runTests (context: CliContext, dir: string, plan: TestPlan
   const reporter = io.stdout.isTTY === true ? ['--test-reporter=spec'] : []
   const args = [...plan.imports.flatMap((i) => ['--import', i]), '--test', ...reporter, ...extra, ...plan.files]
   const child = spawn(process.execPath, args, { cwd: dir, env: io.env, stdio: ['ignore', 'pipe', 'pipe'], detached: true })
-  child.stdout.on('data', (chunk: Buffer) => io.stdout.write(chunk.toString()))
-  child.stderr.on('data', (chunk: Buffer) => io.stderr.write(chunk.toString()))
+  // Decoded as a stream: a character split between two chunks is written whole.
+  child.stdout.setEncoding('utf8').on('data', (text: string) => io.stdout.write(text))
+  child.stderr.setEncoding('utf8').on('data', (text: string) => io.stderr.write(text))
   let received: NodeJS.Signals | undefined
   const forward = (signal: NodeJS.Signals): void => {
     received ??= signal

@@ -36,7 +36,9 @@ t.test('20,000 reaktors on one node: all of them run, under one lock per partiti
   const s = scheduler(t, db, url, { reaktors, log, flushIntervalMs: 200 })
   const started = Date.now()
   await s.start()
-  await waitFor(() => runs.every((r) => r >= 1), { timeoutMs: 60_000, intervalMs: 100, what: 'every reaktor to run once' })
+  await waitFor(() => runs.every((r) => r >= 1), { timeoutMs: 60_000, intervalMs: 100, what: 'every reaktor to run once' }).catch((err: Error) => {
+    throw new Error(`${err.message}: ${runs.filter((r) => r >= 1).length} ran, ${s.ownedReaktorIds().length} owned, ${s.heldPartitions().length} partitions held`)
+  })
   t.pass(`all 20,000 ran once ${Date.now() - started} ms after start()`)
   t.equal(s.ownedReaktorIds().length, 20_000)
   const { rows } = await sql<{ locks: number }>`select count(*)::int as locks from pg_locks where pid = ${s.lockConnectionPid!} and locktype = 'advisory'`.execute(db)

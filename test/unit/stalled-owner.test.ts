@@ -48,3 +48,33 @@ t.test('after a stall during which its lock session ended, the node starts no ru
   t.same(stale.map((r) => `${r.at - stallEnd} ms after the stall`), [], 'no run started on the ended session after the stall')
   t.ok(stallEnd - stallStart >= STALL_MS, `the loop stalled for ${stallEnd - stallStart} ms`)
 })
+
+t.test('runs still start while every turn of the loop comes late (a sustained load, not one stall)', async (t) => {
+  const { url, db } = await openTestDatabase(t)
+  const starts: number[] = []
+  const timed = {
+    reaktorDefinitionId: 'timed',
+    interval: '100ms',
+    autoStart: true,
+    createReaktor: () => () => { starts.push(Date.now()); return false }
+  }
+  const s = scheduler(t, db, url, { reaktors: registry([timed]), log: memoryLogger() })
+  await s.start()
+  await waitFor(() => starts.length >= 1, { what: 'a first run' })
+  // An immediate that busies the loop for 150 ms on every turn, queued ahead of the runner's own:
+  // each time its run comes to be checked, more than LATE_TURN_MS (100 ms) has passed.
+  let busy = true
+  const stallEveryTurn = (): void => {
+    if (!busy) return
+    const until = Date.now() + 150
+    while (Date.now() < until) { /* the load */ }
+    setImmediate(stallEveryTurn)
+  }
+  setImmediate(stallEveryTurn)
+  t.teardown(() => { busy = false })
+  const before = starts.length
+  const loadStart = Date.now()
+  await waitFor(() => starts.length >= before + 3, { timeoutMs: 10_000, what: 'runs during the load' })
+  busy = false
+  t.pass(`3 runs started within ${Date.now() - loadStart} ms of a loop late on every turn`)
+})

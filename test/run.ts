@@ -15,6 +15,57 @@ import { createDatabase } from '../src/db/index.js'
 import { migrateToLatest } from '../src/db/migrate.js'
 import { databaseUrlFor } from './helpers/database.js'
 
+/** Reads TAP as it streams and keeps each failed assertion with the subtests around it and its YAML diagnostics. */
+class FailureList {
+  readonly lines: string[] = []
+  count = 0
+  private rest = ''
+  private readonly names: string[] = []
+  /** failedInside[d]: a failure was listed inside the subtest that opened at depth d. */
+  private readonly failedInside: boolean[] = []
+  private yaml: { indent: string, left: number } | undefined
+
+  feed (text: string): void {
+    const parts = (this.rest + text).split('\n')
+    this.rest = parts.pop() ?? ''
+    for (const line of parts) this.line(line)
+  }
+
+  end (): void {
+    if (this.rest !== '') this.line(this.rest)
+    this.rest = ''
+  }
+
+  private line (line: string): void {
+    if (this.yaml !== undefined) {
+      if (line.startsWith(this.yaml.indent) && !line.trimStart().startsWith('...') && this.yaml.left > 0) {
+        this.yaml.left--
+        if (line.trim() !== '---') this.lines.push(`    ${line.trim()}`)
+        return
+      }
+      this.yaml = undefined
+    }
+    const subtest = /^(\s*)# Subtest: (.*)$/.exec(line)
+    if (subtest !== null) {
+      const depth = subtest[1].length / 4
+      this.names.length = depth
+      this.names[depth] = subtest[2]
+      this.failedInside.length = depth
+      this.failedInside[depth] = false
+      return
+    }
+    const failed = /^(\s*)not ok \d+ - (.*)$/.exec(line)
+    if (failed === null) return
+    const depth = failed[1].length / 4
+    // A failed subtest's own line repeats the failures already listed inside it.
+    if (this.failedInside[depth] === true) return
+    for (let d = 0; d < depth; d++) this.failedInside[d] = true
+    this.count++
+    this.lines.push([...this.names.slice(0, depth), failed[2]].join(' > '))
+    this.yaml = { indent: failed[1] + '  ', left: 16 }
+  }
+}
+
 const log = { info: () => {}, warn: (_o: object, m: string) => console.warn(m) }
 let embedded: EmbeddedPostgres | undefined
 let tmp: string | undefined
@@ -41,13 +92,25 @@ if (!existsSync(builtTap) || readFileSync(builtTap, 'utf8').includes('@tapjs/typ
 }
 
 const tap = spawn(path.resolve('node_modules/.bin/tap'), process.argv.slice(2), {
-  stdio: 'inherit',
+  stdio: ['inherit', 'pipe', 'inherit'],
   env: { ...process.env, TEST_ADMIN_DATABASE_URL: adminUrl, TEST_TEMPLATE_DATABASE: template, DATABASE_URL: '' }
 })
+// The output passes through as it comes; the failures are gathered so that they are listed again
+// at the very end, where a reader of a long log (or of its last lines only) finds them.
+const failures = new FailureList()
+tap.stdout.on('data', (chunk: Buffer) => {
+  process.stdout.write(chunk)
+  failures.feed(chunk.toString('utf8'))
+})
 const code: number = await new Promise((resolve) => tap.on('exit', (c, signal) => resolve(c ?? (signal !== null ? 1 : 0))))
+failures.end()
+if (failures.lines.length > 0) {
+  process.stdout.write(`\n# failed (${failures.count}):\n${failures.lines.map((l) => `#   ${l}`).join('\n')}\n`)
+}
 
 await admin.query(`drop database if exists ${template} with (force)`).catch(() => {})
 await admin.end()
 await embedded?.stop()
 if (tmp !== undefined) await fs.rm(tmp, { recursive: true, force: true })
 process.exit(code)
+

@@ -34,6 +34,7 @@ import tokenRoutes from './routes/tokens.js'
 import docsRoutes from './routes/docs.js'
 import usersRoutes from './routes/users.js'
 import { MAX_ID_PARAM_LENGTH } from './schemas/polling.js'
+import { requestLoggerFactory } from './logging/request-logger.js'
 
 export type { Config } from './config.js'
 export { loadConfig } from './config.js'
@@ -120,6 +121,7 @@ export function serverOptions (config: Config, logger: LoggerOption = true): Fas
     // A hop count trusts that many proxies nearest to us (Fastify's types take it as a function).
     trustProxy: typeof config.trustProxy === 'number' ? trustHops(config.trustProxy) : config.trustProxy,
     genReqId: () => randomUUID(),
+    childLoggerFactory: requestLoggerFactory,
     // Small for everything; the aktor route sets its own, configurable limit (AKTOR_BODY_LIMIT).
     bodyLimit: 64 * 1024,
     return503OnClosing: true,

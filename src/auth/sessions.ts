@@ -146,6 +146,11 @@ export function createSessionService (db: Db, ttlMs: number, tagger: TokenTagger
       dead.add(token)
       return null
     },
+    cached (token) {
+      if (cache === undefined || !(isApiToken(token) ? API_TOKEN_PATTERN.test(token) : TOKEN_FORMAT.test(token))) return undefined
+      const session = cache.get(token)
+      return session === undefined ? undefined : used(session)
+    },
     async revoke (token) {
       // Only ever called with a token authenticate() has just accepted.
       if (!wellFormed(token)) return

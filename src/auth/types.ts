@@ -35,6 +35,11 @@ export interface SessionService {
   create: (userId: string, passwordHash?: string) => Promise<{ token: string, expiresAt: Date } | null>
   /** The live session of a token, or null when missing, unknown, revoked or expired. */
   verify: (token: string | undefined) => Promise<AuthSession | null>
+  /**
+   * What `verify` would answer from memory, at once: the session while the cache vouches for the
+   * token, else undefined (not known here: ask `verify`).
+   */
+  cached: (token: string) => AuthSession | undefined
   /** Revokes the session of a token (no-op when unknown). */
   revoke: (token: string) => Promise<void>
   /**

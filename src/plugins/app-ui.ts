@@ -92,14 +92,12 @@ const appUi: FastifyPluginAsync = async (fastify) => {
   }
   const sameOriginCsp = buildCsp([])
 
-  fastify.addHook('onRequest', async (_request, reply) => {
+  // A callback hook: no promise per request.
+  fastify.addHook('onRequest', (_request, reply, done) => {
     // Every answer of this scope (errors and redirects included) carries a policy; the route
     // replaces it with the app's own once the app is known.
-    void reply.headers({
-      'content-security-policy': sameOriginCsp,
-      'x-content-type-options': 'nosniff',
-      'referrer-policy': 'same-origin'
-    })
+    void reply.header('content-security-policy', sameOriginCsp).header('x-content-type-options', 'nosniff').header('referrer-policy', 'same-origin')
+    done()
   })
 
   const notFound = (reply: FastifyReply): FastifyReply => {
@@ -144,9 +142,15 @@ const appUi: FastifyPluginAsync = async (fastify) => {
     let session: AuthSession | null | undefined
     const hotFile = hot === undefined || hot.epoch !== hot.site.epoch ? undefined : cache.peek(hot.key)
     if (hot !== undefined && hotFile !== undefined) {
-      session = await fastify.cookieSession(request, reply)
-      // A change reported while the session was checked makes the hot path stale: resolve afresh.
-      if (session !== null && hot.epoch === hot.site.epoch && cache.peek(hot.key) === hotFile) {
+      // Answered from memory at once in the common case; a change reported while a session is read
+      // from the database makes the hot path stale: resolve afresh.
+      session = fastify.cachedCookieSession(request)
+      let fresh = true
+      if (session === undefined) {
+        session = await fastify.cookieSession(request, reply)
+        fresh = hot.epoch === hot.site.epoch && cache.peek(hot.key) === hotFile
+      }
+      if (session !== null && fresh) {
         const encoding = chooseEncoding(request.headers['accept-encoding'], hotFile)
         sendVariant(request, reply, hotFile, encoding, encoding === undefined ? hot.headers.identity : hot.headers[encoding] ?? hot.headers.identity)
         return reply

@@ -28,11 +28,14 @@ function hostAllowed (host: string, allowed: ReadonlyArray<{ name: string, port:
  */
 export default fp(async (fastify) => {
   const allowed = fastify.config.allowedHosts?.map(splitHost)
-  fastify.addHook('onRequest', async (request, reply) => {
+  // A callback hook: no promise per request.
+  fastify.addHook('onRequest', (request, reply, done) => {
     if (request.protocol === 'https') void reply.header('strict-transport-security', HSTS)
     // request.host is the Host header, or X-Forwarded-Host from a trusted proxy (TRUST_PROXY).
     if (allowed !== undefined && !hostAllowed(request.host, allowed)) {
-      throw new Errors.HostNotAllowed(JSON.stringify(request.host.slice(0, 100)))
+      done(new Errors.HostNotAllowed(JSON.stringify(request.host.slice(0, 100))))
+      return
     }
+    done()
   })
 }, { name: 'hosts', dependencies: ['config', 'error-handler'] })

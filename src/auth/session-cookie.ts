@@ -16,17 +16,26 @@ export function sessionCookieName (https: boolean): string {
 export function cookieValues (header: string | undefined, name: string): string[] {
   if (header === undefined) return []
   const values: string[] = []
-  for (const part of header.split(';')) {
-    const eq = part.indexOf('=')
-    if (eq < 0 || part.slice(0, eq).trim() !== name) continue
-    let value = part.slice(eq + 1).trim()
-    if (value.length >= 2 && value.startsWith('"') && value.endsWith('"')) value = value.slice(1, -1)
-    try {
-      value = decodeURIComponent(value)
-    } catch {
-      // Kept as sent: it is no token of ours either way.
+  // Read in place (it runs on every app-UI request): only a part whose name contains `name` is cut out.
+  for (let start = 0; start <= header.length;) {
+    let end = header.indexOf(';', start)
+    if (end < 0) end = header.length
+    const eq = header.indexOf('=', start)
+    const at = header.indexOf(name, start)
+    if (eq >= 0 && eq < end && at >= 0 && at < eq && header.slice(start, eq).trim() === name) {
+      let value = header.slice(eq + 1, end).trim()
+      if (value.length >= 2 && value.startsWith('"') && value.endsWith('"')) value = value.slice(1, -1)
+      // Without a `%` there is nothing to decode.
+      if (value.includes('%')) {
+        try {
+          value = decodeURIComponent(value)
+        } catch {
+          // Kept as sent: it is no token of ours either way.
+        }
+      }
+      if (!values.includes(value)) values.push(value)
     }
-    if (!values.includes(value)) values.push(value)
+    start = end + 1
   }
   return values
 }

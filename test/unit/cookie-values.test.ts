@@ -1,0 +1,42 @@
+import t from 'tap'
+import { cookieValues } from '../../src/auth/session-cookie.js'
+
+/** The plain reading the in-place one must agree with: split on `;`, trim, unquote, decode. */
+function reference (header: string | undefined, name: string): string[] {
+  if (header === undefined) return []
+  const values: string[] = []
+  for (const part of header.split(';')) {
+    const eq = part.indexOf('=')
+    if (eq < 0 || part.slice(0, eq).trim() !== name) continue
+    let value = part.slice(eq + 1).trim()
+    if (value.length >= 2 && value.startsWith('"') && value.endsWith('"')) value = value.slice(1, -1)
+    try {
+      value = decodeURIComponent(value)
+    } catch {}
+    if (!values.includes(value)) values.push(value)
+  }
+  return values
+}
+
+t.test('cookieValues reads what a plain split-trim-decode reads', async (t) => {
+  const name = 'reaktor_session'
+  const cases = [
+    undefined, '', 'reaktor_session=abc', ' reaktor_session = abc ; other=1', 'other=1; reaktor_session=a; reaktor_session=b; reaktor_session=a',
+    'xreaktor_session=1; reaktor_sessionx=2', 'reaktor_session="quoted"', 'reaktor_session=%41%42', 'reaktor_session=%E0%A4%A', 'reaktor_session',
+    'a=reaktor_session=1', '\u00a0reaktor_session=nbsp', 'reaktor_session=;reaktor_session=', ';;;', '=reaktor_session', 'reaktor_session=a=b;'
+  ]
+  for (const header of cases) t.same(cookieValues(header, name), reference(header, name), JSON.stringify(header))
+  // Random headers built from the pieces that matter.
+  const pieces = [name, 'other', '=', ';', ' ', '"', '%', '%41', 'x', '\u00a0', 'tok']
+  let seed = 7
+  const random = (n: number): number => { seed = (seed * 1103515245 + 12345) % 2 ** 31; return seed % n }
+  let checked = 0
+  for (let i = 0; i < 5000; i++) {
+    const header = Array.from({ length: 1 + random(12) }, () => pieces[random(pieces.length)]).join('')
+    const got = cookieValues(header, name)
+    const want = reference(header, name)
+    if (JSON.stringify(got) !== JSON.stringify(want)) t.same(got, want, JSON.stringify(header))
+    else checked++
+  }
+  t.equal(checked, 5000, 'every random header read the same')
+})

@@ -92,11 +92,14 @@ const appUi: FastifyPluginAsync = async (fastify) => {
   }
   const sameOriginCsp = buildCsp([])
 
-  // A callback hook: no promise per request.
-  fastify.addHook('onRequest', (_request, reply, done) => {
-    // Every answer of this scope (errors and redirects included) carries a policy; the route
-    // replaces it with the app's own once the app is known.
-    void reply.header('content-security-policy', sameOriginCsp).header('x-content-type-options', 'nosniff').header('referrer-policy', 'same-origin')
+  const hotPaths = new Map<string, HotPath>()
+  /** Headers of every answer of this scope (errors and redirects included); the route replaces the policy with the app's own once the app is known. */
+  const scopeHeaders = (reply: FastifyReply): FastifyReply =>
+    reply.header('content-security-policy', sameOriginCsp).header('x-content-type-options', 'nosniff').header('referrer-policy', 'same-origin')
+  // A callback hook: no promise per request. A hot path's headers carry these already (and the
+  // handler sets them when it leaves the hot path).
+  fastify.addHook('onRequest', (request, reply, done) => {
+    if (!hotPaths.has(request.raw.url ?? '/')) scopeHeaders(reply)
     done()
   })
 
@@ -108,13 +111,14 @@ const appUi: FastifyPluginAsync = async (fastify) => {
   const loginRedirect = (reply: FastifyReply, target: string): FastifyReply =>
     reply.header('cache-control', 'no-store').redirect(`/login?redirect=${encodeURIComponent(target)}`, 302)
 
-  const hotPaths = new Map<string, HotPath>()
   const isHot = (hot: HotPath | undefined, epoch: number, key: string): boolean => hot !== undefined && hot.epoch === epoch && hot.key === key
 
   const hotHeaders = (site: Site, file: CachedFile, encoding: Encoding | undefined): Record<string, string> => {
     const variant = variantOf(file, encoding)
     const headers: Record<string, string> = {
       'content-security-policy': site.csp,
+      'x-content-type-options': 'nosniff',
+      'referrer-policy': 'same-origin',
       'cache-control': CACHE_CONTROL,
       'content-type': file.contentType,
       etag: variant.etag
@@ -134,28 +138,40 @@ const appUi: FastifyPluginAsync = async (fastify) => {
     return reply.headers(headers).send(request.method === 'HEAD' ? '' : variant.body)
   }
 
-  const handler = async (request: FastifyRequest, reply: FastifyReply): Promise<FastifyReply> => {
-    const rawUrl = request.raw.url ?? '/'
-    const hot = hotPaths.get(rawUrl)
-    // The hot path: a request target already answered from memory skips parsing and resolving.
-    // Its session check counts for the slow path too (one lookup per request, not two).
-    let session: AuthSession | null | undefined
+  /**
+   * The hot path, synchronous (no promise per request): a request target already answered from
+   * memory, with a session the cache vouches for, skips parsing and resolving. Anything else goes
+   * the slow way (`resolve`).
+   */
+  const handler = (request: FastifyRequest, reply: FastifyReply): Promise<FastifyReply> | undefined => {
+    const hot = hotPaths.get(request.raw.url ?? '/')
     const hotFile = hot === undefined || hot.epoch !== hot.site.epoch ? undefined : cache.peek(hot.key)
-    if (hot !== undefined && hotFile !== undefined) {
-      // Answered from memory at once in the common case; a change reported while a session is read
-      // from the database makes the hot path stale: resolve afresh.
-      session = fastify.cachedCookieSession(request)
-      let fresh = true
-      if (session === undefined) {
-        session = await fastify.cookieSession(request, reply)
-        fresh = hot.epoch === hot.site.epoch && cache.peek(hot.key) === hotFile
-      }
-      if (session !== null && fresh) {
-        const encoding = chooseEncoding(request.headers['accept-encoding'], hotFile)
-        sendVariant(request, reply, hotFile, encoding, encoding === undefined ? hot.headers.identity : hot.headers[encoding] ?? hot.headers.identity)
-        return reply
-      }
-    }
+    if (hot === undefined || hotFile === undefined) return resolve(request, reply, undefined)
+    const session = fastify.cachedCookieSession(request)
+    if (session === undefined) return hotAfterLookup(request, reply, hot, hotFile)
+    if (session === null) return resolve(request, reply, session)
+    sendHot(request, reply, hot, hotFile)
+    return undefined
+  }
+
+  const sendHot = (request: FastifyRequest, reply: FastifyReply, hot: HotPath, file: CachedFile): void => {
+    const encoding = chooseEncoding(request.headers['accept-encoding'], file)
+    sendVariant(request, reply, file, encoding, encoding === undefined ? hot.headers.identity : hot.headers[encoding] ?? hot.headers.identity)
+  }
+
+  /** A hot path whose session is read from the database first: a change reported meanwhile makes it stale. */
+  const hotAfterLookup = async (request: FastifyRequest, reply: FastifyReply, hot: HotPath, file: CachedFile): Promise<FastifyReply> => {
+    const session = await fastify.cookieSession(request, reply)
+    if (session === null || hot.epoch !== hot.site.epoch || cache.peek(hot.key) !== file) return await resolve(request, reply, session)
+    sendHot(request, reply, hot, file)
+    return reply
+  }
+
+  /** The slow path: parse, find the app, check the session (unless already known), resolve on disk. */
+  const resolve = async (request: FastifyRequest, reply: FastifyReply, known: AuthSession | null | undefined): Promise<FastifyReply> => {
+    scopeHeaders(reply)
+    const rawUrl = request.raw.url ?? '/'
+    let session = known
     const target = parseAppUiUrl(rawUrl, prefixSegments)
     if (target.kind === 'bad') throw fastify.httpErrors.badRequest('Malformed URL')
     if (target.kind === 'none') return notFound(reply)

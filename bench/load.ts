@@ -1,10 +1,16 @@
 /**
- * The load generator, in its own process (never sharing an event loop with a server under test).
- * Given options as JSON in argv[2], it runs autocannon once and prints ONE line of JSON with the
- * figures; forked by run.ts without arguments, it runs each `load` request it is sent.
+ * The load generator: `wrk` (C, event-driven), Debian's package, installed by the bench when it is
+ * missing. One wrk thread on one core, the server under test on the other: the bench first
+ * measures how fast wrk can go against nginx (see run.ts, "generator ceiling"), so that a figure
+ * near that ceiling reads as the generator's limit, not the server's.
+ *
+ * wrk's own `done` hook prints the figures as one JSON line: requests, bytes, errors by kind
+ * (status: answers ≥ 400), and latency percentiles, all over the whole run.
  */
-import autocannon from 'autocannon'
-import { serveParent } from './lib.js'
+import { spawn, spawnSync } from 'node:child_process'
+import fs from 'node:fs/promises'
+import os from 'node:os'
+import path from 'node:path'
 
 export interface LoadOptions {
   url: string
@@ -14,7 +20,6 @@ export interface LoadOptions {
   connections: number
   /** Seconds. */
   duration: number
-  pipelining?: number
 }
 
 export interface LoadResult {
@@ -22,40 +27,88 @@ export interface LoadResult {
   latencyP50: number
   latencyP99: number
   throughputMBps: number
+  /** Mean bytes per answer, headers included: a check that the answer was the one meant. */
+  bytesPerResponse: number
   total: number
+  /** Answers ≥ 400. */
   non2xx: number
   errors: number
   timeouts: number
 }
 
-async function load (opts: LoadOptions): Promise<LoadResult> {
+/** Installs a Debian package providing `command` when it is missing (root only); throws when it cannot. */
+export function ensureCommand (command: string, debianPackage: string): string {
+  const which = (): string => spawnSync('sh', ['-c', `command -v ${command}`], { encoding: 'utf8' }).stdout.trim()
+  if (which() !== '') return which()
+  if (process.getuid?.() !== 0) throw new Error(`${command} is missing: install the Debian package ${debianPackage} (apt-get install ${debianPackage})`)
+  process.stderr.write(`  … installing ${debianPackage} (apt-get)\n`)
+  const env = { ...process.env, DEBIAN_FRONTEND: 'noninteractive' }
+  spawnSync('apt-get', ['update', '-qq'], { stdio: 'inherit', env })
+  const install = spawnSync('apt-get', ['install', '-y', '-qq', debianPackage], { stdio: ['ignore', 'ignore', 'inherit'], env })
+  if (install.status !== 0 || which() === '') throw new Error(`could not install ${debianPackage}`)
+  return which()
+}
+
+/** A Lua long string holding `text` as it is (no escape sequences inside). */
+function luaString (text: string): string {
+  let level = ''
+  while (text.includes(`]${level}]`)) level += '='
+  return `[${level}[${text}]${level}]`
+}
+
+const DONE = `
+done = function(summary, latency, requests)
+  local e = summary.errors
+  io.write(string.format('WRK_JSON {"requests":%d,"durationUs":%d,"bytes":%d,"connect":%d,"read":%d,"write":%d,"status":%d,"timeout":%d,"p50Us":%.1f,"p99Us":%.1f}\\n',
+    summary.requests, summary.duration, summary.bytes, e.connect, e.read, e.write, e.status, e.timeout, latency:percentile(50), latency:percentile(99)))
+end
+`
+
+let scriptDir: string | undefined
+
+/** Runs wrk once: 1 thread, `connections` connections, `duration` seconds. */
+export async function load (opts: LoadOptions): Promise<LoadResult> {
   if (!new URL(opts.url).hostname.startsWith('127.')) throw new Error('the load generator only targets 127.0.0.1')
-  const result = await autocannon({
-    url: opts.url,
-    method: opts.method ?? 'GET',
-    headers: opts.headers,
-    body: opts.body,
-    connections: opts.connections,
-    duration: opts.duration,
-    pipelining: opts.pipelining ?? 1
+  const wrk = ensureCommand('wrk', 'wrk')
+  scriptDir ??= await fs.mkdtemp(path.join(os.tmpdir(), 'reaktor-bench-wrk-'))
+  const lines = [DONE]
+  if (opts.method !== undefined) lines.push(`wrk.method = ${luaString(opts.method)}`)
+  if (opts.body !== undefined) lines.push(`wrk.body = ${luaString(opts.body)}`)
+  for (const [name, value] of Object.entries(opts.headers ?? {})) lines.push(`wrk.headers[ ${luaString(name)} ] = ${luaString(value)}`)
+  const script = path.join(scriptDir, `load-${process.pid}-${Date.now()}.lua`)
+  await fs.writeFile(script, lines.join('\n'))
+  const args = ['-t1', `-c${opts.connections}`, `-d${opts.duration}s`, '--timeout', '5s', '-s', script, opts.url]
+  const out = await new Promise<string>((resolve, reject) => {
+    const child = spawn(wrk, args, { stdio: ['ignore', 'pipe', 'pipe'] })
+    let text = ''
+    child.stdout.on('data', (d: Buffer) => { text += d.toString() })
+    child.stderr.on('data', (d: Buffer) => { text += d.toString() })
+    const timer = setTimeout(() => child.kill('SIGKILL'), (opts.duration + 30) * 1000)
+    child.on('error', reject)
+    child.on('exit', (code) => {
+      clearTimeout(timer)
+      if (code === 0) resolve(text)
+      else reject(new Error(`wrk exited with ${code}: ${text}`))
+    })
   })
+  await fs.rm(script, { force: true })
+  const line = out.split('\n').find((l) => l.startsWith('WRK_JSON '))
+  if (line === undefined) throw new Error(`wrk printed no figures: ${out}`)
+  const r = JSON.parse(line.slice('WRK_JSON '.length)) as { requests: number, durationUs: number, bytes: number, connect: number, read: number, write: number, status: number, timeout: number, p50Us: number, p99Us: number }
+  const seconds = r.durationUs / 1e6
   return {
-    requestsPerSecond: result.requests.average,
-    latencyP50: result.latency.p50,
-    latencyP99: result.latency.p99,
-    throughputMBps: result.throughput.average / 1024 / 1024,
-    total: result.requests.total,
-    non2xx: result.non2xx,
-    errors: result.errors,
-    timeouts: result.timeouts
+    requestsPerSecond: r.requests / seconds,
+    latencyP50: r.p50Us / 1000,
+    latencyP99: r.p99Us / 1000,
+    throughputMBps: r.bytes / seconds / 2 ** 20,
+    bytesPerResponse: r.requests === 0 ? 0 : r.bytes / r.requests,
+    total: r.requests,
+    non2xx: r.status,
+    errors: r.connect + r.read + r.write,
+    timeouts: r.timeout
   }
 }
 
-if (process.argv[2] !== undefined) {
-  // One shot: `node --import tsx bench/load.ts '{"url":...}'` prints the figures.
-  process.stdout.write(JSON.stringify(await load(JSON.parse(process.argv[2]) as LoadOptions)) + '\n')
-} else {
-  // Driven by run.ts: one child for the whole run, each load a request (saves a start-up per load).
-  serveParent({ load: async (msg) => await load(msg.options as LoadOptions) }, async () => {})
-  process.send?.({ type: 'ready' })
+export async function removeScripts (): Promise<void> {
+  if (scriptDir !== undefined) await fs.rm(scriptDir, { recursive: true, force: true })
 }

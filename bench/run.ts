@@ -1,5 +1,5 @@
 /**
- * `npm run bench [-- --quick] [-- --only=1,2,4] [-- --profile] [-- --history=N]`
+ * `npm run bench [-- --quick] [-- --only=1,2,4] [-- --profile] [-- --history=N] [-- --no-context]`
  *
  * Every scenario, measured side by side in one run against one embedded PostgreSQL.
  * Each process under test runs in its own child process, and so does the load generator. Prints
@@ -12,7 +12,7 @@
  * With history on, every reaktor starts with N history rows, so the pruning runs as it does in a
  * steady state, not only after N runs of each.
  */
-import { spawn } from 'node:child_process'
+import { spawn, spawnSync } from 'node:child_process'
 import { randomBytes } from 'node:crypto'
 import fs from 'node:fs/promises'
 import os from 'node:os'
@@ -23,13 +23,17 @@ import { startEmbeddedPostgres, type EmbeddedPostgres } from '../src/db/embedded
 import { migrateToLatest } from '../src/db/migrate.js'
 import { databaseUrlFor } from '../test/helpers/database.js'
 import { ADMIN, BENCH_APP, ECHO_BODY, JS_BYTES, reaktorId, writeBenchApp } from './fixture.js'
-import type { LoadOptions, LoadResult } from './load.js'
+import { ensureCommand, load, removeScripts, type LoadOptions, type LoadResult } from './load.js'
+import { startNginx, type Nginx } from './nginx.js'
+import type { Captured } from './servers.js'
 import type { NodeOptions } from './node.js'
 import { BENCH_DIR, delay, forkChild, formatTable, mean, median, sum, percentile, ROOT, round, wallNow, type ChildHandle, type Message, type Row } from './lib.js'
 
 const args = process.argv.slice(2)
 const quick = args.includes('--quick')
 const profile = args.includes('--profile')
+/** --no-context: the HTTP scenarios without their context peers (@fastify/static, nginx). */
+const withContext = !args.includes('--no-context')
 const only = args.find((a) => a.startsWith('--only='))?.slice('--only='.length).split(',').map(Number)
 const runs = (n: number): boolean => only === undefined || only.includes(n)
 /** Scenario 11 subsets: --cases=0,2 (of SCALE_CASES) and --kills=N. */
@@ -39,8 +43,8 @@ const historyPerReaktor = Number(args.find((a) => a.startsWith('--history='))?.s
 
 /** Every duration and count of the run; quick mode keeps the whole run under 2 minutes. */
 const P = quick
-  ? { httpSeconds: 2, warmupSeconds: 1, rounds: 1, connections: 32, s4Reaktors: 10_000, s4WindowMs: 6000, s4SettleMs: 3000, s5WindowMs: 2000, s6Samples: 5, s7Kills: 2, s9Fresh: 1, s9Warm: 1, catchUpMs: 10_000, s11WindowMs: 6000, s11Cases: [0], s11Kills: 1 }
-  : { httpSeconds: 10, warmupSeconds: 2, rounds: 2, connections: 32, s4Reaktors: 10_000, s4WindowMs: 30_000, s4SettleMs: 6000, s5WindowMs: 10_000, s6Samples: 20, s7Kills: 10, s9Fresh: 2, s9Warm: 3, catchUpMs: 60_000, s11WindowMs: 30_000, s11Cases: [0, 1, 2], s11Kills: 3 }
+  ? { httpSeconds: 2, warmupSeconds: 1, rounds: 3, connections: 50, s4Reaktors: 10_000, s4WindowMs: 6000, s4SettleMs: 3000, s5WindowMs: 2000, s6Samples: 5, s7Kills: 2, s9Fresh: 1, s9Warm: 1, catchUpMs: 10_000, s11WindowMs: 6000, s11Cases: [0], s11Kills: 1 }
+  : { httpSeconds: 10, warmupSeconds: 2, rounds: 3, connections: 50, s4Reaktors: 10_000, s4WindowMs: 30_000, s4SettleMs: 6000, s5WindowMs: 10_000, s6Samples: 20, s7Kills: 10, s9Fresh: 2, s9Warm: 3, catchUpMs: 60_000, s11WindowMs: 30_000, s11Cases: [0, 1, 2], s11Kills: 3 }
 if (cases !== undefined) P.s11Cases = cases
 if (kills !== undefined) P.s11Kills = Number(kills)
 const INTERVAL_MS = 3000
@@ -81,61 +85,103 @@ async function createDatabase (name: string): Promise<string> {
   return databaseUrlFor(adminUrl, name)
 }
 
-// ------------------------------------------------------------------ load generation
+// ------------------------------------------------------------------ HTTP scenarios
 
-let loader: ChildHandle
+/** One server answering one scenario's request. */
+interface Peer { label: string, options: Omit<LoadOptions, 'connections' | 'duration'>, does: string }
 
-async function load (options: LoadOptions): Promise<LoadResult> {
-  const reply = await loader.request({ type: 'load', options }, (options.duration + 30) * 1000)
-  if (typeof reply.error === 'string') throw new Error(`load generator: ${reply.error}`)
-  return reply as unknown as LoadResult
-}
-
-interface Pair {
+interface Scenario {
+  n: number
   scenario: string
-  target: number
-  ours: Omit<LoadOptions, 'connections' | 'duration'>
-  bare: Omit<LoadOptions, 'connections' | 'duration'>
-  bareLabel: string
+  /** ours / reference, mean req/s of the rounds. */
+  target?: number
+  ours: Peer
+  /** The Node ceiling: a bare Fastify route giving the same answer. */
+  reference: Peer
+  /** Printed for context only. */
+  context: Peer[]
 }
 
-/** Ours and the baseline, alternately, `rounds` times each after a warm-up; the mean of the rounds. */
-async function comparePair (pair: Pair): Promise<Row[]> {
-  const common = { connections: P.connections }
-  await load({ ...pair.ours, ...common, duration: P.warmupSeconds })
-  await load({ ...pair.bare, ...common, duration: P.warmupSeconds })
-  const ours: LoadResult[] = []
-  const bare: LoadResult[] = []
+async function measure (peer: Peer, seconds: number): Promise<LoadResult> {
+  return await load({ ...peer.options, connections: P.connections, duration: seconds })
+}
+
+/**
+ * Every peer of a scenario in turn, `rounds` times (ours, reference, context…, then again), after
+ * a warm-up of each. A row per peer: mean req/s with its spread over the rounds; ours also gets
+ * the ratio of the means and the spread of the per-round ratios.
+ */
+async function compare (s: Scenario): Promise<Row[]> {
+  const peers = [s.ours, s.reference, ...(withContext ? s.context : [])]
+  for (const peer of peers) await measure(peer, P.warmupSeconds)
+  const rounds = peers.map((): LoadResult[] => [])
   for (let r = 0; r < P.rounds; r++) {
-    ours.push(await load({ ...pair.ours, ...common, duration: P.httpSeconds }))
-    bare.push(await load({ ...pair.bare, ...common, duration: P.httpSeconds }))
+    for (const [i, peer] of peers.entries()) rounds[i].push(await measure(peer, P.httpSeconds))
   }
-  const summary = (list: LoadResult[]): LoadResult => ({
-    requestsPerSecond: mean(list.map((l) => l.requestsPerSecond)),
-    latencyP50: mean(list.map((l) => l.latencyP50)),
-    latencyP99: mean(list.map((l) => l.latencyP99)),
-    throughputMBps: mean(list.map((l) => l.throughputMBps)),
-    total: sum(list, (l) => l.total),
-    non2xx: sum(list, (l) => l.non2xx),
-    errors: sum(list, (l) => l.errors),
-    timeouts: sum(list, (l) => l.timeouts)
+  const rps = (list: LoadResult[]): number[] => list.map((l) => l.requestsPerSecond)
+  const ratios = rounds[0].map((l, r) => l.requestsPerSecond / rounds[1][r].requestsPerSecond)
+  const ratio = mean(rps(rounds[0])) / mean(rps(rounds[1]))
+  return peers.map((peer, i): Row => {
+    const list = rounds[i]
+    const failed = sum(list, (l) => l.non2xx + l.errors + l.timeouts)
+    const isOurs = i === 0
+    return {
+      scenario: s.scenario,
+      server: peer.label,
+      'req/s': Math.round(mean(rps(list))),
+      'min–max': `${Math.round(Math.min(...rps(list)))}–${Math.round(Math.max(...rps(list)))}`,
+      'p50 ms': round(mean(list.map((l) => l.latencyP50)), 2),
+      'p99 ms': round(mean(list.map((l) => l.latencyP99)), 2),
+      'bytes/answer': Math.round(mean(list.map((l) => l.bytesPerResponse))),
+      failed,
+      'of ceiling': isOurs ? `${round(ratio, 2)}x (${round(Math.min(...ratios), 2)}–${round(Math.max(...ratios), 2)})` : i === 1 ? '1x' : `${round(mean(rps(list)) / mean(rps(rounds[1])), 2)}x`,
+      target: isOurs && s.target !== undefined ? `≥ ${s.target}x` : '',
+      met: isOurs && s.target !== undefined ? pass(ratio >= s.target && failed === 0) : '',
+      'per request': peer.does
+    }
   })
-  const o = summary(ours)
-  const b = summary(bare)
-  const ratio = o.requestsPerSecond / b.requestsPerSecond
-  const row = (label: string, l: LoadResult, isOurs: boolean): Row => ({
-    scenario: pair.scenario,
-    server: label,
-    'req/s': Math.round(l.requestsPerSecond),
-    'p50 ms': round(l.latencyP50, 2),
-    'p99 ms': round(l.latencyP99, 2),
-    'MB/s': round(l.throughputMBps, 1),
-    'non-2xx': l.non2xx + l.errors,
-    ratio: isOurs ? `${round(ratio, 2)}x` : '1x',
-    target: isOurs ? `≥ ${pair.target}x` : '',
-    met: isOurs ? pass(ratio >= pair.target && l.non2xx + l.errors === 0) : ''
+}
+
+/** An answer of the service, captured to be sent again as it is by the reference routes. */
+async function capture (url: string, headers: Record<string, string>): Promise<Captured> {
+  // No Accept-Encoding, as wrk sends none: the identity bytes.
+  const res = await fetch(url, { headers: { ...headers, 'accept-encoding': 'identity' } })
+  const body = Buffer.from(await res.arrayBuffer())
+  if (res.status !== 200) throw new Error(`${url}: ${res.status} ${body.toString()}`)
+  const kept: Record<string, string> = {}
+  res.headers.forEach((value, name) => {
+    if (!['date', 'connection', 'keep-alive', 'transfer-encoding'].includes(name)) kept[name] = value
   })
-  return [row('reaktor-service', o, true), row(pair.bareLabel, b, false)]
+  if ('set-cookie' in kept) throw new Error(`${url} sets a cookie: the reference could not answer the same`)
+  return { headers: kept, body: body.toString('base64') }
+}
+
+/** wrk against nginx's 2-byte answer and its static 27 KB: how fast the generator itself can go. */
+async function generatorCeiling (nginx: Nginx): Promise<void> {
+  const peers: Peer[] = [
+    { label: `nginx ${nginx.version}, 1 worker: 2-byte answer`, options: { url: `${nginx.url}/tiny` }, does: 'answer from the configuration' },
+    { label: `nginx ${nginx.version}, 1 worker: app.js (27 KB)`, options: { url: `${nginx.url}/static/app.js` }, does: 'sendfile from the page cache' }
+  ]
+  const rows: Row[] = []
+  for (const peer of peers) {
+    await measure(peer, P.warmupSeconds)
+    const list: LoadResult[] = []
+    for (let r = 0; r < P.rounds; r++) list.push(await measure(peer, P.httpSeconds))
+    rows.push({
+      target: peer.label,
+      'req/s': Math.round(mean(list.map((l) => l.requestsPerSecond))),
+      'min–max': `${Math.round(Math.min(...list.map((l) => l.requestsPerSecond)))}–${Math.round(Math.max(...list.map((l) => l.requestsPerSecond)))}`,
+      'MB/s': round(mean(list.map((l) => l.throughputMBps)), 0),
+      failed: sum(list, (l) => l.non2xx + l.errors + l.timeouts)
+    })
+  }
+  print(`Generator ceiling: ${wrkVersion()}, 1 thread, ${P.connections} connections, ${P.httpSeconds} s × ${P.rounds} rounds, against nginx (a server in C, 1 worker). The scenarios below stay well under these figures, so the generator is not what limits them`, rows)
+  results.generatorCeiling = rows
+}
+
+function wrkVersion (): string {
+  const out = spawnSync(ensureCommand('wrk', 'wrk'), ['-v'], { encoding: 'utf8' })
+  return (`${out.stdout}${out.stderr}`.match(/wrk (\S+)/)?.[0]) ?? 'wrk'
 }
 
 async function httpScenarios (tmp: string): Promise<void> {
@@ -144,10 +190,8 @@ async function httpScenarios (tmp: string): Promise<void> {
   const dataDir = path.join(tmp, 'http-data')
   const execArgv = profile ? ['--cpu-prof', `--cpu-prof-dir=${path.join(RESULTS_DIR, 'profiles')}`] : []
   const service = forkChild('service', 'servers.ts', ['service', JSON.stringify({ publicDir, databaseUrl, dataDir })], { execArgv })
-  const bare = forkChild('bare', 'servers.ts', ['bare', JSON.stringify({ publicDir })])
-  cleanups.push(async () => await service.shutdown(), async () => await bare.shutdown())
+  cleanups.push(async () => await service.shutdown())
   const ours = String((await service.ready).url)
-  const base = String((await bare.ready).url)
 
   const login = await fetch(`${ours}/api/v1/auth/login`, {
     method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(ADMIN)
@@ -159,39 +203,86 @@ async function httpScenarios (tmp: string): Promise<void> {
   const app = `/app-ui/${BENCH_APP.name}@${BENCH_APP.version}/`
   const statusPath = `/api/v1/polling/${reaktorId(7)}/status`
 
-  // The baseline answers exactly what the service answers.
-  const js = await fetch(`${ours}${app}app.js`, { headers: cookie })
-  const jsBody = await js.arrayBuffer()
-  if (js.status !== 200 || jsBody.byteLength !== JS_BYTES) throw new Error(`app.js: ${js.status}, ${jsBody.byteLength} bytes`)
-  const html = await (await fetch(`${ours}${app}`, { headers: cookie })).text()
-  if (!html.includes('getServiceAuthToken')) throw new Error('the HTML page has no token helper')
+  // The references answer exactly what the service answers: bytes and headers.
+  const js = await capture(`${ours}${app}app.js`, cookie)
+  const html = await capture(`${ours}${app}`, cookie)
+  if (Buffer.from(js.body, 'base64').length !== JS_BYTES) throw new Error('app.js is not the size meant')
+  if (!Buffer.from(html.body, 'base64').toString().includes('getServiceAuthToken')) throw new Error('the HTML page has no token helper')
   const status = await (await fetch(`${ours}${statusPath}`, { headers: auth })).json()
   const list = await (await fetch(`${ours}/api/v1/polling`, { headers: auth })).json() as { pollingReaktors: unknown[] }
   if (list.pollingReaktors.length !== 50) throw new Error(`expected 50 reaktors, got ${list.pollingReaktors.length}`)
-  await bare.request({ type: 'setJson', status, list })
+  // The same bytes as files, for @fastify/static and nginx.
+  const sameDir = path.join(tmp, 'same-bytes')
+  await fs.mkdir(sameDir, { recursive: true, mode: 0o755 })
+  await fs.writeFile(path.join(sameDir, 'app.js'), Buffer.from(js.body, 'base64'))
+  await fs.writeFile(path.join(sameDir, 'index.html'), Buffer.from(html.body, 'base64'))
 
-  const pairs: Array<Pair & { n: number }> = [
-    { n: 1, scenario: '1 app-UI JS 27 KB', target: 5, ours: { url: `${ours}${app}app.js`, headers: cookie }, bare: { url: `${base}/static/app.js` }, bareLabel: '@fastify/static' },
-    { n: 2, scenario: '2 app-UI HTML + helper', target: 4, ours: { url: `${ours}${app}`, headers: cookie }, bare: { url: `${base}/static/index.html` }, bareLabel: '@fastify/static' },
-    { n: 3, scenario: '3 GET status', target: 0.5, ours: { url: `${ours}${statusPath}`, headers: auth }, bare: { url: `${base}/status` }, bareLabel: 'bare Fastify' },
-    { n: 3, scenario: '3 GET list (50)', target: 0.5, ours: { url: `${ours}/api/v1/polling`, headers: auth }, bare: { url: `${base}/list` }, bareLabel: 'bare Fastify' },
+  const bare = forkChild('bare', 'servers.ts', ['bare', JSON.stringify({ publicDir: sameDir })], { execArgv })
+  cleanups.push(async () => await bare.shutdown())
+  const base = String((await bare.ready).url)
+  await bare.request({ type: 'setJson', status, list, same: { js, html } })
+  const { 'content-type': _t, 'content-length': _l, etag: _e, ...sameHeaders } = js.headers
+  const nginx = await startNginx(path.join(tmp, 'nginx'), sameDir, sameHeaders)
+  cleanups.push(nginx.stop)
+
+  if ((runs(1) || runs(2)) && withContext) await generatorCeiling(nginx)
+
+  const fromMemory = 'same bytes and headers from memory'
+  const appUi = 'session checked, CSP, file from memory'
+  const scenarios: Scenario[] = [
+    {
+      n: 1,
+      scenario: '1 app-UI JS 27 KB',
+      target: 0.7,
+      ours: { label: 'reaktor-service', options: { url: `${ours}${app}app.js`, headers: cookie }, does: appUi },
+      reference: { label: 'bare Fastify route', options: { url: `${base}/same/js` }, does: fromMemory },
+      context: [
+        { label: '@fastify/static', options: { url: `${base}/static/app.js` }, does: 'stat, stream from disk' },
+        { label: `nginx ${nginx.version}`, options: { url: `${nginx.url}/static/app.js` }, does: 'sendfile' }
+      ]
+    },
+    {
+      n: 2,
+      scenario: '2 app-UI HTML + helper',
+      target: 0.6,
+      ours: { label: 'reaktor-service', options: { url: `${ours}${app}`, headers: cookie }, does: appUi },
+      reference: { label: 'bare Fastify route', options: { url: `${base}/same/html` }, does: fromMemory },
+      context: [
+        { label: '@fastify/static', options: { url: `${base}/static/index.html` }, does: 'stat, stream from disk' },
+        { label: `nginx ${nginx.version}`, options: { url: `${nginx.url}/static/index.html` }, does: 'sendfile' }
+      ]
+    },
+    {
+      n: 3,
+      scenario: '3 GET status',
+      target: 0.5,
+      ours: { label: 'reaktor-service', options: { url: `${ours}${statusPath}`, headers: auth }, does: 'token checked, JSON from the status cache' },
+      reference: { label: 'bare Fastify route', options: { url: `${base}/status` }, does: 'serialized by the same schema' },
+      context: []
+    },
+    {
+      n: 3,
+      scenario: '3 GET list (50)',
+      ours: { label: 'reaktor-service', options: { url: `${ours}/api/v1/polling`, headers: auth }, does: 'token checked, JSON from the status cache' },
+      reference: { label: 'bare Fastify route', options: { url: `${base}/list` }, does: 'serialized by the same schema' },
+      context: []
+    },
     {
       n: 8,
       scenario: '8 POST aktor echo',
-      target: 0.5,
-      ours: { url: `${ours}/api/v1/aktor/echo`, method: 'POST', headers: { ...auth, 'content-type': 'application/json' }, body: ECHO_BODY },
-      bare: { url: `${base}/echo`, method: 'POST', headers: { 'content-type': 'application/json' }, body: ECHO_BODY },
-      bareLabel: 'bare Fastify'
+      ours: { label: 'reaktor-service', options: { url: `${ours}/api/v1/aktor/echo`, method: 'POST', headers: { ...auth, 'content-type': 'application/json' }, body: ECHO_BODY }, does: 'token checked, body parsed, aktor called, answer serialized' },
+      reference: { label: 'bare Fastify route', options: { url: `${base}/echo`, method: 'POST', headers: { 'content-type': 'application/json' }, body: ECHO_BODY }, does: 'body parsed and sent back' },
+      context: []
     }
   ]
   const rows: Row[] = []
-  for (const pair of pairs.filter((p) => runs(p.n))) {
-    note(`HTTP ${pair.scenario}`)
-    rows.push(...await comparePair(pair))
+  for (const s of scenarios.filter((x) => runs(x.n))) {
+    note(`HTTP ${s.scenario}`)
+    rows.push(...await compare(s))
   }
-  print(`Scenarios 1, 2, 3, 8: HTTP, ${P.connections} connections, ${P.httpSeconds} s × ${P.rounds} round(s) each, mean of rounds`, rows)
+  print(`Scenarios 1, 2, 3, 8: HTTP through ${wrkVersion()} (1 thread, ${P.connections} connections), ${P.httpSeconds} s × ${P.rounds} alternating rounds per server after a ${P.warmupSeconds} s warm-up; req/s: mean of the rounds (min–max); "of ceiling": ours / the bare Fastify route, ratio of the means (per-round min–max). None of them writes to the database`, rows)
   results.http = rows
-  await Promise.all([service.shutdown(), bare.shutdown()])
+  await Promise.all([service.shutdown(), bare.shutdown(), nginx.stop()])
 }
 
 // ------------------------------------------------------------------ scheduler scenarios
@@ -746,9 +837,7 @@ async function main (): Promise<void> {
   embedded = await startEmbeddedPostgres({ dataDir: path.join(tmp, 'pg'), log: { info: () => {}, warn: () => {} } })
   adminUrl = embedded.adminUrl
   cleanups.push(async () => await embedded.stop())
-  loader = forkChild('load', 'load.ts', [])
-  cleanups.push(async () => await loader.shutdown())
-  await loader.ready
+  cleanups.push(removeScripts)
 
   if ([1, 2, 3, 8].some(runs)) await httpScenarios(tmp)
   const ours = await scenario4and5(tmp)

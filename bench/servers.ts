@@ -1,12 +1,16 @@
 /**
  * An HTTP server under test, in its own process. argv[2]: `service` (the whole service, built as
- * src/server.ts builds it) or `bare` (a bare Fastify: @fastify/static on the same public/ folder,
- * routes answering fixed JSON, an echo route). argv[3]: JSON options.
+ * src/server.ts builds it) or `bare` (a bare Fastify, the Node ceiling of each scenario: routes
+ * sending the service's exact bytes and headers from memory, the status and list answers through
+ * the service's own response schemas, an echo route; and @fastify/static on a copy of the same
+ * bytes, for context). argv[3]: JSON options.
  */
 import Fastify, { type FastifyInstance } from 'fastify'
 import fastifyStatic from '@fastify/static'
 import { buildApp } from '../src/app.js'
 import { loadConfig } from '../src/config.js'
+import { SHARED_SCHEMAS } from '../src/schemas/shared.js'
+import { PollingList, PollingStatus } from '../src/schemas/polling.js'
 import { ADMIN, httpApp } from './fixture.js'
 import { fatal, serveParent } from './lib.js'
 
@@ -30,30 +34,47 @@ async function service (): Promise<FastifyInstance> {
     ADMIN_PASSWORD: ADMIN.password,
     PORT: '0'
   })
-  return await buildApp({ config, databaseUrl: opts.databaseUrl ?? '', apps: [httpApp(opts.publicDir)], logger: true })
+  return await buildApp({ config, databaseUrl: opts.databaseUrl ?? '', apps: [httpApp(opts.publicDir)], logger: process.env.EXP_NOLOG === '1' ? false : true })
 }
+
+/** An answer of the service as captured by run.ts: status, headers (less the per-connection ones), body. */
+export interface Captured { headers: Record<string, string>, body: string }
 
 async function bare (): Promise<FastifyInstance> {
   const fastify = Fastify()
+  for (const schema of SHARED_SCHEMAS) fastify.addSchema(schema)
   await fastify.register(fastifyStatic, { root: opts.publicDir, prefix: '/static/' })
-  // The JSON the service answered, handed over by run.ts once the service is up.
+  // What the service answered, handed over by run.ts once the service is up.
+  const answers = new Map<string, { headers: Record<string, string>, body: Buffer }>()
   let status: unknown = {}
   let list: unknown = {}
-  fastify.get('/status', async () => status)
-  fastify.get('/list', async () => list)
+  fastify.get('/same/:name', async (request, reply) => {
+    const answer = answers.get((request.params as { name: string }).name)
+    if (answer === undefined) return await reply.code(404).send()
+    return await reply.headers(answer.headers).send(answer.body)
+  })
+  // The service's response schemas, so each request is serialized as the service would.
+  fastify.get('/status', { schema: { response: { 200: PollingStatus } } }, async () => status)
+  fastify.get('/list', { schema: { response: { 200: PollingList } } }, async () => list)
   fastify.post('/echo', async (request) => request.body)
-  serveJson = (s, l) => { status = s; list = l }
+  serveJson = (msg) => {
+    status = msg.status
+    list = msg.list
+    for (const [name, captured] of Object.entries(msg.same as Record<string, Captured>)) {
+      answers.set(name, { headers: captured.headers, body: Buffer.from(captured.body, 'base64') })
+    }
+  }
   await fastify.ready()
   return fastify
 }
 
-let serveJson: ((status: unknown, list: unknown) => void) | undefined
+let serveJson: ((msg: Record<string, unknown>) => void) | undefined
 
 try {
   const app = kind === 'service' ? await service() : await bare()
   const address = await app.listen({ port: 0, host: '127.0.0.1' })
   serveParent({
-    setJson: (msg) => { serveJson?.(msg.status, msg.list); return {} }
+    setJson: (msg) => { serveJson?.(msg); return {} }
   }, async () => { await app.close() })
   process.send?.({ type: 'ready', url: address })
 } catch (err) {

@@ -228,9 +228,25 @@ async function until (what: string, timeoutMs: number, check: () => Promise<bool
   }
 }
 
-interface DatabaseLoad { transactionsPerSecond: number, rowsPerSecond: number, walBytes: number }
+/** What the database did in a window: transactions and rows written in it, per second and in all, and its WAL. */
+interface DatabaseLoad { transactions: number, rows: number, transactionsPerSecond: number, rowsPerSecond: number, walBytes: number }
 
-interface Throughput { runs: number, cycles: number, allRanOnce: boolean, windowMs: number, gapP50: number, gapP99: number, gapMax: number, rss: number, startMs: number, cpuMs: number, load?: DatabaseLoad }
+/**
+ * A measured window. `flushes`/`flushedRows`: the service's batched writes of run results in the
+ * window (statements, rows), absent for the peers, which have none.
+ */
+interface Throughput { runs: number, cycles: number, allRanOnce: boolean, windowMs: number, gapCount: number, gapP50: number, gapP99: number, gapMax: number, rss: number, startMs: number, cpuMs: number, load?: DatabaseLoad, flushes?: number, flushedRows?: number }
+
+/** A small per-run figure to 3 significant digits (the tables' own format keeps 2 decimals). */
+function sig (value: number): string {
+  return value.toLocaleString('en-US', { maximumSignificantDigits: 3 })
+}
+
+/** What one run cost the database on average in the window (undefined without counters or runs). */
+function perRun (r: Throughput): { transactions: number, rows: number, walBytes: number } | undefined {
+  if (r.load === undefined || r.runs === 0) return undefined
+  return { transactions: r.load.transactions / r.runs, rows: r.load.rows / r.runs, walBytes: r.load.walBytes / r.runs }
+}
 
 /** The database's counters: transactions (one per statement outside a transaction), rows written, WAL position. */
 async function databaseCounters (url: string): Promise<{ at: number, xacts: number, rows: number, lsn: string }> {
@@ -277,9 +293,10 @@ async function prefillHistory (url: string, reaktors: number, perReaktor: number
 }
 
 /**
- * Starts a node (ours or graphile-worker), waits for every reaktor's first run (at most
+ * Starts a node (ours or graphile-worker's), waits for every reaktor's first run (at most
  * `catchUpMs`: one that never catches up is measured as it is) and a steady state, then measures
- * a window.
+ * a window; with `databaseUrl`, also what the database did in it (that database's transactions and
+ * rows written; WAL of the whole server, on which nothing else runs meanwhile).
  */
 async function measureRuns (child: ChildHandle, reaktors: number, windowMs: number, settleMs: number, databaseUrl?: string): Promise<Throughput> {
   const t0 = Date.now()
@@ -297,16 +314,27 @@ async function measureRuns (child: ChildHandle, reaktors: number, windowMs: numb
   const seconds = before === undefined || after === undefined ? 0 : (after.at - before.at) / 1000
   const load = before === undefined || after === undefined || databaseUrl === undefined
     ? undefined
-    : { transactionsPerSecond: (after.xacts - before.xacts) / seconds, rowsPerSecond: (after.rows - before.rows) / seconds, walBytes: await walBytesBetween(databaseUrl, before.lsn, after.lsn) }
+    : {
+        transactions: after.xacts - before.xacts,
+        rows: after.rows - before.rows,
+        transactionsPerSecond: (after.xacts - before.xacts) / seconds,
+        rowsPerSecond: (after.rows - before.rows) / seconds,
+        walBytes: await walBytesBetween(databaseUrl, before.lsn, after.lsn)
+      }
+  const flushed = report.flushedInWindow as { flushes: number, rows: number } | undefined
   return {
     load,
+    flushes: flushed?.flushes,
+    flushedRows: flushed?.rows,
     runs: Number(report.runs),
     cycles: Number(report.cycles),
     allRanOnce,
     windowMs: Number(report.at) - Number(begin.at),
-    gapP50: Number(report.gapP50),
-    gapP99: Number(report.gapP99),
-    gapMax: Number(report.gapMax),
+    // Without gaps (no reaktor ran twice in the window) the statistics are NaN, sent as null.
+    gapCount: Number(report.gapCount),
+    gapP50: report.gapP50 === null ? NaN : Number(report.gapP50),
+    gapP99: report.gapP99 === null ? NaN : Number(report.gapP99),
+    gapMax: report.gapMax === null ? NaN : Number(report.gapMax),
     rss: Number(report.rss),
     cpuMs: Number(report.cpuMs),
     startMs
@@ -339,11 +367,15 @@ async function scenario4and5 (tmp: string): Promise<{ s4?: Throughput, s5?: Thro
       'all ran once after s': round(r.startMs / 1000, 1),
       met: pass(share >= 0.95 && r.gapP99 <= 100)
     }])
-    if (r.load !== undefined) {
+    const cost = perRun(r)
+    if (r.load !== undefined && cost !== undefined) {
       print(`Scenario 4: database load (RUN_HISTORY_PER_REAKTOR=${historyPerReaktor})`, [{
         'transactions/s': round(r.load.transactionsPerSecond, 1),
         'rows written/s': Math.round(r.load.rowsPerSecond),
-        'WAL bytes/run': Math.round(r.load.walBytes / Math.max(1, r.runs)),
+        'result statements/s': round((r.flushes ?? 0) / (r.windowMs / 1000), 1),
+        'transactions/run': sig(cost.transactions),
+        'rows written/run': sig(cost.rows),
+        'WAL bytes/run': Math.round(cost.walBytes),
         'WAL MB/s': round(r.load.walBytes / 2 ** 20 / (r.windowMs / 1000), 2)
       }])
     }
@@ -353,11 +385,20 @@ async function scenario4and5 (tmp: string): Promise<{ s4?: Throughput, s5?: Thro
     note('scenario 5: one reaktor returning true')
     const url = await createDatabase('bench_s5')
     const node = startNode('s5-node', nodeOptions(url, tmp, { reaktors: 1, behaviour: 'drain' }))
-    const r = await measureRuns(node, 1, P.s5WindowMs, 1000)
+    const r = await measureRuns(node, 1, P.s5WindowMs, 1000, url)
     out.s5 = r
     const perSecond = r.runs / (r.windowMs / 1000)
+    const cost = perRun(r)
     print('Scenario 5: one reaktor returning true, back to back (no-op aktor)', [{
-      'window s': round(r.windowMs / 1000, 1), runs: r.runs, 'runs/s': Math.round(perSecond), target: '≥ 5,000', 'RSS MB': round(r.rss / 2 ** 20, 0), met: pass(perSecond >= 5000)
+      'window s': round(r.windowMs / 1000, 1),
+      runs: r.runs,
+      'runs/s': Math.round(perSecond),
+      target: '≥ 5,000',
+      'RSS MB': round(r.rss / 2 ** 20, 0),
+      'transactions/run': cost === undefined ? '' : sig(cost.transactions),
+      'rows written/run': cost === undefined ? '' : sig(cost.rows),
+      'WAL bytes/run': cost === undefined ? '' : sig(cost.walBytes),
+      met: pass(perSecond >= 5000)
     }])
     results.s5 = { ...r, perSecond }
   }

@@ -770,14 +770,14 @@ const PEERS: Peer[] = [
 /** What our node writes per run, in words, with its measured rate of result statements. */
 function oursWrites (r: Throughput): string {
   const flushes = r.flushes ?? 0
-  return `in-memory loop, no per-run transaction; results (latest result per reaktor, a history row per run) written in batches: ≈ ${round(flushes / (r.windowMs / 1000), 1)} statements/s on the node, ≈ ${Math.round(r.runs / Math.max(1, flushes)).toLocaleString('en-US')} runs per statement`
+  return `in-memory loop, no per-run transaction; results (latest result per reaktor, and history rows as far as the history keeps up) written in batches: ≈ ${round(flushes / (r.windowMs / 1000), 1)} statements/s on the node, ≈ ${Math.round(r.runs / Math.max(1, flushes)).toLocaleString('en-US')} runs per statement`
 }
 
 /** The per-run cost of one side, as the ratio column repeats it beside every ratio. */
 function costNote (label: string, r: Throughput | undefined): string {
   const c = r === undefined ? undefined : perRun(r)
   if (c === undefined) return `${label}: not measured`
-  return `${label}: ${sig(c.transactions)} transactions, ${sig(c.rows)} rows, ${Math.round(c.walBytes)} WAL bytes per run`
+  return `${label}: ${sig(c.transactions)} transactions, ${sig(c.rows)} rows, ${Math.round(c.walBytes).toLocaleString('en-US')} WAL bytes per run`
 }
 
 /** The per-run columns of a side. */

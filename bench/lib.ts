@@ -1,8 +1,8 @@
 /**
  * Shared pieces of the benchmark: child processes driven over IPC, statistics, tables.
  *
- * Every process under test (service nodes, bare servers, graphile-worker, the load generator) is a
- * child of bench/run.ts, so no two of them share an event loop.
+ * Every process under test (service nodes, bare servers, the job queues of scenario 10, the load
+ * generator) is a child of bench/run.ts, so no two of them share an event loop.
  */
 import { fork, type ChildProcess } from 'node:child_process'
 import path from 'node:path'
@@ -187,8 +187,8 @@ export function formatTable (title: string, rows: readonly Row[]): string {
 }
 
 /**
- * What scenarios 4 and 5 measure inside the process that runs the reaktors (ours or
- * graphile-worker's): run starts, gaps between runs of one reaktor, and the runs of a window.
+ * What scenarios 4 and 5 measure inside the process that runs the reaktors (ours, or a job
+ * queue's): run starts, gaps between runs of one reaktor, and the runs of a window.
  */
 export class RunWindow {
   private readonly lastStart: Float64Array

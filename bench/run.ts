@@ -27,6 +27,7 @@ import { ensureCommand, load, removeScripts, type LoadOptions, type LoadResult }
 import { startNginx, type Nginx } from './nginx.js'
 import type { Captured } from './servers.js'
 import type { NodeOptions } from './node.js'
+import { describeGraphile, describePgBoss, GRAPHILE, installedVersion, PGBOSS, type GraphileSettings, type PgBossSettings } from './peers.js'
 import { BENCH_DIR, delay, forkChild, formatTable, mean, median, sum, percentile, ROOT, round, wallNow, type ChildHandle, type Message, type Row } from './lib.js'
 
 const args = process.argv.slice(2)
@@ -319,9 +320,25 @@ async function until (what: string, timeoutMs: number, check: () => Promise<bool
   }
 }
 
-interface DatabaseLoad { transactionsPerSecond: number, rowsPerSecond: number, walBytes: number }
+/** What the database did in a window: transactions and rows written in it, per second and in all, and its WAL. */
+interface DatabaseLoad { transactions: number, rows: number, transactionsPerSecond: number, rowsPerSecond: number, walBytes: number }
 
-interface Throughput { runs: number, cycles: number, allRanOnce: boolean, windowMs: number, gapP50: number, gapP99: number, gapMax: number, rss: number, startMs: number, cpuMs: number, load?: DatabaseLoad }
+/**
+ * A measured window. `flushes`/`flushedRows`: the service's batched writes of run results in the
+ * window (statements, rows), absent for the peers, which have none.
+ */
+interface Throughput { runs: number, cycles: number, allRanOnce: boolean, windowMs: number, gapCount: number, gapP50: number, gapP99: number, gapMax: number, rss: number, startMs: number, cpuMs: number, load?: DatabaseLoad, flushes?: number, flushedRows?: number }
+
+/** A small per-run figure to 3 significant digits (the tables' own format keeps 2 decimals). */
+function sig (value: number): string {
+  return value.toLocaleString('en-US', { maximumSignificantDigits: 3 })
+}
+
+/** What one run cost the database on average in the window (undefined without counters or runs). */
+function perRun (r: Throughput): { transactions: number, rows: number, walBytes: number } | undefined {
+  if (r.load === undefined || r.runs === 0) return undefined
+  return { transactions: r.load.transactions / r.runs, rows: r.load.rows / r.runs, walBytes: r.load.walBytes / r.runs }
+}
 
 /** The database's counters: transactions (one per statement outside a transaction), rows written, WAL position. */
 async function databaseCounters (url: string): Promise<{ at: number, xacts: number, rows: number, lsn: string }> {
@@ -368,9 +385,10 @@ async function prefillHistory (url: string, reaktors: number, perReaktor: number
 }
 
 /**
- * Starts a node (ours or graphile-worker), waits for every reaktor's first run (at most
+ * Starts a node (ours, or a peer's of scenario 10), waits for every reaktor's first run (at most
  * `catchUpMs`: one that never catches up is measured as it is) and a steady state, then measures
- * a window.
+ * a window; with `databaseUrl`, also what the database did in it (that database's transactions and
+ * rows written; WAL of the whole server, on which nothing else runs meanwhile).
  */
 async function measureRuns (child: ChildHandle, reaktors: number, windowMs: number, settleMs: number, databaseUrl?: string): Promise<Throughput> {
   const t0 = Date.now()
@@ -388,16 +406,27 @@ async function measureRuns (child: ChildHandle, reaktors: number, windowMs: numb
   const seconds = before === undefined || after === undefined ? 0 : (after.at - before.at) / 1000
   const load = before === undefined || after === undefined || databaseUrl === undefined
     ? undefined
-    : { transactionsPerSecond: (after.xacts - before.xacts) / seconds, rowsPerSecond: (after.rows - before.rows) / seconds, walBytes: await walBytesBetween(databaseUrl, before.lsn, after.lsn) }
+    : {
+        transactions: after.xacts - before.xacts,
+        rows: after.rows - before.rows,
+        transactionsPerSecond: (after.xacts - before.xacts) / seconds,
+        rowsPerSecond: (after.rows - before.rows) / seconds,
+        walBytes: await walBytesBetween(databaseUrl, before.lsn, after.lsn)
+      }
+  const flushed = report.flushedInWindow as { flushes: number, rows: number } | undefined
   return {
     load,
+    flushes: flushed?.flushes,
+    flushedRows: flushed?.rows,
     runs: Number(report.runs),
     cycles: Number(report.cycles),
     allRanOnce,
     windowMs: Number(report.at) - Number(begin.at),
-    gapP50: Number(report.gapP50),
-    gapP99: Number(report.gapP99),
-    gapMax: Number(report.gapMax),
+    // Without gaps (no reaktor ran twice in the window) the statistics are NaN, sent as null.
+    gapCount: Number(report.gapCount),
+    gapP50: report.gapP50 === null ? NaN : Number(report.gapP50),
+    gapP99: report.gapP99 === null ? NaN : Number(report.gapP99),
+    gapMax: report.gapMax === null ? NaN : Number(report.gapMax),
     rss: Number(report.rss),
     cpuMs: Number(report.cpuMs),
     startMs
@@ -430,11 +459,15 @@ async function scenario4and5 (tmp: string): Promise<{ s4?: Throughput, s5?: Thro
       'all ran once after s': round(r.startMs / 1000, 1),
       met: pass(share >= 0.95 && r.gapP99 <= 100)
     }])
-    if (r.load !== undefined) {
+    const cost = perRun(r)
+    if (r.load !== undefined && cost !== undefined) {
       print(`Scenario 4: database load (RUN_HISTORY_PER_REAKTOR=${historyPerReaktor})`, [{
         'transactions/s': round(r.load.transactionsPerSecond, 1),
         'rows written/s': Math.round(r.load.rowsPerSecond),
-        'WAL bytes/run': Math.round(r.load.walBytes / Math.max(1, r.runs)),
+        'result statements/s': round((r.flushes ?? 0) / (r.windowMs / 1000), 1),
+        'transactions/run': sig(cost.transactions),
+        'rows written/run': sig(cost.rows),
+        'WAL bytes/run': Math.round(cost.walBytes),
         'WAL MB/s': round(r.load.walBytes / 2 ** 20 / (r.windowMs / 1000), 2)
       }])
     }
@@ -444,11 +477,20 @@ async function scenario4and5 (tmp: string): Promise<{ s4?: Throughput, s5?: Thro
     note('scenario 5: one reaktor returning true')
     const url = await createDatabase('bench_s5')
     const node = startNode('s5-node', nodeOptions(url, tmp, { reaktors: 1, behaviour: 'drain' }))
-    const r = await measureRuns(node, 1, P.s5WindowMs, 1000)
+    const r = await measureRuns(node, 1, P.s5WindowMs, 1000, url)
     out.s5 = r
     const perSecond = r.runs / (r.windowMs / 1000)
+    const cost = perRun(r)
     print('Scenario 5: one reaktor returning true, back to back (no-op aktor)', [{
-      'window s': round(r.windowMs / 1000, 1), runs: r.runs, 'runs/s': Math.round(perSecond), target: '≥ 5,000', 'RSS MB': round(r.rss / 2 ** 20, 0), met: pass(perSecond >= 5000)
+      'window s': round(r.windowMs / 1000, 1),
+      runs: r.runs,
+      'runs/s': Math.round(perSecond),
+      target: '≥ 5,000',
+      'RSS MB': round(r.rss / 2 ** 20, 0),
+      'transactions/run': cost === undefined ? '' : sig(cost.transactions),
+      'rows written/run': cost === undefined ? '' : sig(cost.rows),
+      'WAL bytes/run': cost === undefined ? '' : sig(cost.walBytes),
+      met: pass(perSecond >= 5000)
     }])
     results.s5 = { ...r, perSecond }
   }
@@ -788,38 +830,149 @@ async function scenario9 (tmp: string): Promise<void> {
   results.s9 = { fresh, warm }
 }
 
-// ------------------------------------------------------------------ graphile-worker
+// ------------------------------------------------------------------ job queues (scenario 10)
 
+interface Peer {
+  name: string
+  version: string
+  script: string
+  settings: GraphileSettings | PgBossSettings
+  /** What one run writes, in words (the figures are measured). */
+  writes: string
+}
+
+const PEERS: Peer[] = [
+  {
+    name: 'graphile-worker',
+    version: installedVersion('graphile-worker') ?? 'not installed',
+    script: 'graphile.ts',
+    settings: GRAPHILE,
+    writes: `durable job per run: addJob in its own transaction (inserts the next job, clears the running job's key, NOTIFYs: PostgreSQL serializes NOTIFYing commits, WAL flush included), claimed from a local queue of ${GRAPHILE.localQueueSize}, deleted in completion batches every ${GRAPHILE.completeJobBatchDelay} ms`
+  },
+  {
+    name: 'pg-boss',
+    version: installedVersion('pg-boss') ?? 'not installed',
+    script: 'pgboss.ts',
+    settings: PGBOSS,
+    writes: `durable job per run: claimed ${PGBOSS.batchSize} at a time; per fetch, the next jobs inserted in one statement and the batch marked completed in one; a job due at once NOTIFYs and wakes all ${PGBOSS.localConcurrency} workers; completed rows kept, deleted later by maintenance`
+  }
+]
+
+/** What our node writes per run, in words, with its measured rate of result statements. */
+function oursWrites (r: Throughput): string {
+  const flushes = r.flushes ?? 0
+  return `in-memory loop, no per-run transaction; results (latest result per reaktor, and history rows as far as the history keeps up) written in batches: ≈ ${round(flushes / (r.windowMs / 1000), 1)} statements/s on the node, ≈ ${Math.round(r.runs / Math.max(1, flushes)).toLocaleString('en-US')} runs per statement`
+}
+
+/** The per-run cost of one side, as the ratio column repeats it beside every ratio. */
+function costNote (label: string, r: Throughput | undefined): string {
+  const c = r === undefined ? undefined : perRun(r)
+  if (c === undefined) return `${label}: not measured`
+  return `${label}: ${sig(c.transactions)} transactions, ${sig(c.rows)} rows, ${Math.round(c.walBytes).toLocaleString('en-US')} WAL bytes per run`
+}
+
+/** The per-run columns of a side. */
+function costColumns (r: Throughput | undefined): Row {
+  const c = r === undefined ? undefined : perRun(r)
+  return {
+    'CPU µs/run (its process)': r === undefined || !Number.isFinite(r.cpuMs) ? '' : round(r.cpuMs * 1000 / Math.max(1, r.runs), 1),
+    'transactions/run': c === undefined ? '' : sig(c.transactions),
+    'rows written/run': c === undefined ? '' : sig(c.rows),
+    'WAL bytes/run': c === undefined ? '' : Math.round(c.walBytes)
+  }
+}
+
+/** A gap statistic, or why there is none. */
+function gap (value: number): number | string {
+  return Number.isFinite(value) ? round(value, 1) : 'none: no reaktor ran twice'
+}
+
+async function measurePeer (peer: Peer, key: string, reaktors: number, intervalMs: number, behaviour: 'interval' | 'drain', windowMs: number, settleMs: number): Promise<Throughput | Error> {
+  const url = await createDatabase(`bench_${key}`)
+  const child = forkChild(key, peer.script, [JSON.stringify({ databaseUrl: url, reaktors, intervalMs, behaviour, settings: peer.settings })])
+  cleanups.push(async () => await child.shutdown())
+  return await measureRuns(child, reaktors, windowMs, settleMs, url).catch(async (err: Error) => {
+    note(`${peer.name}, ${key}: ${err.message}`)
+    await child.shutdown()
+    return err
+  })
+}
+
+/**
+ * Scenarios 4 and 5 on graphile-worker and pg-boss (bench/peers.ts: settings, job shape, and why).
+ * Every side prints what one run costs the database beside its ratio: the service keeps its loop
+ * in memory and writes results in batches, a job queue makes every run a durable job.
+ */
 async function scenario10 (ours: { s4?: Throughput, s5?: Throughput }): Promise<void> {
-  const concurrency = 10
-  const pollInterval = 100
-  const rows: Row[] = []
+  const settings = `graphile-worker ${PEERS[0].version}: ${describeGraphile(GRAPHILE)}; pg-boss ${PEERS[1].version}: ${describePgBoss(PGBOSS)}`
+  const perRunNote = 'per run: transactions and rows written in that side\'s own database, WAL of the server, over the window'
+  results.s10 = { versions: Object.fromEntries(PEERS.map((p) => [p.name, p.version])), graphile: GRAPHILE, pgboss: PGBOSS }
   if (ours.s4 !== undefined) {
-    note('scenario 10: graphile-worker, 10,000 self-rescheduling jobs at 3s')
-    const url = await createDatabase('bench_gw4')
-    const child = forkChild('graphile-4', 'graphile.ts', [JSON.stringify({ databaseUrl: url, reaktors: P.s4Reaktors, intervalMs: INTERVAL_MS, behaviour: 'interval', concurrency, pollInterval })])
-    cleanups.push(async () => await child.shutdown())
-    const g = await measureRuns(child, P.s4Reaktors, P.s4WindowMs, P.s4SettleMs).catch((err: Error) => { note(`graphile-worker scenario 4: ${err.message}`); return undefined })
     const o = ours.s4
     const share = (r: Throughput): number => r.cycles / (P.s4Reaktors * r.windowMs / INTERVAL_MS)
-    rows.push({ scenario: '4: share of expected runs', 'reaktor-service': `${round(share(o) * 100, 1)} %`, 'graphile-worker': g === undefined ? 'failed' : `${round(share(g) * 100, 1)} %`, 'ours / theirs': g === undefined ? '' : `${round(share(o) / share(g), 2)}x` })
-    rows.push({ scenario: '4: gap−interval p99 ms', 'reaktor-service': round(o.gapP99, 1), 'graphile-worker': g === undefined ? '' : round(g.gapP99, 1), 'ours / theirs': g === undefined ? '' : `${round(g.gapP99 / o.gapP99, 1)}x lower` })
-    rows.push({ scenario: '4: every reaktor ran once after', 'reaktor-service': `${round(o.startMs / 1000, 1)} s`, 'graphile-worker': g === undefined ? '' : g.allRanOnce ? `${round(g.startMs / 1000, 1)} s` : `not within ${P.catchUpMs / 1000} s`, 'ours / theirs': '' })
-    rows.push({ scenario: '4: RSS MB', 'reaktor-service': round(o.rss / 2 ** 20, 0), 'graphile-worker': g === undefined ? '' : round(g.rss / 2 ** 20, 0), 'ours / theirs': '' })
-    results.s10_4 = g
+    const rows: Row[] = [{
+      system: 'reaktor-service',
+      'share of expected runs': `${round(share(o) * 100, 1)} %`,
+      'gap−interval p50 ms': gap(o.gapP50),
+      'gap−interval p99 ms': gap(o.gapP99),
+      'every reaktor ran once after': `${round(o.startMs / 1000, 1)} s`,
+      'RSS MB': round(o.rss / 2 ** 20, 0),
+      ...costColumns(o),
+      'how a run is written': oursWrites(o),
+      'ours vs this (with both sides\' cost per run)': ''
+    }]
+    for (const [index, peer] of PEERS.entries()) {
+      note(`scenario 10: ${peer.name}, ${P.s4Reaktors} self-rescheduling jobs at 3s`)
+      const t = await measurePeer(peer, `s10_4_${index}`, P.s4Reaktors, INTERVAL_MS, 'interval', P.s4WindowMs, P.s4SettleMs)
+      results[`s10_4_${peer.name}`] = t instanceof Error ? { error: t.message } : t
+      if (t instanceof Error) {
+        rows.push({ system: `${peer.name} ${peer.version}`, 'share of expected runs': `failed: ${t.message}`, 'how a run is written': peer.writes })
+        continue
+      }
+      rows.push({
+        system: `${peer.name} ${peer.version}`,
+        'share of expected runs': `${round(share(t) * 100, 1)} %`,
+        'gap−interval p50 ms': gap(t.gapP50),
+        'gap−interval p99 ms': gap(t.gapP99),
+        'every reaktor ran once after': t.allRanOnce ? `${round(t.startMs / 1000, 1)} s` : `not within ${P.catchUpMs / 1000} s`,
+        'RSS MB': round(t.rss / 2 ** 20, 0),
+        ...costColumns(t),
+        'how a run is written': peer.writes,
+        'ours vs this (with both sides\' cost per run)': `share ${round(share(o) / share(t), 2)}x; p99 gap ${Number.isFinite(t.gapP99) ? `${sig(t.gapP99 / o.gapP99)}x lower` : 'n/a'} (${costNote('ours', o)}; ${costNote(peer.name, t)})`
+      })
+    }
+    print(`Scenario 10: scenario 4 (${P.s4Reaktors.toLocaleString('en-US')} reaktors at 3s, no-op) on job queues, each in its own process and database of the same PostgreSQL; ${settings}; ${perRunNote}`, rows)
   }
   if (ours.s5 !== undefined) {
-    note('scenario 10: graphile-worker, one job re-adding itself')
-    const url = await createDatabase('bench_gw5')
-    const child = forkChild('graphile-5', 'graphile.ts', [JSON.stringify({ databaseUrl: url, reaktors: 1, intervalMs: 0, behaviour: 'drain', concurrency, pollInterval })])
-    cleanups.push(async () => await child.shutdown())
-    const g = await measureRuns(child, 1, P.s5WindowMs, 1000)
     const o = ours.s5
     const perSecond = (r: Throughput): number => r.runs / (r.windowMs / 1000)
-    rows.push({ scenario: '5: runs/s back to back', 'reaktor-service': Math.round(perSecond(o)), 'graphile-worker': Math.round(perSecond(g)), 'ours / theirs': `${round(perSecond(o) / perSecond(g), 1)}x` })
-    results.s10_5 = g
+    const rows: Row[] = [{
+      system: 'reaktor-service',
+      'runs/s back to back': Math.round(perSecond(o)),
+      'RSS MB': round(o.rss / 2 ** 20, 0),
+      ...costColumns(o),
+      'how a run is written': oursWrites(o),
+      'ours vs this (with both sides\' cost per run)': ''
+    }]
+    for (const [index, peer] of PEERS.entries()) {
+      note(`scenario 10: ${peer.name}, one job re-adding itself`)
+      const t = await measurePeer(peer, `s10_5_${index}`, 1, 0, 'drain', P.s5WindowMs, 1000)
+      results[`s10_5_${peer.name}`] = t instanceof Error ? { error: t.message } : t
+      if (t instanceof Error) {
+        rows.push({ system: `${peer.name} ${peer.version}`, 'runs/s back to back': `failed: ${t.message}`, 'how a run is written': peer.writes })
+        continue
+      }
+      rows.push({
+        system: `${peer.name} ${peer.version}`,
+        'runs/s back to back': Math.round(perSecond(t)),
+        'RSS MB': round(t.rss / 2 ** 20, 0),
+        ...costColumns(t),
+        'how a run is written': peer.writes,
+        'ours vs this (with both sides\' cost per run)': `runs/s ${round(perSecond(o) / perSecond(t), 1)}x (${costNote('ours', o)}; ${costNote(peer.name, t)})`
+      })
+    }
+    print(`Scenario 10: scenario 5 (one reaktor returning true, back to back) on job queues, as above; ${settings}; ${perRunNote}`, rows)
   }
-  print(`Scenario 10: the same on graphile-worker 0.16 (self-rescheduling job per reaktor; concurrency ${concurrency}, pollInterval ${pollInterval} ms; same PostgreSQL, own database)`, rows)
 }
 
 // ------------------------------------------------------------------ main

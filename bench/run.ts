@@ -89,21 +89,21 @@ async function createDatabase (name: string): Promise<string> {
 // ------------------------------------------------------------------ HTTP scenarios
 
 /** One server answering one scenario's request. */
-interface Peer { label: string, options: Omit<LoadOptions, 'connections' | 'duration'>, does: string }
+interface HttpPeer { label: string, options: Omit<LoadOptions, 'connections' | 'duration'>, does: string }
 
 interface Scenario {
   n: number
   scenario: string
   /** ours / reference, mean req/s of the rounds. */
   target?: number
-  ours: Peer
+  ours: HttpPeer
   /** The Node ceiling: a bare Fastify route giving the same answer. */
-  reference: Peer
+  reference: HttpPeer
   /** Printed for context only. */
-  context: Peer[]
+  context: HttpPeer[]
 }
 
-async function measure (peer: Peer, seconds: number): Promise<LoadResult> {
+async function measure (peer: HttpPeer, seconds: number): Promise<LoadResult> {
   return await load({ ...peer.options, connections: P.connections, duration: seconds })
 }
 
@@ -159,7 +159,7 @@ async function capture (url: string, headers: Record<string, string>): Promise<C
 
 /** wrk against nginx's 2-byte answer and its static 27 KB: how fast the generator itself can go. */
 async function generatorCeiling (nginx: Nginx): Promise<void> {
-  const peers: Peer[] = [
+  const peers: HttpPeer[] = [
     { label: `nginx ${nginx.version}, 1 worker: 2-byte answer`, options: { url: `${nginx.url}/tiny` }, does: 'answer from the configuration' },
     { label: `nginx ${nginx.version}, 1 worker: app.js (27 KB)`, options: { url: `${nginx.url}/static/app.js` }, does: 'sendfile from the page cache' }
   ]

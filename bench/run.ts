@@ -3,7 +3,8 @@
  *
  * Every scenario, measured side by side in one run against one embedded PostgreSQL.
  * Each process under test runs in its own child process, and so does the load generator. Prints
- * one table per scenario and writes everything to bench/results/latest.json.
+ * one table per scenario and writes everything to bench/results/latest.json; a full run of a clean
+ * checkout also to bench/results/<date>-<commit>-full.json, the file kept in git for the README's figures.
  *
  * --profile: the service's HTTP server and the scheduler nodes run with --cpu-prof (profiles in
  * bench/results/profiles; `node --import tsx bench/profile.ts FILE` prints the hottest functions).
@@ -985,7 +986,10 @@ async function main (): Promise<void> {
   await fs.chmod(tmp, 0o755)
   cleanups.push(async () => await fs.rm(tmp, { recursive: true, force: true }))
   const machine = { cpus: os.cpus().length, model: os.cpus()[0]?.model, memoryGB: round(os.totalmem() / 2 ** 30, 1), node: process.version, platform: `${os.platform()} ${os.release()}` }
-  process.stdout.write(`reaktor-service benchmark (${quick ? 'quick' : 'full'}) on ${machine.cpus} × ${machine.model}, ${machine.memoryGB} GB, Node ${machine.node}\n`)
+  const git = (...a: string[]): string => spawnSync('git', a, { cwd: ROOT, encoding: 'utf8' }).stdout?.trim() ?? ''
+  const commit = git('rev-parse', '--short', 'HEAD') || 'unknown'
+  const clean = git('status', '--porcelain', '--untracked-files=no') === ''
+  process.stdout.write(`reaktor-service benchmark (${quick ? 'quick' : 'full'}) of commit ${commit}${clean ? '' : ' with local changes'}, \`npm run bench${args.length > 0 ? ` -- ${args.join(' ')}` : ''}\`, on ${machine.cpus} × ${machine.model}, ${machine.memoryGB} GB, Node ${machine.node}, ${machine.platform}\n`)
 
   embedded = await startEmbeddedPostgres({ dataDir: path.join(tmp, 'pg'), log: { info: () => {}, warn: () => {} } })
   adminUrl = embedded.adminUrl
@@ -1003,7 +1007,13 @@ async function main (): Promise<void> {
   const elapsed = round((Date.now() - started) / 1000, 0)
   process.stdout.write(`\ntotal ${elapsed} s\n`)
   await fs.mkdir(RESULTS_DIR, { recursive: true })
-  await fs.writeFile(path.join(RESULTS_DIR, 'latest.json'), JSON.stringify({ mode: quick ? 'quick' : 'full', at: new Date().toISOString(), elapsedSeconds: elapsed, machine, params: P, results, tables: output }, null, 2) + '\n')
+  const json = JSON.stringify({ mode: quick ? 'quick' : 'full', commit, clean, args, at: new Date().toISOString(), elapsedSeconds: elapsed, machine, params: P, results, tables: output }, null, 2) + '\n'
+  await fs.writeFile(path.join(RESULTS_DIR, 'latest.json'), json)
+  if (!quick && only === undefined && clean) {
+    const kept = path.join(RESULTS_DIR, `${new Date().toISOString().slice(0, 10)}-${commit}-full.json`)
+    await fs.writeFile(kept, json)
+    process.stdout.write(`results: ${path.relative(ROOT, kept)}\n`)
+  }
 }
 
 let code = 0

@@ -16,13 +16,17 @@ export function sessionCookieName (https: boolean): string {
 export function cookieValues (header: string | undefined, name: string): string[] {
   if (header === undefined) return []
   const values: string[] = []
-  // Read in place (it runs on every app-UI request): only a part whose name contains `name` is cut out.
-  for (let start = 0; start <= header.length;) {
+  // Read in place (it runs on every app-UI request): only a part whose name contains `name` is cut
+  // out. The next `=` and the next `name` are searched again only once passed, so a header of many
+  // parts is read in one pass.
+  let eq = header.indexOf('=')
+  let at = header.indexOf(name)
+  for (let start = 0; start <= header.length && eq >= 0 && at >= 0;) {
     let end = header.indexOf(';', start)
     if (end < 0) end = header.length
-    const eq = header.indexOf('=', start)
-    const at = header.indexOf(name, start)
-    if (eq >= 0 && eq < end && at >= 0 && at < eq && header.slice(start, eq).trim() === name) {
+    if (eq < start && (eq = header.indexOf('=', start)) < 0) break
+    if (at < start && (at = header.indexOf(name, start)) < 0) break
+    if (eq < end && at < eq && header.slice(start, eq).trim() === name) {
       let value = header.slice(eq + 1, end).trim()
       if (value.length >= 2 && value.startsWith('"') && value.endsWith('"')) value = value.slice(1, -1)
       // Without a `%` there is nothing to decode.

@@ -41,7 +41,7 @@ export default fp(async (fastify) => {
 
 const BUCKETS = [0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1, 5]
 
-interface Value { value: number, labels: Record<string, string | number>, sharedLabels: Record<string, string>, metricName: string }
+interface Value { value: number, labels: Record<string, string | number>, sharedLabels?: Record<string, string>, metricName: string }
 
 /** One (method, route, status) of the request histogram: counts per bucket (not cumulative). */
 interface Series { method: string, route: string, status: string, buckets: Float64Array, sum: number, count: number }
@@ -58,6 +58,7 @@ class RequestDurations {
   readonly type = 'histogram'
   readonly aggregator = 'sum'
   private readonly series = new Map<string, Map<number, Series>>()
+  private readonly order: Series[] = []
 
   observe (method: string, route: string, statusCode: number, seconds: number): void {
     const key = method + ' ' + route
@@ -70,6 +71,7 @@ class RequestDurations {
     if (series === undefined) {
       series = { method, route, status: String(statusCode), buckets: new Float64Array(BUCKETS.length), sum: 0, count: 0 }
       byStatus.set(statusCode, series)
+      this.order.push(series)
     }
     let i = 0
     while (i < BUCKETS.length && seconds > BUCKETS[i]) i++
@@ -78,27 +80,36 @@ class RequestDurations {
     series.count++
   }
 
-  /** prom-client's shape: cumulative buckets, then +Inf, sum and count, the series' labels shared by each. */
+  /** For the text format (what the registry prints): prom-client's shape, the series' labels shared by each value. */
+  async getForPromString (): Promise<{ name: string, help: string, type: string, aggregator: string, values: Value[] }> {
+    return { name: this.name, help: this.help, type: this.type, aggregator: this.aggregator, values: this.values((le, labels) => ({ labels: le === undefined ? {} : { le } as Record<string, string | number>, sharedLabels: labels })) }
+  }
+
+  /** For getMetricsAsJSON and aggregation: every label on each value, as prom-client's get() gives them. */
   async get (): Promise<{ name: string, help: string, type: string, aggregator: string, values: Value[] }> {
+    return { name: this.name, help: this.help, type: this.type, aggregator: this.aggregator, values: this.values((le, labels) => ({ labels: le === undefined ? { ...labels } : { le, ...labels } })) }
+  }
+
+  /** Cumulative buckets, then +Inf, sum and count, per series in the order they were first seen. */
+  private values (label: (le: number | string | undefined, labels: Record<string, string>) => Pick<Value, 'labels' | 'sharedLabels'>): Value[] {
     const values: Value[] = []
     const bucket = `${this.name}_bucket`
-    for (const byStatus of this.series.values()) {
-      for (const s of byStatus.values()) {
-        const sharedLabels = { method: s.method, route: s.route, status_code: s.status }
-        let cumulative = 0
-        BUCKETS.forEach((le, i) => {
-          cumulative += s.buckets[i]
-          values.push({ value: cumulative, labels: { le }, sharedLabels, metricName: bucket })
-        })
-        values.push({ value: s.count, labels: { le: '+Inf' }, sharedLabels, metricName: bucket })
-        values.push({ value: s.sum, labels: {}, sharedLabels, metricName: `${this.name}_sum` })
-        values.push({ value: s.count, labels: {}, sharedLabels, metricName: `${this.name}_count` })
-      }
+    for (const s of this.order) {
+      const labels = { method: s.method, route: s.route, status_code: s.status }
+      let cumulative = 0
+      BUCKETS.forEach((le, i) => {
+        cumulative += s.buckets[i]
+        values.push({ value: cumulative, ...label(le, labels), metricName: bucket })
+      })
+      values.push({ value: s.count, ...label('+Inf', labels), metricName: bucket })
+      values.push({ value: s.sum, ...label(undefined, labels), metricName: `${this.name}_sum` })
+      values.push({ value: s.count, ...label(undefined, labels), metricName: `${this.name}_count` })
     }
-    return { name: this.name, help: this.help, type: this.type, aggregator: this.aggregator, values }
+    return values
   }
 
   reset (): void {
     this.series.clear()
+    this.order.length = 0
   }
 }

@@ -47,7 +47,8 @@ export interface RunnerOptions {
    * Asked right before each run: is the lock connection alive and is this runner still the owner?
    * False skips the run (the scheduler is fencing or releasing this runner at that moment).
    */
-  mayRun: () => boolean | Promise<boolean>
+  /** `fresh`: the lock connection must answer now (after a stall), not only have answered lately. */
+  mayRun: (fresh: boolean) => boolean | Promise<boolean>
   /**
    * Every finished run (not those ended by halt), and every run at its timeout: the record for the
    * batched flush, and how it went; `thrown` holds what the aktor (or createReaktor) threw, when it threw.
@@ -303,17 +304,19 @@ export class ReaktorRunner {
 
   private async runOnce (): Promise<void> {
     if (this.halted || this.finishing) return
-    // Queued before a stall: let the loop poll I/O (a lost lock session) before the ownership check.
-    // Once: the next turn comes after a poll, which reads whatever arrived during the stall. Waiting
+    // Queued before a stall: let the loop poll I/O (a lost lock session) once more, then have the
+    // ownership check ask the lock connection itself (one round trip shared by every late run)
+    // rather than trust its last answer: a stall may also fall after that poll. Waiting instead
     // while turns keep coming late would never end under a sustained load (thousands of runs due at
     // once on a busy machine make every turn of immediates longer than LATE_TURN_MS).
-    if (performance.now() - this.queuedAt > LATE_TURN_MS) {
+    const late = performance.now() - this.queuedAt > LATE_TURN_MS
+    if (late) {
       await new Promise((resolve) => setImmediate(resolve))
       if (this.halted || this.finishing) return
     }
     let may = false
     try {
-      const answer = this.opts.mayRun()
+      const answer = this.opts.mayRun(late)
       may = typeof answer === 'boolean' ? answer : await answer
     } catch (err) {
       this.safeLog('warn', { reaktorId: this.opts.reaktorId, thrown: describe(err) }, 'polling reaktor: ownership check failed; run skipped')

@@ -178,7 +178,7 @@ export class PartitionRunners {
       generation: hp.generation,
       log: this.ctx.settings.log,
       now: this.ctx.settings.now,
-      mayRun: () => this.mayRun(id, runner),
+      mayRun: (fresh) => this.mayRun(id, runner, fresh),
       onRecord: (record) => this.ctx.batcher.record(record),
       onRunStart: (runId, startedAt) => this.ctx.batcher.runStarted(id, runId, startedAt, hp.partition, hp.generation),
       onAborted: (runId, startedAt, durationMs, error) => this.ctx.batcher.runAborted(id, runId, startedAt, durationMs, error),
@@ -246,10 +246,10 @@ export class PartitionRunners {
     this.draining.set(reaktorId, { done, runner, partition })
   }
 
-  /** Before each run: still the owner, and the lock connection answered recently (else ping it). */
-  private mayRun (id: string, runner: ReaktorRunner): boolean | Promise<boolean> {
+  /** Before each run: still the owner, and the lock connection answered recently (else, or when `fresh`, ping it). */
+  private mayRun (id: string, runner: ReaktorRunner, fresh: boolean): boolean | Promise<boolean> {
     if (!this.ctx.running() || this.heldFor(id)?.runners.get(id) !== runner || !this.ctx.lock.alive) return false
-    if (performance.now() - this.ctx.lock.lastOkAt <= this.ctx.settings.lockCheckMaxAgeMs) return true
+    if (!fresh && performance.now() - this.ctx.lock.lastOkAt <= this.ctx.settings.lockCheckMaxAgeMs) return true
     return this.ctx.lock.ping().then((ok) => ok && this.heldFor(id)?.runners.get(id) === runner)
   }
 }

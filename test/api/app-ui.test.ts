@@ -435,3 +435,31 @@ t.test('an app without public/ has no UI; other methods are not served', async (
   t.equal((await browse(app, '/app-ui/codeonly@1.0.0/', token)).statusCode, 404)
   t.equal((await app.inject({ method: 'POST', url: '/app-ui/headless@1.0.0/' })).statusCode, 404)
 })
+
+t.test('a request target answered from memory (the hot path) carries the scope headers on every answer', async (t) => {
+  const { app, token, base } = await fixture(t)
+  const url = `${base}/app.js`
+  const scope = (res: { headers: Record<string, unknown> }, what: string): void => {
+    t.match(res.headers['content-security-policy'], /script-src 'self'.*object-src 'none'/, `${what}: CSP`)
+    t.equal(res.headers['x-content-type-options'], 'nosniff', `${what}: nosniff`)
+    t.equal(res.headers['referrer-policy'], 'same-origin', `${what}: referrer policy`)
+  }
+  const first = await browse(app, url, token)
+  t.equal(first.statusCode, 200)
+  scope(first, 'first answer (resolved)')
+  const hot = await browse(app, url, token)
+  t.equal(hot.statusCode, 200)
+  scope(hot, 'answered from memory')
+  const notModified = await browse(app, url, token, { 'if-none-match': hot.headers.etag as string })
+  t.equal(notModified.statusCode, 304)
+  scope(notModified, '304')
+  const head = await browse(app, url, token, {}, 'HEAD')
+  t.equal(head.statusCode, 200)
+  scope(head, 'HEAD')
+  const signedOut = await browse(app, url, undefined)
+  t.equal(signedOut.statusCode, 302)
+  scope(signedOut, 'no session: the login redirect')
+  const unknown = await browse(app, url, 'A'.repeat(43))
+  t.equal(unknown.statusCode, 302)
+  scope(unknown, 'a token the cache does not know: read, then the login redirect')
+})

@@ -78,3 +78,56 @@ t.test('runs still start while every turn of the loop comes late (a sustained lo
   busy = false
   t.pass(`3 runs started within ${Date.now() - loadStart} ms of a loop late on every turn`)
 })
+
+t.test('a stall during the turn a late run waits: the run asks the lock connection itself before it starts', async (t) => {
+  const { url, db } = await openTestDatabase(t)
+  const starts: Array<{ at: number, lockPid: number | undefined }> = []
+  let s: ReturnType<typeof scheduler> | undefined = undefined
+  // Intervals of different lengths, so that at any turn some run is waiting its one more turn.
+  const reaktors = Array.from({ length: 12 }, (_v, i) => ({
+    reaktorDefinitionId: `late-${i}`,
+    interval: `${100 + 7 * i}ms`,
+    autoStart: true,
+    createReaktor: () => () => { starts.push({ at: Date.now(), lockPid: s?.lockConnectionPid }); return false }
+  }))
+  const log = memoryLogger()
+  s = scheduler(t, db, url, { reaktors: registry(reaktors), log, reconnectMinMs: 200 })
+  await s.start()
+  await waitFor(() => starts.length >= 24, { what: 'a few runs of each' })
+  const lockPid = s.lockConnectionPid!
+  const admin = new pg.Client({ connectionString: url })
+  await admin.connect()
+  t.teardown(async () => await admin.end())
+
+  // Every turn of the loop comes 150 ms late (each run waits one more turn); then, in one of those
+  // turns, PostgreSQL ends the lock session during a 1 s stall.
+  let turns = 0
+  let stallStart = 0
+  let stallEnd = 0
+  let terminated: Promise<pg.QueryResult<{ ok: boolean }>> | undefined
+  await new Promise<void>((resolve) => {
+    const turn = (): void => {
+      turns++
+      if (turns < 8) {
+        const until = Date.now() + 150
+        while (Date.now() < until) { /* the load */ }
+        setImmediate(turn)
+        return
+      }
+      terminated = admin.query<{ ok: boolean }>('select pg_terminate_backend($1) as ok', [lockPid])
+      stallStart = Date.now()
+      Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, STALL_MS)
+      stallEnd = Date.now()
+      resolve()
+    }
+    setImmediate(turn)
+  })
+  t.ok((await terminated!).rows[0].ok, 'the lock session was terminated during the stall')
+  await waitFor(() => log.lines.some((l) => /lock connection lost/.test(l.msg ?? '')), { timeoutMs: 5000, what: 'the node to fence itself' })
+  await waitFor(() => s.lockConnectionPid !== undefined && s.lockConnectionPid !== lockPid && starts.some((r) => r.at > stallEnd && r.lockPid === s?.lockConnectionPid),
+    { timeoutMs: 10_000, what: 'runs again on a new lock session' })
+  // Runs of the same millisecond before the stall began are not after it: nothing runs during it.
+  const stale = starts.filter((r) => r.at >= stallEnd && r.lockPid === lockPid)
+  t.same(stale.map((r) => `${r.at - stallEnd} ms after the stall`), [], 'no run started on the ended session after the stall')
+  t.ok(stallEnd - stallStart >= STALL_MS, `the loop stalled for ${stallEnd - stallStart} ms`)
+})

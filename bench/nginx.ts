@@ -6,8 +6,8 @@
  */
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process'
 import fs from 'node:fs/promises'
-import net from 'node:net'
 import path from 'node:path'
+import { freePort } from '../test/helpers/server.js'
 import { ensureCommand } from './load.js'
 import { delay } from './lib.js'
 
@@ -15,17 +15,6 @@ export interface Nginx {
   url: string
   version: string
   stop: () => Promise<void>
-}
-
-async function freePort (): Promise<number> {
-  return await new Promise((resolve, reject) => {
-    const server = net.createServer()
-    server.once('error', reject)
-    server.listen(0, '127.0.0.1', () => {
-      const { port } = server.address() as net.AddressInfo
-      server.close(() => resolve(port))
-    })
-  })
 }
 
 /** Starts nginx on 127.0.0.1 serving `root` under /static/ with `headers` added to every answer there. */

@@ -42,7 +42,6 @@ const n = opts.reaktors
 const s = opts.settings
 const runWindow = new RunWindow(n, opts.intervalMs)
 const quiet = new Logger(() => () => {})
-let cpuAtBegin = process.cpuUsage()
 
 const tick: Task = async (payload, helpers) => {
   const i = (payload as { i: number }).i
@@ -81,15 +80,8 @@ try {
   runner = await run({ preset, noHandleSignals: true, taskList: { tick } })
   serveParent({
     stats: () => ({ everRan: runWindow.everRan }),
-    begin: () => {
-      cpuAtBegin = process.cpuUsage()
-      return runWindow.begin()
-    },
-    report: () => {
-      const mem = process.memoryUsage()
-      const cpu = process.cpuUsage(cpuAtBegin)
-      return { ...runWindow.end(), rss: mem.rss, heapUsed: mem.heapUsed, cpuMs: (cpu.user + cpu.system) / 1000 }
-    }
+    begin: () => runWindow.begin(),
+    report: () => runWindow.end()
   }, async () => { await runner?.stop() })
   process.send?.({ type: 'ready', pid: process.pid })
 } catch (err) {

@@ -197,6 +197,7 @@ export class RunWindow {
   private measuring = false
   private runs = 0
   private gaps: number[] = []
+  private cpuAtBegin = process.cpuUsage()
   /** Reaktors that ran at least once (1 for the back-to-back scenario). */
   everRan = 0
 
@@ -225,15 +226,22 @@ export class RunWindow {
     this.gaps = []
     this.measuring = true
     this.lastAtBegin = Float64Array.from(this.lastStart)
+    this.cpuAtBegin = process.cpuUsage()
     this.beganAt = performance.now()
     return { at: this.beganAt }
   }
 
-  end (): { runs: number, gapCount: number, gapP50: number, gapP99: number, gapMax: number, cycles: number, at: number } {
+  /** The window's runs and gaps, and the process's CPU time in it and its memory at its end. */
+  end (): { runs: number, gapCount: number, gapP50: number, gapP99: number, gapMax: number, cycles: number, at: number, cpuMs: number, rss: number, heapUsed: number } {
     this.measuring = false
     const at = performance.now()
     const { gaps } = this
+    const cpu = process.cpuUsage(this.cpuAtBegin)
+    const mem = process.memoryUsage()
     return {
+      cpuMs: (cpu.user + cpu.system) / 1000,
+      rss: mem.rss,
+      heapUsed: mem.heapUsed,
       runs: this.runs,
       gapCount: gaps.length,
       gapP50: percentile(gaps, 50),

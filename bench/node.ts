@@ -41,7 +41,6 @@ const runWindow = new RunWindow(n, opts.intervalMs)
 /** Runs recorded while watching (ledger behaviour): [reaktor index, start, end] in wall-clock ms. */
 let ledger: Array<[number, number, number]> | undefined
 const inFlight = new Map<number, number>()
-let cpuAtBegin = process.cpuUsage()
 let flushAtBegin = { flushes: 0, rows: 0 }
 
 function registration (i: number): PollingReaktorRegistration {
@@ -126,28 +125,24 @@ try {
   serveParent({
     stats: () => ({ everRan: runWindow.everRan, owned: app.scheduler.ownedCount, partitions: app.scheduler.heldPartitions().length }),
     begin: () => {
-      cpuAtBegin = process.cpuUsage()
       flushAtBegin = app.scheduler.flushStats
       return runWindow.begin()
     },
     report: () => {
-      const mem = process.memoryUsage()
+      // Ended first: its memory is the window's, before the forced collections below.
+      const window = runWindow.end()
       // With --expose-gc (scenario 11): the live heap, without the garbage not yet collected.
       const gc = (globalThis as { gc?: () => void }).gc
       gc?.()
       gc?.()
       const live = gc === undefined ? undefined : process.memoryUsage()
-      const cpu = process.cpuUsage(cpuAtBegin)
       const flush = app.scheduler.flushStats
       return {
-        ...runWindow.end(),
-        rss: mem.rss,
-        heapUsed: mem.heapUsed,
+        ...window,
         liveHeap: live?.heapUsed ?? null,
         liveRss: live?.rss ?? null,
         flush,
         flushedInWindow: { flushes: flush.flushes - flushAtBegin.flushes, rows: flush.rows - flushAtBegin.rows },
-        cpuMs: (cpu.user + cpu.system) / 1000,
         owned: app.scheduler.ownedCount,
         lockRefusals: app.scheduler.lockRefusals,
         problem: app.scheduler.problem ?? null

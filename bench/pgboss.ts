@@ -32,7 +32,6 @@ const opts = JSON.parse(process.argv[2]) as Options
 const n = opts.reaktors
 const s = opts.settings
 const runWindow = new RunWindow(n, opts.intervalMs)
-let cpuAtBegin = process.cpuUsage()
 let errors = 0
 
 const boss = new PgBoss({
@@ -75,15 +74,8 @@ try {
   })
   serveParent({
     stats: () => ({ everRan: runWindow.everRan, errors }),
-    begin: () => {
-      cpuAtBegin = process.cpuUsage()
-      return runWindow.begin()
-    },
-    report: () => {
-      const mem = process.memoryUsage()
-      const cpu = process.cpuUsage(cpuAtBegin)
-      return { ...runWindow.end(), rss: mem.rss, heapUsed: mem.heapUsed, cpuMs: (cpu.user + cpu.system) / 1000, errors }
-    }
+    begin: () => runWindow.begin(),
+    report: () => ({ ...runWindow.end(), errors })
   }, async () => { await boss.stop({ graceful: true, timeout: 5000 }) })
   process.send?.({ type: 'ready', pid: process.pid })
 } catch (err) {

@@ -117,6 +117,14 @@ export function createSessionService (db: Db, ttlMs: number, tagger: TokenTagger
     if (session.kind === 'token') apiTokens?.lastUsed.record(session.tokenId)
     return session
   }
+  /** Whether a token has the form of one of ours (an API token's, with the store; else a session's). */
+  const ours = (token: string): boolean => apiTokens !== undefined && isApiToken(token) ? API_TOKEN_PATTERN.test(token) : TOKEN_FORMAT.test(token)
+  // Only a token read from the database is cached: one found there needs no tag check (an HMAC,
+  // a few microseconds on every request otherwise).
+  const fromCache = (token: string): AuthSession | undefined => {
+    const cached = cache?.get(token)
+    return cached === undefined ? undefined : used(cached)
+  }
   return {
     async create (userId, passwordHash) {
       // Housekeeping rides on logins: rare enough to be cheap, frequent enough to keep the table small.
@@ -126,13 +134,10 @@ export function createSessionService (db: Db, ttlMs: number, tagger: TokenTagger
       return expiresAt === null ? null : { token, expiresAt }
     },
     async verify (token) {
-      if (typeof token !== 'string') return null
+      if (typeof token !== 'string' || !ours(token)) return null
+      const cached = fromCache(token)
+      if (cached !== undefined) return cached
       const api = apiTokens !== undefined && isApiToken(token)
-      if (!(api ? API_TOKEN_PATTERN.test(token) : TOKEN_FORMAT.test(token))) return null
-      // Only a token read from the database is cached: one found there needs no tag check (an HMAC,
-      // a few microseconds on every request otherwise).
-      const cached = cache?.get(token)
-      if (cached !== undefined) return used(cached)
       // Anything that is not one of our tokens is rejected without a query.
       if (dead.has(token) || !(api ? apiTokens.tagged(token) : await tagger.mayBeLive(token))) return null
       const generation = cache?.generation ?? 0
@@ -147,9 +152,7 @@ export function createSessionService (db: Db, ttlMs: number, tagger: TokenTagger
       return null
     },
     cached (token) {
-      if (cache === undefined || !(isApiToken(token) ? API_TOKEN_PATTERN.test(token) : TOKEN_FORMAT.test(token))) return undefined
-      const session = cache.get(token)
-      return session === undefined ? undefined : used(session)
+      return ours(token) ? fromCache(token) : undefined
     },
     async revoke (token) {
       // Only ever called with a token authenticate() has just accepted.

@@ -147,15 +147,15 @@ const appUi: FastifyPluginAsync = async (fastify) => {
     const hot = hotPaths.get(request.raw.url ?? '/')
     const hotFile = hot === undefined || hot.epoch !== hot.site.epoch ? undefined : cache.peek(hot.key)
     if (hot === undefined || hotFile === undefined) return resolve(request, reply, undefined)
-    let session: AuthSession | null | undefined
+    let session: ReturnType<typeof fastify.cookieSession>
     try {
-      session = fastify.cachedCookieSession(request)
+      session = fastify.cookieSession(request, reply)
     } catch (err) {
       // An error answer of this scope carries its headers too (the hook left them to the hot path).
       scopeHeaders(reply)
       throw err
     }
-    if (session === undefined) return hotAfterLookup(request, reply, hot, hotFile)
+    if (session instanceof Promise) return hotAfterLookup(request, reply, hot, hotFile, session)
     if (session === null) return resolve(request, reply, session)
     sendHot(request, reply, hot, hotFile)
     return undefined
@@ -167,10 +167,10 @@ const appUi: FastifyPluginAsync = async (fastify) => {
   }
 
   /** A hot path whose session is read from the database first: a change reported meanwhile makes it stale. */
-  const hotAfterLookup = async (request: FastifyRequest, reply: FastifyReply, hot: HotPath, file: CachedFile): Promise<FastifyReply> => {
-    // Set before the lookup: should it fail (the database down), the error answer carries them.
+  const hotAfterLookup = async (request: FastifyRequest, reply: FastifyReply, hot: HotPath, file: CachedFile, lookup: Promise<AuthSession | null>): Promise<FastifyReply> => {
+    // Set before the lookup settles: should it fail (the database down), the error answer carries them.
     scopeHeaders(reply)
-    const session = await fastify.cookieSession(request, reply)
+    const session = await lookup
     if (session === null || hot.epoch !== hot.site.epoch || cache.peek(hot.key) !== file) return await resolve(request, reply, session)
     sendHot(request, reply, hot, file)
     return reply

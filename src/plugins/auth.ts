@@ -43,13 +43,10 @@ declare module 'fastify' {
     /**
      * The session of the browser's session cookie (see src/auth/session-cookie.ts), or null. With
      * duplicates of that cookie, the answer also expires them wherever they may have been planted.
+     * Answered at once, without a promise, when that is known here (no cookie; one value the session
+     * cache vouches for), as on most requests of an app UI.
      */
-    cookieSession: (request: FastifyRequest, reply: FastifyReply) => Promise<AuthSession | null>
-    /**
-     * What cookieSession would answer, when it is known at once (no cookie: null; one value the
-     * session cache vouches for: its session, or null for an API token); otherwise undefined.
-     */
-    cachedCookieSession: (request: FastifyRequest) => AuthSession | null | undefined
+    cookieSession: (request: FastifyRequest, reply: FastifyReply) => AuthSession | null | Promise<AuthSession | null>
     /**
      * Signs the browser out: revokes every live session its session cookie names (through
      * `sessions.revoke`, so every node drops them within a second) and clears the cookie. Returns
@@ -188,9 +185,16 @@ export default fp(async (fastify) => {
     const session = await sessions.verify(token)
     return session?.kind === 'session' ? session : null
   }
-  fastify.decorate('cookieSession', async (request: FastifyRequest, reply: FastifyReply) => {
+  fastify.decorate('cookieSession', (request: FastifyRequest, reply: FastifyReply) => {
     const name = sessionCookieName(https(request))
     const values = cookieValues(request.headers.cookie, name)
+    if (values.length === 0) return null
+    const cached = values.length === 1 ? sessions.cached(values[0]) : undefined
+    if (cached !== undefined) return cached.kind === 'session' ? cached : null
+    return readCookieSession(request, reply, name, values)
+  })
+  /** cookieSession when the values must be looked up, or are several (planted ones are expired). */
+  const readCookieSession = async (request: FastifyRequest, reply: FastifyReply, name: string, values: string[]): Promise<AuthSession | null> => {
     const { session, conflicting } = await cookieSession(values, loginSession)
     if (conflicting) request.log.warn({ values: values.length }, 'conflicting session cookies: none is used')
     if (values.length > 1) {
@@ -201,14 +205,7 @@ export default fp(async (fastify) => {
       }
     }
     return session
-  })
-  fastify.decorate('cachedCookieSession', (request: FastifyRequest) => {
-    const values = cookieValues(request.headers.cookie, sessionCookieName(https(request)))
-    if (values.length === 0) return null
-    if (values.length > 1) return undefined
-    const session = sessions.cached(values[0])
-    return session === undefined ? undefined : session.kind === 'session' ? session : null
-  })
+  }
   fastify.decorate('setSessionCookie', (request: FastifyRequest, reply: FastifyReply, token: string) => {
     void reply.setCookie(sessionCookieName(https(request)), token, {
       ...cookieScope(request),

@@ -17,11 +17,11 @@ import { resolveSettings } from '../apps/settings.js'
 import type { AppRegistry } from '../apps/types.js'
 import type { SchedulerLogger } from '../scheduler/logger.js'
 import { describe, ReaktorRunner, RunStoppedError } from '../scheduler/runner.js'
-import type { PollingReaktorRegistration, ReaktorRegistration } from './types.js'
+import type { AktorLogger, PollingReaktorRegistration, ReaktorRegistration } from './types.js'
 
 /** One line an aktor logged through `context.log`. */
 export interface LogLine {
-  level: 'trace' | 'debug' | 'info' | 'warn' | 'error' | 'fatal'
+  level: keyof AktorLogger
   /** The message as pino writes it: placeholders (`%s`) filled in; an Error's message when one was logged alone. */
   msg: string | undefined
   /**

@@ -8,7 +8,7 @@
  * changed and how long the service took to be back; and the next service processes are started
  * ahead of need, their modules imported (most of a start under tsx), waiting for the next change.
  */
-import { existsSync, readFileSync, realpathSync, statSync } from 'node:fs'
+import { existsSync, realpathSync, statSync } from 'node:fs'
 import fs from 'node:fs/promises'
 import path from 'node:path'
 import pino from 'pino'
@@ -57,17 +57,11 @@ function logFormat (env: NodeJS.ProcessEnv): 'pretty' | 'json' {
  * Whether the process that started this one has ended. `npm run dev` runs the supervisor through
  * a shell, which does not pass signals on: npm stopped alone (an IDE's stop button, `timeout`, a
  * process manager) ends npm and the shell, and would leave the supervisor, the service and the
- * database running. Linux says who the parent is now (an orphan's is another process); elsewhere
- * the first parent's end is what can be seen.
+ * database running. process.ppid is read afresh each time (an orphan's parent is another process);
+ * where it does not change, the first parent's end is what can be seen.
  */
 function parentEnded (first: number): boolean {
-  try {
-    const stat = readFileSync('/proc/self/stat', 'utf8')
-    // pid (comm) state ppid …: comm may hold spaces and parentheses, so after the last ')'.
-    return Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]) !== first
-  } catch {
-    return !isAlive(first)
-  }
+  return process.ppid !== first || !isAlive(first)
 }
 
 /**
@@ -208,7 +202,8 @@ async function main (): Promise<void> {
     clearTimeout(timer)
   }
 
-  let appsThere: boolean | undefined
+  /** Said when it changes; at the start only when it is missing. */
+  let appsThere = true
   /** The folders to watch, computed again for each change: the last computation is what reloads wait for. */
   let rewatched = Promise.resolve()
   const rewatch = (): void => {
@@ -217,7 +212,7 @@ async function main (): Promise<void> {
       if (stopping) return
       // Watched itself only when it is there: the same look as the folders', not a second one.
       const there = folders.some((folder) => folder.dir === appsDir)
-      if (there !== appsThere && !(appsThere === undefined && there)) {
+      if (there !== appsThere) {
         if (there) log.info({ dir: appsDir }, 'REAKTOR_APPS_DIR is there: watched')
         else log.info({ dir: appsDir }, 'REAKTOR_APPS_DIR does not exist: watched for it to appear')
       }
@@ -249,8 +244,8 @@ async function main (): Promise<void> {
     if (reloading) return
     reloading = true
     try {
+      await started(service)
       for (let burst = false; pending !== undefined && !stopping; burst = true) {
-        await started(service)
         if (burst) await pause()
         await rewatched
         if (stopping) return
@@ -285,12 +280,15 @@ async function main (): Promise<void> {
     await first
   })()
 
+  const killAll = (): void => {
+    service?.kill()
+    for (const spare of spares) spare.kill()
+  }
   // Installed before anything starts, so that Ctrl-C during the start also stops the database.
   const shutdown = async (signal?: NodeJS.Signals): Promise<void> => {
     if (stopping) {
       // A second Ctrl-C: the user will not wait for a graceful close.
-      service?.kill()
-      for (const spare of spares) spare.kill()
+      killAll()
       return
     }
     stopping = true
@@ -301,8 +299,7 @@ async function main (): Promise<void> {
     watcher?.close()
     await embedded?.stop()
     // What an app started and that outlived the service's SIGTERM: this is the last chance.
-    service?.kill()
-    for (const spare of spares) spare.kill()
+    killAll()
     log.info('stopped')
     process.exit(0)
   }

@@ -116,8 +116,11 @@ export function watchChanges (folders: readonly WatchedFolder[], { debounceMs, o
       let tree = trees.get(key)
       trees.delete(key)
       // A folder removed since (and perhaps made again) is watched anew.
-      if (tree?.gone() === true) tree.close()
-      if (tree === undefined || tree.gone()) tree = watchTree(folder.dir, folder.only, (relative) => { seen(folder, relative) }, onError)
+      if (tree?.gone() === true) {
+        tree.close()
+        tree = undefined
+      }
+      tree ??= watchTree(folder.dir, folder.only, (relative) => { seen(folder, relative) }, onError)
       kept.set(key, tree)
     }
     for (const tree of trees.values()) tree.close()

@@ -171,7 +171,7 @@ export const app: FastifyPluginAsync<AppOptions> = async (fastify, opts) => {
       await secured.register(auditRoutes)
     })
   }, { prefix: '/api/v1' })
-  // Encapsulated on purpose: its CSP hook must never touch the API routes.
+  // Encapsulated on purpose: its policy and headers must never reach the API routes.
   await fastify.register(appUiPlugin, { prefix: '/app-ui' })
 }
 

@@ -47,7 +47,7 @@ const CACHE_CONTROL = 'private, no-cache'
  * Serves the static UIs of reaktor apps under `/app-ui/<name>@<version>/`, behind the browser
  * session cookie, with a per-app Content-Security-Policy and the token helper in every HTML page.
  *
- * Registered WITHOUT fastify-plugin on purpose: its hooks and headers stay inside this scope and
+ * Registered WITHOUT fastify-plugin on purpose: what it sets stays inside this scope and
  * never reach the API routes.
  */
 const appUi: FastifyPluginAsync = async (fastify) => {
@@ -72,12 +72,14 @@ const appUi: FastifyPluginAsync = async (fastify) => {
     else shared.push(app)
   }
   const sites = new Map<LoadedApp, Site>()
+  /** Each site once (apps sharing a public/ share its site). */
+  const siteList: Site[] = []
   // Paths are checked on disk once and memoised while their folder is watched: a rate close to
   // the request rate means changes are not watched (see the warning logged then).
   scrapeCounter(fastify.metrics.registry, 'reaktor_app_ui_path_checks_total', 'App-UI request paths checked on disk (realpath and stat) rather than answered from memory',
-    () => [...new Set(sites.values())].reduce((sum, site) => sum + site.pathChecks, 0))
+    () => siteList.reduce((sum, site) => sum + site.pathChecks, 0))
   fastify.addHook('onClose', async () => {
-    await Promise.all([...new Set(sites.values())].map(async (site) => { await site.close() }))
+    await Promise.all(siteList.map(async (site) => { await site.close() }))
   })
   for (const [dir, apps] of appsByDir) {
     const label = apps.map((app) => `${app.name}@${app.version}`).join(', ')
@@ -88,20 +90,20 @@ const appUi: FastifyPluginAsync = async (fastify) => {
       fastify.log.warn({ app: label, err }, `app ${label}: public/ folder ${dir} is unusable; its UI is not served`)
       continue
     }
+    siteList.push(site)
     for (const app of apps) sites.set(app, site)
   }
   const sameOriginCsp = buildCsp([])
 
   const hotPaths = new Map<string, HotPath>()
-  /** Headers of every answer of this scope (errors and redirects included); the route replaces the policy with the app's own once the app is known. */
+  /**
+   * Headers of every answer of this scope (errors and redirects included), set by the handler
+   * before anything can fail (a hot path's own headers carry them); the slow path replaces the
+   * policy with the app's own once the app is known. Only GET and HEAD reach this scope: other
+   * methods and malformed URLs are answered by the root's handlers.
+   */
   const scopeHeaders = (reply: FastifyReply): FastifyReply =>
     reply.header('content-security-policy', sameOriginCsp).header('x-content-type-options', 'nosniff').header('referrer-policy', 'same-origin')
-  // A callback hook: no promise per request. A hot path's headers carry these already (and the
-  // handler sets them when it leaves the hot path).
-  fastify.addHook('onRequest', (request, reply, done) => {
-    if (!hotPaths.has(request.raw.url ?? '/')) scopeHeaders(reply)
-    done()
-  })
 
   const notFound = (reply: FastifyReply): FastifyReply => {
     reply.callNotFound()
@@ -229,7 +231,7 @@ const appUi: FastifyPluginAsync = async (fastify) => {
       })
       if (site.watches(resolved.realPath) && site.epoch === epoch && cache.peek(key) === file && !isHot(hotPaths.get(rawUrl), epoch, key)) {
         if (hotPaths.size >= MAX_HOT_PATHS) hotPaths.clear()
-        hotPaths.set(rawUrl, {
+        const hot: HotPath = {
           site,
           epoch,
           key,
@@ -238,7 +240,10 @@ const appUi: FastifyPluginAsync = async (fastify) => {
             br: file.br === undefined ? undefined : hotHeaders(site, file, 'br'),
             gzip: file.gzip === undefined ? undefined : hotHeaders(site, file, 'gzip')
           }
-        })
+        }
+        hotPaths.set(rawUrl, hot)
+        sendHot(request, reply, hot, file)
+        return reply
       }
       const encoding = chooseEncoding(request.headers['accept-encoding'], file)
       return sendVariant(request, reply, file, encoding, hotHeaders(site, file, encoding))

@@ -121,7 +121,8 @@ export function serverOptions (config: Config, logger: LoggerOption = true): Fas
     // A hop count trusts that many proxies nearest to us (Fastify's types take it as a function).
     trustProxy: typeof config.trustProxy === 'number' ? trustHops(config.trustProxy) : config.trustProxy,
     genReqId: () => randomUUID(),
-    childLoggerFactory: requestLoggerFactory,
+    // Without a logger, Fastify skips making request loggers altogether: no factory then.
+    ...(logger === false ? {} : { childLoggerFactory: requestLoggerFactory }),
     // Small for everything; the aktor route sets its own, configurable limit (AKTOR_BODY_LIMIT).
     bodyLimit: 64 * 1024,
     return503OnClosing: true,

@@ -98,11 +98,19 @@ const tap = spawn(path.resolve('node_modules/.bin/tap'), process.argv.slice(2), 
 // The output passes through as it comes; the failures are gathered so that they are listed again
 // at the very end, where a reader of a long log (or of its last lines only) finds them.
 const failures = new FailureList()
-tap.stdout.on('data', (chunk: Buffer) => {
-  process.stdout.write(chunk)
-  failures.feed(chunk.toString('utf8'))
+// Decoded as a stream: a character split between two chunks arrives whole.
+tap.stdout.setEncoding('utf8')
+tap.stdout.on('data', (text: string) => {
+  process.stdout.write(text)
+  failures.feed(text)
 })
+const ended = new Promise((resolve) => tap.stdout.once('end', resolve))
 const code: number = await new Promise((resolve) => tap.on('exit', (c, signal) => resolve(c ?? (signal !== null ? 1 : 0))))
+// The last chunks may still be on their way when tap has exited; a process tap left behind that
+// holds the pipe open must not hold the run, hence the bound.
+let bound: NodeJS.Timeout | undefined
+await Promise.race([ended, new Promise((resolve) => { bound = setTimeout(resolve, 5000) })])
+clearTimeout(bound)
 failures.end()
 if (failures.lines.length > 0) {
   process.stdout.write(`\n# failed (${failures.count}):\n${failures.lines.map((l) => `#   ${l}`).join('\n')}\n`)

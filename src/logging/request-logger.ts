@@ -47,6 +47,7 @@ class RequestLogger {
  * as Fastify would).
  */
 export function requestLoggerFactory (logger: FastifyBaseLogger, bindings: Bindings, options: ChildLoggerOptions): FastifyBaseLogger {
-  if (Object.keys(options).length > 0 || typeof (logger as Partial<LevelAware>).isLevelEnabled !== 'function') return logger.child(bindings, options)
+  // Fastify passes nothing but a route's level and serializers.
+  if (options.level !== undefined || options.serializers !== undefined || typeof (logger as Partial<LevelAware>).isLevelEnabled !== 'function') return logger.child(bindings, options)
   return new RequestLogger(logger as LevelAware, bindings) as unknown as FastifyBaseLogger
 }

@@ -57,15 +57,20 @@ class RequestDurations {
   readonly help = 'HTTP requests by route and status'
   readonly type = 'histogram'
   readonly aggregator = 'sum'
-  private readonly series = new Map<string, Map<number, Series>>()
+  /** By route, method and status: no key is built per request (a route's string is the same each time). */
+  private readonly series = new Map<string, Map<string, Map<number, Series>>>()
   private readonly order: Series[] = []
 
   observe (method: string, route: string, statusCode: number, seconds: number): void {
-    const key = method + ' ' + route
-    let byStatus = this.series.get(key)
+    let byMethod = this.series.get(route)
+    if (byMethod === undefined) {
+      byMethod = new Map()
+      this.series.set(route, byMethod)
+    }
+    let byStatus = byMethod.get(method)
     if (byStatus === undefined) {
       byStatus = new Map()
-      this.series.set(key, byStatus)
+      byMethod.set(method, byStatus)
     }
     let series = byStatus.get(statusCode)
     if (series === undefined) {

@@ -46,8 +46,8 @@ export interface RunnerOptions {
   /**
    * Asked right before each run: is the lock connection alive and is this runner still the owner?
    * False skips the run (the scheduler is fencing or releasing this runner at that moment).
+   * `fresh`: the lock connection must answer now (after a stall), not only have answered lately.
    */
-  /** `fresh`: the lock connection must answer now (after a stall), not only have answered lately. */
   mayRun: (fresh: boolean) => boolean | Promise<boolean>
   /**
    * Every finished run (not those ended by halt), and every run at its timeout: the record for the

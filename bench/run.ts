@@ -104,9 +104,23 @@ interface Scenario {
   context: HttpPeer[]
 }
 
-async function measure (peer: HttpPeer, seconds: number): Promise<LoadResult> {
+async function measure (peer: Pick<HttpPeer, 'options'>, seconds: number): Promise<LoadResult> {
   return await load({ ...peer.options, connections: P.connections, duration: seconds })
 }
+
+/** A warm-up of each peer, then `rounds` rounds, the peers in turn within each: the results per peer. */
+async function measureRounds (peers: Array<Pick<HttpPeer, 'options'>>): Promise<LoadResult[][]> {
+  for (const peer of peers) await measure(peer, P.warmupSeconds)
+  const rounds = peers.map((): LoadResult[] => [])
+  for (let r = 0; r < P.rounds; r++) {
+    for (const [i, peer] of peers.entries()) rounds[i].push(await measure(peer, P.httpSeconds))
+  }
+  return rounds
+}
+
+const rps = (list: LoadResult[]): number[] => list.map((l) => l.requestsPerSecond)
+const spread = (values: number[], digits = 0): string => `${round(Math.min(...values), digits)}–${round(Math.max(...values), digits)}`
+const failedIn = (list: LoadResult[]): number => sum(list, (l) => l.non2xx + l.errors + l.timeouts)
 
 /**
  * Every peer of a scenario in turn, `rounds` times (ours, reference, context…, then again), after
@@ -115,28 +129,23 @@ async function measure (peer: HttpPeer, seconds: number): Promise<LoadResult> {
  */
 async function compare (s: Scenario): Promise<Row[]> {
   const peers = [s.ours, s.reference, ...(withContext ? s.context : [])]
-  for (const peer of peers) await measure(peer, P.warmupSeconds)
-  const rounds = peers.map((): LoadResult[] => [])
-  for (let r = 0; r < P.rounds; r++) {
-    for (const [i, peer] of peers.entries()) rounds[i].push(await measure(peer, P.httpSeconds))
-  }
-  const rps = (list: LoadResult[]): number[] => list.map((l) => l.requestsPerSecond)
+  const rounds = await measureRounds(peers)
   const ratios = rounds[0].map((l, r) => l.requestsPerSecond / rounds[1][r].requestsPerSecond)
   const ratio = mean(rps(rounds[0])) / mean(rps(rounds[1]))
   return peers.map((peer, i): Row => {
     const list = rounds[i]
-    const failed = sum(list, (l) => l.non2xx + l.errors + l.timeouts)
+    const failed = failedIn(list)
     const isOurs = i === 0
     return {
       scenario: s.scenario,
       server: peer.label,
       'req/s': Math.round(mean(rps(list))),
-      'min–max': `${Math.round(Math.min(...rps(list)))}–${Math.round(Math.max(...rps(list)))}`,
+      'min–max': spread(rps(list)),
       'p50 ms': round(mean(list.map((l) => l.latencyP50)), 2),
       'p99 ms': round(mean(list.map((l) => l.latencyP99)), 2),
       'bytes/answer': Math.round(mean(list.map((l) => l.bytesPerResponse))),
       failed,
-      'of ceiling': isOurs ? `${round(ratio, 2)}x (${round(Math.min(...ratios), 2)}–${round(Math.max(...ratios), 2)})` : i === 1 ? '1x' : `${round(mean(rps(list)) / mean(rps(rounds[1])), 2)}x`,
+      'of ceiling': isOurs ? `${round(ratio, 2)}x (${spread(ratios, 2)})` : i === 1 ? '1x' : `${round(mean(rps(list)) / mean(rps(rounds[1])), 2)}x`,
       target: isOurs && s.target !== undefined ? `≥ ${s.target}x` : '',
       met: isOurs && s.target !== undefined ? pass(ratio >= s.target && failed === 0) : '',
       'per request': peer.does
@@ -160,30 +169,29 @@ async function capture (url: string, headers: Record<string, string>): Promise<C
 
 /** wrk against nginx's 2-byte answer and its static 27 KB: how fast the generator itself can go. */
 async function generatorCeiling (nginx: Nginx): Promise<void> {
-  const peers: HttpPeer[] = [
-    { label: `nginx ${nginx.version}, 1 worker: 2-byte answer`, options: { url: `${nginx.url}/tiny` }, does: 'answer from the configuration' },
-    { label: `nginx ${nginx.version}, 1 worker: app.js (27 KB)`, options: { url: `${nginx.url}/static/app.js` }, does: 'sendfile from the page cache' }
+  const peers = [
+    { label: `nginx ${nginx.version}, 1 worker: 2-byte answer`, options: { url: `${nginx.url}/tiny` } },
+    { label: `nginx ${nginx.version}, 1 worker: app.js (27 KB)`, options: { url: `${nginx.url}/static/app.js` } }
   ]
-  const rows: Row[] = []
-  for (const peer of peers) {
-    await measure(peer, P.warmupSeconds)
-    const list: LoadResult[] = []
-    for (let r = 0; r < P.rounds; r++) list.push(await measure(peer, P.httpSeconds))
-    rows.push({
-      target: peer.label,
-      'req/s': Math.round(mean(list.map((l) => l.requestsPerSecond))),
-      'min–max': `${Math.round(Math.min(...list.map((l) => l.requestsPerSecond)))}–${Math.round(Math.max(...list.map((l) => l.requestsPerSecond)))}`,
-      'MB/s': round(mean(list.map((l) => l.throughputMBps)), 0),
-      failed: sum(list, (l) => l.non2xx + l.errors + l.timeouts)
-    })
-  }
+  const rounds = await measureRounds(peers)
+  const rows = peers.map((peer, i): Row => ({
+    target: peer.label,
+    'req/s': Math.round(mean(rps(rounds[i]))),
+    'min–max': spread(rps(rounds[i])),
+    'MB/s': round(mean(rounds[i].map((l) => l.throughputMBps)), 0),
+    failed: failedIn(rounds[i])
+  }))
   print(`Generator ceiling: ${wrkVersion()}, 1 thread, ${P.connections} connections, ${P.httpSeconds} s × ${P.rounds} rounds, against nginx (a server in C, 1 worker). The scenarios below stay well under these figures, so the generator is not what limits them`, rows)
   results.generatorCeiling = rows
 }
 
+let wrkName: string | undefined
+/** `wrk` and its version, as wrk -v prints it (asked once). */
 function wrkVersion (): string {
+  if (wrkName !== undefined) return wrkName
   const out = spawnSync(ensureCommand('wrk', 'wrk'), ['-v'], { encoding: 'utf8' })
-  return (`${out.stdout}${out.stderr}`.match(/wrk (\S+)/)?.[0]) ?? 'wrk'
+  wrkName = (`${out.stdout}${out.stderr}`.match(/wrk (\S+)/)?.[0]) ?? 'wrk'
+  return wrkName
 }
 
 async function httpScenarios (tmp: string): Promise<void> {

@@ -1,6 +1,7 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import { BEFORE_RULE, loadAuditLog } from '../audit-pages.js'
-import { AUDIT_LIMIT, AuditEntry, AuditPage, AuditQuery } from '../schemas/audit.js'
+import { AuditEntry, AuditPage, AuditQuery } from '../schemas/audit.js'
+import { AUDIT_LIMIT } from '../schemas/page-limits.js'
 import { described, ErrorBody } from '../schemas/common.js'
 import { digitsOnly, limitRule, pagingErrors } from './paging.js'
 

@@ -3,7 +3,8 @@ import { RunHistory } from '../polling/history.js'
 import { loadHistoryCursors, TIMESTAMP_FORM } from '../polling/history-cursor.js'
 import { described, ErrorBody, UnknownReaktorAnswer } from '../schemas/common.js'
 import { ReaktorIdParams } from '../schemas/polling.js'
-import { HISTORY_LIMIT, RunHistoryPage, RunHistoryQuery } from '../schemas/polling-runs.js'
+import { HISTORY_LIMIT } from '../schemas/page-limits.js'
+import { RunHistoryPage, RunHistoryQuery } from '../schemas/polling-runs.js'
 import { digitsOnly, limitRule, pagingErrors } from './paging.js'
 
 const LIMIT_RULE = limitRule(HISTORY_LIMIT)

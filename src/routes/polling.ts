@@ -2,7 +2,8 @@ import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import type { FastifyReply } from 'fastify'
 import { Errors } from '../errors.js'
 import { described, ErrorBody, UnknownReaktorAnswer } from '../schemas/common.js'
-import { APP_NAME_MAX, LIST_LIMIT, LIST_OFFSET_MAX, LIST_Q_MAX, LIST_QUERY_PARAMS, LIST_SORTS, MessageBody, PollingList, PollingListQuery, PollingStatus, ReaktorIdParams } from '../schemas/polling.js'
+import { LIST_LIMIT } from '../schemas/page-limits.js'
+import { APP_NAME_MAX, LIST_OFFSET_MAX, LIST_Q_MAX, LIST_QUERY_PARAMS, LIST_SORTS, MessageBody, PollingList, PollingListQuery, PollingStatus, ReaktorIdParams } from '../schemas/polling.js'
 import { digitsOnly, limitRule, pagingErrors } from './paging.js'
 
 async function sendJson (reply: FastifyReply, json: string): Promise<FastifyReply> {

@@ -1,7 +1,6 @@
 import { Type, type Static } from 'typebox'
 import { PageLimitParam, StoredText } from './common.js'
-
-export const AUDIT_LIMIT = { min: 1, max: 500, default: 50 } as const
+import { AUDIT_LIMIT } from './page-limits.js'
 
 /** One audit row: registered once (fastify.addSchema), referenced by the page and listed in the OpenAPI components. */
 export const AuditEntry = Type.Object({

@@ -1,8 +1,7 @@
 import { Type, type Static } from 'typebox'
 import { PageLimitParam, StoredText } from './common.js'
+import { HISTORY_LIMIT } from './page-limits.js'
 import { RunOutcome } from './polling.js'
-
-export const HISTORY_LIMIT = { min: 1, max: 500, default: 20 } as const
 
 /** One run: registered once (SHARED_SCHEMAS), referenced by the history answer and listed in the OpenAPI components. */
 export const PollingRun = Type.Object({

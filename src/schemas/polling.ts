@@ -1,5 +1,6 @@
 import { Type, type Static, type TInteger, type TEnum, type TString } from 'typebox'
 import { StoredText } from './common.js'
+import { LIST_LIMIT } from './page-limits.js'
 
 /** The router's limit on a path parameter (longer answers 414): the bulk routes take ids up to it too. */
 export const MAX_ID_PARAM_LENGTH = 1024
@@ -50,8 +51,6 @@ export type PollingStatusType = Static<typeof PollingStatusSchema>
 /** A reference to the one status schema (registered once, the OpenAPI component PollingStatus). */
 export const PollingStatus = Type.Unsafe<PollingStatusType>(Type.Ref('PollingStatus'))
 
-/** The bounds of a list page's `limit`: without one, a page holds up to the default. */
-export const LIST_LIMIT = { min: 1, max: 1000, default: 100 } as const
 export const LIST_Q_MAX = 200
 /** Far past any list: an answer never has to print a number beyond what JSON integers hold exactly. */
 export const LIST_OFFSET_MAX = 1_000_000_000

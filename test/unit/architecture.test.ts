@@ -91,19 +91,38 @@ t.test('the scheduler and the polling read side know nothing of HTTP', async (t)
   }
 })
 
-t.test('reaktor-service/testing loads no more than a run needs: no configuration, no scheduler, no database', async (t) => {
-  const reached = new Set<string>()
+/**
+ * The source files and the packages a module loads at run time (a type-only import costs nothing);
+ * with `dynamic: false`, only what it loads at its start (an `import()` loads on use). Template
+ * literals are left out: the scaffold's templates hold the imports of the files they write.
+ */
+function reachedFrom (entry: string, { dynamic }: { dynamic: boolean }): { files: Set<string>, packages: Set<string> } {
+  const files = new Set<string>()
+  const packages = new Set<string>()
   const visit = (file: string): void => {
-    if (reached.has(file)) return
-    reached.add(file)
-    // A type-only import costs nothing at run time.
-    const source = fs.readFileSync(file, 'utf8')
-    for (const s of imports.get(file) ?? []) {
+    if (files.has(file)) return
+    files.add(file)
+    const source = fs.readFileSync(file, 'utf8').replace(/`(?:[^`\\]|\\.)*`/g, '``')
+    const loaded = dynamic ? specifiers(source) : [...source.matchAll(/(?:^|\n)\s*(?:import|export)\s(?!type\s)[^'"]*?from\s+'([^']+)'/g)].map((m) => m[1])
+    for (const s of loaded) {
+      if (new RegExp(`import type (?:\\{[^}]*\\}|[\\w$]+|\\* as [\\w$]+) from '${s.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')}'`).test(source)) continue
       const target = resolveLocal(file, s)
-      if (target !== undefined && !new RegExp(`import type [^;]*?'${s.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')}'`).test(source)) visit(target)
+      if (target !== undefined) visit(target)
+      else if (!s.startsWith('node:')) packages.add(s.startsWith('@') ? s.split('/').slice(0, 2).join('/') : s.split('/')[0])
     }
   }
-  visit(path.join(SRC, 'sdk', 'testing.ts'))
-  const heavy = [...reached].map(rel).filter((f) => ['config.ts', 'errors.ts', 'app.ts'].includes(f) || /^(db|routes|plugins)\//.test(f) || f === 'scheduler/index.ts' || f === 'scheduler/scheduler.ts')
+  visit(entry)
+  return { files, packages }
+}
+
+t.test('reaktor-service/testing loads no more than a run needs: no configuration, no scheduler, no database', async (t) => {
+  const { files } = reachedFrom(path.join(SRC, 'sdk', 'testing.ts'), { dynamic: true })
+  const heavy = [...files].map(rel).filter((f) => ['config.ts', 'errors.ts', 'app.ts'].includes(f) || /^(db|routes|plugins)\//.test(f) || f === 'scheduler/index.ts' || f === 'scheduler/scheduler.ts')
   t.same(heavy, [], 'its imports reach none of these')
+})
+
+t.test('the reaktor command starts light: it loads no package of the server (the schema library alone is a few hundred modules)', async (t) => {
+  const { files, packages } = reachedFrom(path.join(SRC, 'cli', 'index.ts'), { dynamic: false })
+  t.ok(files.size > 20, `it reaches the commands (${files.size} files)`)
+  t.same([...packages].sort(), ['commander'], 'its only package is its argument parser')
 })

@@ -1,5 +1,5 @@
 import { InvalidArgumentError, Option } from 'commander'
-import { AUDIT_LIMIT } from '../../schemas/audit.js'
+import { AUDIT_LIMIT } from '../../schemas/page-limits.js'
 import type { CommandModule } from '../context.js'
 import { formatTable, printJson, shellWord } from '../output.js'
 

@@ -1,8 +1,8 @@
 import { Command, InvalidArgumentError, Option } from 'commander'
 import { CliError, EXIT, type CliContext, type CommandModule } from '../context.js'
 import { ReaktorList, type ListQuery } from '../../polling/list-page.js'
-import { LIST_LIMIT, type PollingStatusType } from '../../schemas/polling.js'
-import { HISTORY_LIMIT } from '../../schemas/polling-runs.js'
+import { HISTORY_LIMIT, LIST_LIMIT } from '../../schemas/page-limits.js'
+import type { PollingStatusType } from '../../schemas/polling.js'
 import type { ApiClient } from '../client.js'
 import { formatFields, formatTable, printable, printJson, shellWord, type Column } from '../output.js'
 

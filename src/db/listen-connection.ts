@@ -30,6 +30,8 @@ export class ListenConnection {
   private heartbeat: NodeJS.Timeout | undefined
   /** performance.now() of the last answered round trip. */
   private lastOkAt = -Infinity
+  /** The last round trip sent or waiting to be (settles, never rejects). */
+  private inFlight: Promise<unknown> = Promise.resolve()
 
   constructor (private readonly opts: ListenConnectionOptions) {}
 
@@ -59,11 +61,11 @@ export class ListenConnection {
   async ping (): Promise<boolean> {
     const client = this.client
     if (client === undefined) return false
-    try {
-      await roundTrip(client, 'select 1')
-    } catch {
-      return false
-    }
+    // One statement at a time (pg deprecates queueing on a busy client): sent once the round trip
+    // in flight, if any, is answered, so still after this call.
+    const answered = this.inFlight.then(async () => await roundTrip(client, 'select 1')).then(() => true, () => false)
+    this.inFlight = answered
+    if (!await answered) return false
     if (client !== this.client) return false
     this.lastOkAt = performance.now()
     return true

@@ -208,6 +208,25 @@ function warnTypeless (label: string, app: string, dir: string, dirs: readonly s
   }
 }
 
+/**
+ * How long an entry module may take to import. One that never finishes (a top-level await that
+ * never settles) would otherwise stop the start with Fastify's "Plugin did not start in time:
+ * 'apps'" after 10 s, for every app together and naming none.
+ */
+export const IMPORT_LIMIT_MS = 5000
+
+class ImportTooLong extends Error {}
+
+/** The import, or an ImportTooLong after `ms` (the import itself cannot be stopped; the start fails). */
+async function withinLimit<T> (importing: Promise<T>, ms: number): Promise<T> {
+  let timer: NodeJS.Timeout | undefined
+  try {
+    return await Promise.race([importing, new Promise<never>((_resolve, reject) => { timer = setTimeout(() => reject(new ImportTooLong()), ms) })])
+  } finally {
+    clearTimeout(timer)
+  }
+}
+
 /** Loads one app folder. Every problem is a RegistrationError naming the app and the problem. */
 async function loadApp (dir: string, env: Env, log: LoaderLog): Promise<LoadedApp> {
   const folder = `app folder ${dir}`
@@ -260,8 +279,12 @@ async function loadApp (dir: string, env: Env, log: LoaderLog): Promise<LoadedAp
   const trace: ImportTrace = { typeless: [], loaded: [] }
   let mod: Record<string, unknown>
   try {
-    mod = await importAppModule(pathToFileURL(entry).href, dirs, trace)
+    mod = await withinLimit(importAppModule(pathToFileURL(entry).href, dirs, trace), IMPORT_LIMIT_MS)
   } catch (err) {
+    if (err instanceof ImportTooLong) {
+      throw new RegistrationError(`${label}: entry module "${main}" did not finish importing within ${IMPORT_LIMIT_MS / 1000} s ` +
+        '(a top-level await that never settles? Slow work, such as connecting somewhere, belongs in the aktor, on its first run)')
+    }
     throw new RegistrationError(`${label}: entry module "${main}" failed to import: ${await describeImportError(err, dirs, entry, trace.loaded)}`)
   }
   warnTypeless(label, `${name}@${version}`, dir, dirs, trace.typeless, log)

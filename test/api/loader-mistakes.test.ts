@@ -1,6 +1,7 @@
 import path from 'node:path'
+import { performance } from 'node:perf_hooks'
 import t, { type Test } from 'tap'
-import { loadAppsFromDir } from '../../src/apps/loader.js'
+import { IMPORT_LIMIT_MS, loadAppsFromDir } from '../../src/apps/loader.js'
 import { buildRegistry } from '../../src/apps/registry.js'
 import { build } from '../helpers/app.js'
 import { compiledLoader, ESM, loadError, loadInChild, POLLING, writeApp } from '../helpers/app-folder.js'
@@ -150,6 +151,18 @@ t.test('a throw at the top level of the entry module names where it was thrown',
     'setup.js': '// reads the configuration\n\nthrow new Error("no configuration")\n'
   })
   t.equal(await loadError(t, root), 'app throws@1.0.0: entry module "index.js" failed to import: no configuration (thrown at setup.js:3:7)')
+})
+
+t.test('an entry module that never finishes importing stops the start within the limit, naming the app', async (t) => {
+  const root = await tempDir(t)
+  await writeApp(root, 'waits', { name: 'waits', version: '1.0.0', ...ESM }, {
+    'index.js': "import './connect.js'\nexport const reaktors = []",
+    'connect.js': 'await new Promise(() => {})\n'
+  })
+  const startedAt = performance.now()
+  t.equal(await loadError(t, root), `app waits@1.0.0: entry module "index.js" did not finish importing within ${IMPORT_LIMIT_MS / 1000} s ` +
+    '(a top-level await that never settles? Slow work, such as connecting somewhere, belongs in the aktor, on its first run)')
+  t.ok(performance.now() - startedAt >= IMPORT_LIMIT_MS - 50, 'after the limit, not before')
 })
 
 t.test('an interval or timeout of the wrong type says what was expected and what was given', async (t) => {

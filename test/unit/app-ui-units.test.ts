@@ -5,9 +5,11 @@ import os from 'node:os'
 import path from 'node:path'
 import t, { type Test } from 'tap'
 import { FileCache } from '../../src/app-ui/file-cache.js'
+import { FolderWatcher } from '../../src/app-ui/folder-watcher.js'
 import { chooseEncoding, etagMatches } from '../../src/app-ui/negotiation.js'
 import { prepareFile, preparedBytesBound, type CachedFile } from '../../src/app-ui/prepared-file.js'
 import { PublicFolder } from '../../src/app-ui/safe-path.js'
+import { cacheKey, Site } from '../../src/app-ui/site.js'
 import { helperInsertionOffset } from '../../src/app-ui/helper-script.js'
 import { hasDotSegment, parseAppUiUrl } from '../../src/app-ui/url.js'
 import { memoryLogger } from '../helpers/log.js'
@@ -112,10 +114,7 @@ t.test('Site: when public/ cannot be watched, one warning with the fix, and ever
   await fs.writeFile(path.join(dir, 'a.js'), 'one')
   // What fs.watch throws once the inotify watches of the user are used up.
   const noWatches = Object.assign(new Error('ENOSPC: System limit for number of file watchers reached'), { code: 'ENOSPC' })
-  const watch = (): never => { throw noWatches }
-  const { Site, cacheKey } = await t.mockImport<typeof import('../../src/app-ui/site.js')>('../../src/app-ui/site.js', {
-    'node:fs': { ...nodeFs, watch, default: { ...nodeFs, watch } }
-  })
+  replaceWatch(t, () => { throw noWatches })
   const log = memoryLogger()
   const cache = new FileCache(1000)
   const site = await Site.open(dir, 'demo@1.0.0', cache, log)
@@ -283,7 +282,6 @@ t.test('cacheKey: a copy keeping size and mtime (cp -p) has a key of its own', a
   const times = 1_700_000_000
   await fs.writeFile(file, 'window.v="1.2.3"')
   await fs.utimes(file, times, times)
-  const { cacheKey } = await import('../../src/app-ui/site.js')
   const folder = await PublicFolder.open(dir)
   const first = await folder.resolve(['version.js'], false)
   // Another content of the same size, written in place with the old times put back.
@@ -301,14 +299,23 @@ t.test('cacheKey: a copy keeping size and mtime (cp -p) has a key of its own', a
   t.not(cacheKey(second), cacheKey(first))
 })
 
-/** A FolderWatcher whose `fs.watch` runs `before(path)` first and then watches for real. */
-async function watcherWith (t: Test, before: (folder: string) => void): Promise<typeof import('../../src/app-ui/folder-watcher.js')> {
-  const watch = ((folder: string, ...rest: unknown[]) => {
-    before(folder)
-    return (nodeFs.watch as (...args: unknown[]) => nodeFs.FSWatcher)(folder, ...rest)
-  }) as typeof nodeFs.watch
-  return await t.mockImport<typeof import('../../src/app-ui/folder-watcher.js')>('../../src/app-ui/folder-watcher.js', {
-    'node:fs': { ...nodeFs, watch, default: { ...nodeFs, watch } }
+/**
+ * Node's `fs.watch`, as src/app-ui reads it (`fs.watch` of the default export: the module object
+ * every importer shares), replaced until the test ends.
+ */
+function replaceWatch (t: Test, watch: (...args: unknown[]) => nodeFs.FSWatcher): void {
+  const shared = nodeFs as { watch: unknown }
+  const original = shared.watch
+  shared.watch = watch
+  t.teardown(() => { shared.watch = original })
+}
+
+/** `fs.watch` runs `before(path)` first and then watches for real. */
+function watchAfter (t: Test, before: (folder: string) => void): void {
+  const original = nodeFs.watch as (...args: unknown[]) => nodeFs.FSWatcher
+  replaceWatch(t, (folder, ...rest) => {
+    before(folder as string)
+    return original(folder, ...rest)
   })
 }
 
@@ -316,7 +323,7 @@ t.test('FolderWatcher: a folder it may not read is not watched, and the rest sti
   const root = await fs.realpath(await fs.mkdtemp(path.join(os.tmpdir(), 'watcher-')))
   t.teardown(async () => await fs.rm(root, { recursive: true, force: true }))
   let allowed = false
-  const { FolderWatcher } = await watcherWith(t, (folder) => {
+  watchAfter(t, (folder) => {
     if (path.basename(folder) === 'private' && !allowed) throw Object.assign(new Error(`EACCES: permission denied, watch '${folder}'`), { code: 'EACCES' })
   })
   const failures: Error[] = []
@@ -347,7 +354,7 @@ t.test('FolderWatcher: a folder swapped for a link while its watch is made is no
   for (const folder of ['a', 'b', 'a/c']) await fs.mkdir(path.join(outside, folder))
   await fs.mkdir(path.join(root, 'assets'))
   const watched: string[] = []
-  const { FolderWatcher } = await watcherWith(t, (folder) => {
+  watchAfter(t, (folder) => {
     if (folder === path.join(root, 'assets') && !watched.includes(folder)) {
       nodeFs.rmdirSync(folder)
       nodeFs.symlinkSync(outside, folder)

@@ -92,9 +92,10 @@ t.test('the scheduler and the polling read side know nothing of HTTP', async (t)
 })
 
 /**
- * The source files and the packages a module loads at run time (a type-only import costs nothing);
- * with `dynamic: false`, only what it loads at its start (an `import()` loads on use). Template
- * literals are left out: the scaffold's templates hold the imports of the files they write.
+ * The source files and the packages a module loads at run time: every import and re-export
+ * statement but the type-only ones, side-effect imports too; with `dynamic: false`, only what it
+ * loads at its start (an `import()` loads on use). Template literals are left out: the scaffold's
+ * templates hold the imports of the files they write.
  */
 function reachedFrom (entry: string, { dynamic }: { dynamic: boolean }): { files: Set<string>, packages: Set<string> } {
   const files = new Set<string>()
@@ -103,9 +104,12 @@ function reachedFrom (entry: string, { dynamic }: { dynamic: boolean }): { files
     if (files.has(file)) return
     files.add(file)
     const source = fs.readFileSync(file, 'utf8').replace(/`(?:[^`\\]|\\.)*`/g, '``')
-    const loaded = dynamic ? specifiers(source) : [...source.matchAll(/(?:^|\n)\s*(?:import|export)\s(?!type\s)[^'"]*?from\s+'([^']+)'/g)].map((m) => m[1])
+    const loaded = [
+      ...[...source.matchAll(/(?:^|\n)\s*(?:import|export)\s+(type\s)?[^'"]*?from\s+['"]([^'"]+)['"]/g)].filter((m) => m[1] === undefined).map((m) => m[2]),
+      ...[...source.matchAll(/(?:^|\n)\s*import\s+['"]([^'"]+)['"]/g)].map((m) => m[1]),
+      ...dynamic ? [...source.matchAll(/import\(\s*['"]([^'"]+)['"]\s*\)/g)].map((m) => m[1]) : []
+    ]
     for (const s of loaded) {
-      if (new RegExp(`import type (?:\\{[^}]*\\}|[\\w$]+|\\* as [\\w$]+) from '${s.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')}'`).test(source)) continue
       const target = resolveLocal(file, s)
       if (target !== undefined) visit(target)
       else if (!s.startsWith('node:')) packages.add(s.startsWith('@') ? s.split('/').slice(0, 2).join('/') : s.split('/')[0])

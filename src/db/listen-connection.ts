@@ -32,6 +32,8 @@ export class ListenConnection {
   private lastOkAt = -Infinity
   /** The last round trip sent or waiting to be (settles, never rejects). */
   private inFlight: Promise<unknown> = Promise.resolve()
+  /** The round trip waiting for the one in flight, not sent yet: a caller now may share it. */
+  private next: Promise<boolean> | undefined
 
   constructor (private readonly opts: ListenConnectionOptions) {}
 
@@ -62,10 +64,17 @@ export class ListenConnection {
     const client = this.client
     if (client === undefined) return false
     // One statement at a time (pg deprecates queueing on a busy client): sent once the round trip
-    // in flight, if any, is answered, so still after this call.
-    const answered = this.inFlight.then(async () => await roundTrip(client, 'select 1')).then(() => true, () => false)
-    this.inFlight = answered
-    if (!await answered) return false
+    // in flight, if any, is answered, so still after this call. Callers meanwhile share the one
+    // waiting to be sent: on a slow server there is one out and one waiting, never a growing queue.
+    if (this.next === undefined) {
+      const next = this.inFlight.then(async () => {
+        this.next = undefined
+        await roundTrip(client, 'select 1')
+      }).then(() => true, () => false)
+      this.next = next
+      this.inFlight = next
+    }
+    if (!await this.next) return false
     if (client !== this.client) return false
     this.lastOkAt = performance.now()
     return true

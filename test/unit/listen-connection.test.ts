@@ -1,15 +1,16 @@
 /**
  * The listening connection of the session and status caches (src/db/listen-connection.ts): its
  * round trips, which callers use to know every notification committed before their call has been
- * handled, go one at a time on its client.
+ * handled, go one at a time on its client, and callers that come while one is out share the next.
  */
 import t from 'tap'
 import type pg from 'pg'
+import { waitFor } from '../helpers/context.js'
 import { createTestDatabase } from '../helpers/database.js'
 import { memoryLogger } from '../helpers/log.js'
 import { ListenConnection } from '../../src/db/listen-connection.js'
 
-t.test('round trips asked for at once are sent one after the other, each after its call, and all answered', async (t) => {
+t.test('round trips go one at a time, each sent after its call; those asked for while one is out share the next', async (t) => {
   const url = await createTestDatabase(t)
   const log = memoryLogger()
   const connection = new ListenConnection({
@@ -20,17 +21,29 @@ t.test('round trips asked for at once are sent one after the other, each after i
   const client = connection.client
   if (client === undefined) throw new Error('not connected')
 
-  // Counts the statements out on the client at once (pg would queue a second one, and warns).
+  // Counts the statements sent, and those out on the client at once (pg would queue a second
+  // one, and warns).
+  let sent = 0
   let out = 0
   let most = 0
+  // The first statement is held (a slow server) until the later callers have come.
+  let answerFirst = (): void => {}
+  const firstHeld = new Promise<void>((resolve) => { answerFirst = resolve })
   const query = client.query.bind(client) as (config: pg.QueryConfig) => Promise<pg.QueryResult>
   client.query = ((config: pg.QueryConfig) => {
+    sent++
     out++
     most = Math.max(most, out)
-    return query(config).finally(() => { out-- })
+    return (sent === 1 ? firstHeld : Promise.resolve()).then(async () => await query(config)).finally(() => { out-- })
   }) as typeof client.query
 
-  t.same(await Promise.all([connection.ping(), connection.ping(), connection.ping()]), [true, true, true], 'every caller is answered')
+  const first = connection.ping()
+  await waitFor(() => sent === 1, { what: 'the first round trip to be sent' })
+  // Asked for while it is out: one more round trip, sent after it, for both callers.
+  const later = [connection.ping(), connection.ping()]
+  answerFirst()
+  t.same(await Promise.all([first, ...later]), [true, true, true], 'every caller is answered')
   t.equal(most, 1, 'never two statements out at once')
+  t.equal(sent, 2, 'the callers that came while one was out shared the next')
   t.same(log.lines, [], 'and nothing was lost')
 })

@@ -5,7 +5,7 @@ import type { PollingReaktorRegistration, ReaktorAppModule, ReaktorRegistration 
 import { closest, nearEnough } from './closest.js'
 import { describeImportError, display, plainMessage } from './import-errors.js'
 import { RegistrationError } from './registry.js'
-import { importAppModule, type ImportTrace } from './sdk-resolution.js'
+import { importAppModule, ImportTooLong, type ImportTrace } from './sdk-resolution.js'
 import { resolveSettings, warnUnknownSettingVariables } from './settings.js'
 import type { LoadedApp } from './types.js'
 
@@ -215,18 +215,6 @@ function warnTypeless (label: string, app: string, dir: string, dirs: readonly s
  */
 export const IMPORT_LIMIT_MS = 5000
 
-class ImportTooLong extends Error {}
-
-/** The import, or an ImportTooLong after `ms` (the import itself cannot be stopped; the start fails). */
-async function withinLimit<T> (importing: Promise<T>, ms: number): Promise<T> {
-  let timer: NodeJS.Timeout | undefined
-  try {
-    return await Promise.race([importing, new Promise<never>((_resolve, reject) => { timer = setTimeout(() => reject(new ImportTooLong()), ms) })])
-  } finally {
-    clearTimeout(timer)
-  }
-}
-
 /** Loads one app folder. Every problem is a RegistrationError naming the app and the problem. */
 async function loadApp (dir: string, env: Env, log: LoaderLog): Promise<LoadedApp> {
   const folder = `app folder ${dir}`
@@ -279,7 +267,7 @@ async function loadApp (dir: string, env: Env, log: LoaderLog): Promise<LoadedAp
   const trace: ImportTrace = { typeless: [], loaded: [] }
   let mod: Record<string, unknown>
   try {
-    mod = await withinLimit(importAppModule(pathToFileURL(entry).href, dirs, trace), IMPORT_LIMIT_MS)
+    mod = await importAppModule(pathToFileURL(entry).href, dirs, trace, IMPORT_LIMIT_MS)
   } catch (err) {
     if (err instanceof ImportTooLong) {
       throw new RegistrationError(`${label}: entry module "${main}" did not finish importing within ${IMPORT_LIMIT_MS / 1000} s ` +

@@ -141,17 +141,24 @@ async function flushHooks (): Promise<void> {
   }
 }
 
+/** An import still unfinished after its limit (it cannot be stopped; the caller gives up on it). */
+export class ImportTooLong extends Error {}
+
 /**
  * Imports an app's entry module, filling `trace` (for `dirs`: the app folder and its real path)
  * with the files Node had to reparse as ES modules for want of "type": "module" (Node's own
- * warning for them is not printed) and the files loaded, also when the import fails.
+ * warning for them is not printed) and the files loaded, also when the import fails. Rejects with
+ * ImportTooLong when it has not finished after `limitMs`.
  */
-export async function importAppModule (url: string, dirs: readonly string[], trace: ImportTrace): Promise<Record<string, unknown>> {
+export async function importAppModule (url: string, dirs: readonly string[], trace: ImportTrace, limitMs: number): Promise<Record<string, unknown>> {
   ensureSdkResolution()
   collecting.set(dirs, trace)
+  let timer: NodeJS.Timeout | undefined
   try {
-    return await import(url) as Record<string, unknown>
+    const tooLong = new Promise<never>((_resolve, reject) => { timer = setTimeout(() => reject(new ImportTooLong()), limitMs) })
+    return await Promise.race([import(url) as Promise<Record<string, unknown>>, tooLong])
   } finally {
+    clearTimeout(timer)
     await flushHooks()
     collecting.delete(dirs)
   }

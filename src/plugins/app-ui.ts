@@ -73,13 +73,13 @@ const appUi: FastifyPluginAsync = async (fastify) => {
   }
   const sites = new Map<LoadedApp, Site>()
   /** Each site once (apps sharing a public/ share its site). */
-  const siteList: Site[] = []
+  const eachSite = (): Site[] => [...new Set(sites.values())]
   // Paths are checked on disk once and memoised while their folder is watched: a rate close to
   // the request rate means changes are not watched (see the warning logged then).
   scrapeCounter(fastify.metrics.registry, 'reaktor_app_ui_path_checks_total', 'App-UI request paths checked on disk (realpath and stat) rather than answered from memory',
-    () => siteList.reduce((sum, site) => sum + site.pathChecks, 0))
+    () => eachSite().reduce((sum, site) => sum + site.pathChecks, 0))
   fastify.addHook('onClose', async () => {
-    await Promise.all(siteList.map(async (site) => { await site.close() }))
+    await Promise.all(eachSite().map(async (site) => { await site.close() }))
   })
   for (const [dir, apps] of appsByDir) {
     const label = apps.map((app) => `${app.name}@${app.version}`).join(', ')
@@ -90,7 +90,6 @@ const appUi: FastifyPluginAsync = async (fastify) => {
       fastify.log.warn({ app: label, err }, `app ${label}: public/ folder ${dir} is unusable; its UI is not served`)
       continue
     }
-    siteList.push(site)
     for (const app of apps) sites.set(app, site)
   }
   const sameOriginCsp = buildCsp([])

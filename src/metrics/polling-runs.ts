@@ -1,4 +1,5 @@
 import type { Registry } from 'prom-client'
+import { bucketOf, pushHistogram, type Sample } from './histogram.js'
 
 /** The `outcome` label values, in the order of the per-reaktor slots. */
 const OUTCOMES = ['more_work', 'no_work', 'failed'] as const
@@ -8,7 +9,7 @@ export type PollingRunOutcome = typeof OUTCOMES[number]
 const BUCKETS = [0.001, 0.01, 0.1, 1, 10, 60, 300]
 
 /*
- * Per reaktor, one Float64Array: [runs by outcome (3), cumulative bucket counts (7), count, sum].
+ * Per reaktor, one Float64Array: [runs by outcome (3), bucket counts (7), count, sum].
  * prom-client keeps an object per label set (a labels object, a bucket map, a key string): about
  * 4 KB per reaktor for this counter and histogram, 400 MB at 100,000 reaktors. This is 12 numbers.
  */
@@ -17,8 +18,6 @@ const BUCKET = OUTCOMES.length
 const COUNT = BUCKET + BUCKETS.length
 const SUM = COUNT + 1
 const SLOTS = SUM + 1
-
-interface Sample { value: number, labels: Record<string, string | number>, metricName?: string }
 
 /**
  * `reaktor_polling_runs_total{reaktor,outcome}` and `reaktor_polling_run_duration_seconds{reaktor}`
@@ -35,7 +34,8 @@ export class PollingRunMetrics {
       this.byReaktor.set(reaktorId, slots)
     }
     slots[RUNS + OUTCOMES.indexOf(outcome)]++
-    for (let b = 0; b < BUCKETS.length; b++) if (seconds <= BUCKETS[b]) slots[BUCKET + b]++
+    const b = bucketOf(BUCKETS, seconds)
+    if (b < BUCKETS.length) slots[BUCKET + b]++
     slots[COUNT]++
     slots[SUM] += seconds
   }
@@ -57,10 +57,7 @@ export class PollingRunMetrics {
     metric(name, 'Duration of polling reaktor runs on this node', 'histogram', () => {
       const out: Sample[] = []
       for (const [reaktor, slots] of byReaktor) {
-        for (let b = 0; b < BUCKETS.length; b++) out.push({ metricName: `${name}_bucket`, value: slots[BUCKET + b], labels: { reaktor, le: BUCKETS[b] } })
-        out.push({ metricName: `${name}_bucket`, value: slots[COUNT], labels: { reaktor, le: '+Inf' } })
-        out.push({ metricName: `${name}_sum`, value: slots[SUM], labels: { reaktor } })
-        out.push({ metricName: `${name}_count`, value: slots[COUNT], labels: { reaktor } })
+        pushHistogram(out, name, BUCKETS, slots, BUCKET, { count: slots[COUNT], sum: slots[SUM] }, (le): Pick<Sample, 'labels'> => ({ labels: le === undefined ? { reaktor } : { reaktor, le } }))
       }
       return out
     })

@@ -1,5 +1,6 @@
 import fp from 'fastify-plugin'
 import { collectDefaultMetrics, Registry, type Metric } from 'prom-client'
+import { bucketOf, pushHistogram, type Sample } from '../metrics/histogram.js'
 
 declare module 'fastify' {
   interface FastifyInstance {
@@ -41,8 +42,6 @@ export default fp(async (fastify) => {
 
 const BUCKETS = [0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1, 5]
 
-interface Value { value: number, labels: Record<string, string | number>, sharedLabels?: Record<string, string>, metricName: string }
-
 /** One (method, route, status) of the request histogram: counts per bucket (not cumulative). */
 interface Series { method: string, route: string, status: string, buckets: Float64Array, sum: number, count: number }
 
@@ -78,37 +77,28 @@ class RequestDurations {
       byStatus.set(statusCode, series)
       this.order.push(series)
     }
-    let i = 0
-    while (i < BUCKETS.length && seconds > BUCKETS[i]) i++
+    const i = bucketOf(BUCKETS, seconds)
     if (i < BUCKETS.length) series.buckets[i]++
     series.sum += seconds
     series.count++
   }
 
   /** For the text format (what the registry prints): prom-client's shape, the series' labels shared by each value. */
-  async getForPromString (): Promise<{ name: string, help: string, type: string, aggregator: string, values: Value[] }> {
+  async getForPromString (): Promise<{ name: string, help: string, type: string, aggregator: string, values: Sample[] }> {
     return { name: this.name, help: this.help, type: this.type, aggregator: this.aggregator, values: this.values((le, labels) => ({ labels: le === undefined ? {} : { le } as Record<string, string | number>, sharedLabels: labels })) }
   }
 
   /** For getMetricsAsJSON and aggregation: every label on each value, as prom-client's get() gives them. */
-  async get (): Promise<{ name: string, help: string, type: string, aggregator: string, values: Value[] }> {
+  async get (): Promise<{ name: string, help: string, type: string, aggregator: string, values: Sample[] }> {
     return { name: this.name, help: this.help, type: this.type, aggregator: this.aggregator, values: this.values((le, labels) => ({ labels: le === undefined ? { ...labels } : { le, ...labels } })) }
   }
 
   /** Cumulative buckets, then +Inf, sum and count, per series in the order they were first seen. */
-  private values (label: (le: number | string | undefined, labels: Record<string, string>) => Pick<Value, 'labels' | 'sharedLabels'>): Value[] {
-    const values: Value[] = []
-    const bucket = `${this.name}_bucket`
+  private values (label: (le: number | string | undefined, labels: Record<string, string>) => Pick<Sample, 'labels' | 'sharedLabels'>): Sample[] {
+    const values: Sample[] = []
     for (const s of this.order) {
       const labels = { method: s.method, route: s.route, status_code: s.status }
-      let cumulative = 0
-      BUCKETS.forEach((le, i) => {
-        cumulative += s.buckets[i]
-        values.push({ value: cumulative, ...label(le, labels), metricName: bucket })
-      })
-      values.push({ value: s.count, ...label('+Inf', labels), metricName: bucket })
-      values.push({ value: s.sum, ...label(undefined, labels), metricName: `${this.name}_sum` })
-      values.push({ value: s.count, ...label(undefined, labels), metricName: `${this.name}_count` })
+      pushHistogram(values, this.name, BUCKETS, s.buckets, 0, s, (le) => label(le, labels))
     }
     return values
   }

@@ -44,18 +44,21 @@ boss.on('error', (err: Error) => {
   if (errors++ === 0) process.stderr.write(`pg-boss: ${err.message}\n`)
 })
 
+/** A job of reaktor `i`: its key makes it the only pending one of that reaktor. */
+function job (i: number): JobInsert<{ i: number }> {
+  return { data: { i }, singletonKey: `tick:${i}` }
+}
+
 /** The job that runs reaktor `i` next. */
 function nextJob (i: number): JobInsert<{ i: number }> {
-  const job: JobInsert<{ i: number }> = { data: { i }, singletonKey: `tick:${i}` }
-  if (opts.behaviour === 'interval') job.startAfter = new Date(Date.now() + opts.intervalMs)
-  return job
+  return opts.behaviour === 'interval' ? { ...job(i), startAfter: new Date(Date.now() + opts.intervalMs) } : job(i)
 }
 
 try {
   await boss.start()
   await boss.createQueue(QUEUE, { policy: s.policy, retryLimit: s.retryLimit, notify: s.useListenNotify })
   // Every job due at once, as the service's autoStart reaktors are on a cold start.
-  await boss.insert(QUEUE, Array.from({ length: n }, (_, i) => ({ data: { i }, singletonKey: `tick:${i}` })))
+  await boss.insert(QUEUE, Array.from({ length: n }, (_, i) => job(i)))
   await boss.work<{ i: number }>(QUEUE, {
     batchSize: s.batchSize,
     localConcurrency: s.localConcurrency,

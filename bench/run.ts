@@ -216,16 +216,18 @@ async function httpScenarios (tmp: string): Promise<void> {
   // The references answer exactly what the service answers: bytes and headers.
   const js = await capture(`${ours}${app}app.js`, cookie)
   const html = await capture(`${ours}${app}`, cookie)
-  if (Buffer.from(js.body, 'base64').length !== JS_BYTES) throw new Error('app.js is not the size meant')
-  if (!Buffer.from(html.body, 'base64').toString().includes('getServiceAuthToken')) throw new Error('the HTML page has no token helper')
+  const jsBytes = Buffer.from(js.body, 'base64')
+  const htmlBytes = Buffer.from(html.body, 'base64')
+  if (jsBytes.length !== JS_BYTES) throw new Error('app.js is not the size meant')
+  if (!htmlBytes.toString().includes('getServiceAuthToken')) throw new Error('the HTML page has no token helper')
   const status = await (await fetch(`${ours}${statusPath}`, { headers: auth })).json()
   const list = await (await fetch(`${ours}/api/v1/polling`, { headers: auth })).json() as { pollingReaktors: unknown[] }
   if (list.pollingReaktors.length !== 50) throw new Error(`expected 50 reaktors, got ${list.pollingReaktors.length}`)
   // The same bytes as files, for @fastify/static and nginx.
   const sameDir = path.join(tmp, 'same-bytes')
   await fs.mkdir(sameDir, { recursive: true, mode: 0o755 })
-  await fs.writeFile(path.join(sameDir, 'app.js'), Buffer.from(js.body, 'base64'))
-  await fs.writeFile(path.join(sameDir, 'index.html'), Buffer.from(html.body, 'base64'))
+  await fs.writeFile(path.join(sameDir, 'app.js'), jsBytes)
+  await fs.writeFile(path.join(sameDir, 'index.html'), htmlBytes)
 
   const bare = forkChild('bare', 'servers.ts', ['bare', JSON.stringify({ publicDir: sameDir })], { execArgv })
   cleanups.push(async () => await bare.shutdown())
@@ -237,31 +239,24 @@ async function httpScenarios (tmp: string): Promise<void> {
 
   if ((runs(1) || runs(2)) && withContext) await generatorCeiling(nginx)
 
-  const fromMemory = 'same bytes and headers from memory'
-  const appUi = 'session checked, CSP, file from memory'
+  /**
+   * Scenarios 1 and 2: one file of the app UI (asked for as `asked` below the app), against the
+   * same bytes from memory (`/same/<same>`) and, for context, from disk (`file`).
+   */
+  const appUiFile = (n: number, scenario: string, target: number, asked: string, file: string, same: string): Scenario => ({
+    n,
+    scenario,
+    target,
+    ours: { label: 'reaktor-service', options: { url: `${ours}${app}${asked}`, headers: cookie }, does: 'session checked, CSP, file from memory' },
+    reference: { label: 'bare Fastify route', options: { url: `${base}/same/${same}` }, does: 'same bytes and headers from memory' },
+    context: [
+      { label: '@fastify/static', options: { url: `${base}/static/${file}` }, does: 'stat, stream from disk' },
+      { label: `nginx ${nginx.version}`, options: { url: `${nginx.url}/static/${file}` }, does: 'sendfile' }
+    ]
+  })
   const scenarios: Scenario[] = [
-    {
-      n: 1,
-      scenario: '1 app-UI JS 27 KB',
-      target: 0.7,
-      ours: { label: 'reaktor-service', options: { url: `${ours}${app}app.js`, headers: cookie }, does: appUi },
-      reference: { label: 'bare Fastify route', options: { url: `${base}/same/js` }, does: fromMemory },
-      context: [
-        { label: '@fastify/static', options: { url: `${base}/static/app.js` }, does: 'stat, stream from disk' },
-        { label: `nginx ${nginx.version}`, options: { url: `${nginx.url}/static/app.js` }, does: 'sendfile' }
-      ]
-    },
-    {
-      n: 2,
-      scenario: '2 app-UI HTML + helper',
-      target: 0.6,
-      ours: { label: 'reaktor-service', options: { url: `${ours}${app}`, headers: cookie }, does: appUi },
-      reference: { label: 'bare Fastify route', options: { url: `${base}/same/html` }, does: fromMemory },
-      context: [
-        { label: '@fastify/static', options: { url: `${base}/static/index.html` }, does: 'stat, stream from disk' },
-        { label: `nginx ${nginx.version}`, options: { url: `${nginx.url}/static/index.html` }, does: 'sendfile' }
-      ]
-    },
+    appUiFile(1, '1 app-UI JS 27 KB', 0.7, 'app.js', 'app.js', 'js'),
+    appUiFile(2, '2 app-UI HTML + helper', 0.6, '', 'index.html', 'html'),
     {
       n: 3,
       scenario: '3 GET status',
@@ -896,15 +891,41 @@ function gap (value: number): number | string {
   return Number.isFinite(value) ? round(value, 1) : 'none: no reaktor ran twice'
 }
 
-async function measurePeer (peer: Peer, key: string, reaktors: number, intervalMs: number, behaviour: 'interval' | 'drain', windowMs: number, settleMs: number): Promise<Throughput | Error> {
+/** How a peer of scenario 10 is run: what the note says, and what measureRuns is given. */
+interface PeerRun { what: string, reaktors: number, intervalMs: number, behaviour: 'interval' | 'drain', windowMs: number, settleMs: number }
+
+async function measurePeer (peer: Peer, key: string, run: PeerRun): Promise<Throughput | Error> {
   const url = await createDatabase(`bench_${key}`)
+  const { reaktors, intervalMs, behaviour } = run
   const child = forkChild(key, peer.script, [JSON.stringify({ databaseUrl: url, reaktors, intervalMs, behaviour, settings: peer.settings })])
   cleanups.push(async () => await child.shutdown())
-  return await measureRuns(child, reaktors, windowMs, settleMs, url).catch(async (err: Error) => {
+  return await measureRuns(child, reaktors, run.windowMs, run.settleMs, url).catch(async (err: Error) => {
     note(`${peer.name}, ${key}: ${err.message}`)
     await child.shutdown()
     return err
   })
+}
+
+const VERSUS = 'ours vs this (with both sides\' cost per run)'
+
+/**
+ * One table of scenario 10: ours, then each peer measured in turn in a database of its own, with
+ * `columns` of each side; a peer's row adds `versus` (how ours compares) beside both sides' cost
+ * per run, or, when it failed, the reason in the first column.
+ */
+async function peerTable (scenario: 4 | 5, o: Throughput, run: PeerRun, columns: (r: Throughput) => Row, versus: (t: Throughput) => string): Promise<Row[]> {
+  const rows: Row[] = [{ system: 'reaktor-service', ...columns(o), 'how a run is written': oursWrites(o), [VERSUS]: '' }]
+  const first = Object.keys(columns(o))[0]
+  for (const [index, peer] of PEERS.entries()) {
+    note(`scenario 10: ${peer.name}, ${run.what}`)
+    const t = await measurePeer(peer, `s10_${scenario}_${index}`, run)
+    results[`s10_${scenario}_${peer.name}`] = t instanceof Error ? { error: t.message } : t
+    const system = `${peer.name} ${peer.version}`
+    rows.push(t instanceof Error
+      ? { system, [first]: `failed: ${t.message}`, 'how a run is written': peer.writes }
+      : { system, ...columns(t), 'how a run is written': peer.writes, [VERSUS]: `${versus(t)} (${costNote('ours', o)}; ${costNote(peer.name, t)})` })
+  }
+  return rows
 }
 
 /**
@@ -919,67 +940,26 @@ async function scenario10 (ours: { s4?: Throughput, s5?: Throughput }): Promise<
   if (ours.s4 !== undefined) {
     const o = ours.s4
     const share = (r: Throughput): number => r.cycles / (P.s4Reaktors * r.windowMs / INTERVAL_MS)
-    const rows: Row[] = [{
-      system: 'reaktor-service',
-      'share of expected runs': `${round(share(o) * 100, 1)} %`,
-      'gap−interval p50 ms': gap(o.gapP50),
-      'gap−interval p99 ms': gap(o.gapP99),
-      'every reaktor ran once after': `${round(o.startMs / 1000, 1)} s`,
-      'RSS MB': round(o.rss / 2 ** 20, 0),
-      ...costColumns(o),
-      'how a run is written': oursWrites(o),
-      'ours vs this (with both sides\' cost per run)': ''
-    }]
-    for (const [index, peer] of PEERS.entries()) {
-      note(`scenario 10: ${peer.name}, ${P.s4Reaktors} self-rescheduling jobs at 3s`)
-      const t = await measurePeer(peer, `s10_4_${index}`, P.s4Reaktors, INTERVAL_MS, 'interval', P.s4WindowMs, P.s4SettleMs)
-      results[`s10_4_${peer.name}`] = t instanceof Error ? { error: t.message } : t
-      if (t instanceof Error) {
-        rows.push({ system: `${peer.name} ${peer.version}`, 'share of expected runs': `failed: ${t.message}`, 'how a run is written': peer.writes })
-        continue
-      }
-      rows.push({
-        system: `${peer.name} ${peer.version}`,
-        'share of expected runs': `${round(share(t) * 100, 1)} %`,
-        'gap−interval p50 ms': gap(t.gapP50),
-        'gap−interval p99 ms': gap(t.gapP99),
-        'every reaktor ran once after': t.allRanOnce ? `${round(t.startMs / 1000, 1)} s` : `not within ${P.catchUpMs / 1000} s`,
-        'RSS MB': round(t.rss / 2 ** 20, 0),
-        ...costColumns(t),
-        'how a run is written': peer.writes,
-        'ours vs this (with both sides\' cost per run)': `share ${round(share(o) / share(t), 2)}x; p99 gap ${Number.isFinite(t.gapP99) ? `${sig(t.gapP99 / o.gapP99)}x lower` : 'n/a'} (${costNote('ours', o)}; ${costNote(peer.name, t)})`
-      })
-    }
+    const rows = await peerTable(4, o, {
+      what: `${P.s4Reaktors} self-rescheduling jobs at 3s`, reaktors: P.s4Reaktors, intervalMs: INTERVAL_MS, behaviour: 'interval', windowMs: P.s4WindowMs, settleMs: P.s4SettleMs
+    }, (r) => ({
+      'share of expected runs': `${round(share(r) * 100, 1)} %`,
+      'gap−interval p50 ms': gap(r.gapP50),
+      'gap−interval p99 ms': gap(r.gapP99),
+      'every reaktor ran once after': r.allRanOnce ? `${round(r.startMs / 1000, 1)} s` : `not within ${P.catchUpMs / 1000} s`,
+      'RSS MB': round(r.rss / 2 ** 20, 0),
+      ...costColumns(r)
+    }), (t) => `share ${round(share(o) / share(t), 2)}x; p99 gap ${Number.isFinite(t.gapP99) ? `${sig(t.gapP99 / o.gapP99)}x lower` : 'n/a'}`)
     print(`Scenario 10: scenario 4 (${P.s4Reaktors.toLocaleString('en-US')} reaktors at 3s, no-op) on job queues, each in its own process and database of the same PostgreSQL; ${settings}; ${perRunNote}`, rows)
   }
   if (ours.s5 !== undefined) {
     const o = ours.s5
     const perSecond = (r: Throughput): number => r.runs / (r.windowMs / 1000)
-    const rows: Row[] = [{
-      system: 'reaktor-service',
-      'runs/s back to back': Math.round(perSecond(o)),
-      'RSS MB': round(o.rss / 2 ** 20, 0),
-      ...costColumns(o),
-      'how a run is written': oursWrites(o),
-      'ours vs this (with both sides\' cost per run)': ''
-    }]
-    for (const [index, peer] of PEERS.entries()) {
-      note(`scenario 10: ${peer.name}, one job re-adding itself`)
-      const t = await measurePeer(peer, `s10_5_${index}`, 1, 0, 'drain', P.s5WindowMs, 1000)
-      results[`s10_5_${peer.name}`] = t instanceof Error ? { error: t.message } : t
-      if (t instanceof Error) {
-        rows.push({ system: `${peer.name} ${peer.version}`, 'runs/s back to back': `failed: ${t.message}`, 'how a run is written': peer.writes })
-        continue
-      }
-      rows.push({
-        system: `${peer.name} ${peer.version}`,
-        'runs/s back to back': Math.round(perSecond(t)),
-        'RSS MB': round(t.rss / 2 ** 20, 0),
-        ...costColumns(t),
-        'how a run is written': peer.writes,
-        'ours vs this (with both sides\' cost per run)': `runs/s ${round(perSecond(o) / perSecond(t), 1)}x (${costNote('ours', o)}; ${costNote(peer.name, t)})`
-      })
-    }
+    const rows = await peerTable(5, o, { what: 'one job re-adding itself', reaktors: 1, intervalMs: 0, behaviour: 'drain', windowMs: P.s5WindowMs, settleMs: 1000 }, (r) => ({
+      'runs/s back to back': Math.round(perSecond(r)),
+      'RSS MB': round(r.rss / 2 ** 20, 0),
+      ...costColumns(r)
+    }), (t) => `runs/s ${round(perSecond(o) / perSecond(t), 1)}x`)
     print(`Scenario 10: scenario 5 (one reaktor returning true, back to back) on job queues, as above; ${settings}; ${perRunNote}`, rows)
   }
 }

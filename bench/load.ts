@@ -39,14 +39,16 @@ export interface LoadResult {
 /** Installs a Debian package providing `command` when it is missing (root only); throws when it cannot. */
 export function ensureCommand (command: string, debianPackage: string): string {
   const which = (): string => spawnSync('sh', ['-c', `command -v ${command}`], { encoding: 'utf8' }).stdout.trim()
-  if (which() !== '') return which()
+  const found = which()
+  if (found !== '') return found
   if (process.getuid?.() !== 0) throw new Error(`${command} is missing: install the Debian package ${debianPackage} (apt-get install ${debianPackage})`)
   process.stderr.write(`  … installing ${debianPackage} (apt-get)\n`)
   const env = { ...process.env, DEBIAN_FRONTEND: 'noninteractive' }
   spawnSync('apt-get', ['update', '-qq'], { stdio: 'inherit', env })
   const install = spawnSync('apt-get', ['install', '-y', '-qq', debianPackage], { stdio: ['ignore', 'ignore', 'inherit'], env })
-  if (install.status !== 0 || which() === '') throw new Error(`could not install ${debianPackage}`)
-  return which()
+  const installed = install.status === 0 ? which() : ''
+  if (installed === '') throw new Error(`could not install ${debianPackage}`)
+  return installed
 }
 
 /** A Lua long string holding `text` as it is (no escape sequences inside). */

@@ -34,10 +34,10 @@ async function service (): Promise<FastifyInstance> {
     ADMIN_PASSWORD: ADMIN.password,
     PORT: '0'
   })
-  return await buildApp({ config, databaseUrl: opts.databaseUrl ?? '', apps: [httpApp(opts.publicDir)], logger: process.env.EXP_NOLOG === '1' ? false : true })
+  return await buildApp({ config, databaseUrl: opts.databaseUrl ?? '', apps: [httpApp(opts.publicDir)], logger: true })
 }
 
-/** An answer of the service as captured by run.ts: status, headers (less the per-connection ones), body. */
+/** An answer of the service as captured by run.ts: headers (less the per-connection ones), body (base64). */
 export interface Captured { headers: Record<string, string>, body: string }
 
 async function bare (): Promise<FastifyInstance> {

@@ -16,6 +16,12 @@ const STALL_MS = 1000
 
 interface Start { at: number, lockPid: number | undefined }
 
+/** Keeps the loop busy for `ms` (the load of one turn). */
+function busyFor (ms: number): void {
+  const until = Date.now() + ms
+  while (Date.now() < until) { /* the load */ }
+}
+
 /**
  * A node whose reaktors (one per interval, in ms; each run returns at once) record when each run
  * started and on which lock session; and an admin connection to end that session with.
@@ -69,24 +75,13 @@ t.test('after a stall during which its lock session ended, the node starts no ru
 })
 
 t.test('runs still start while every turn of the loop comes late (a sustained load, not one stall)', async (t) => {
-  const { url, db } = await openTestDatabase(t)
-  const starts: number[] = []
-  const timed = {
-    reaktorDefinitionId: 'timed',
-    interval: '100ms',
-    autoStart: true,
-    createReaktor: () => () => { starts.push(Date.now()); return false }
-  }
-  const s = scheduler(t, db, url, { reaktors: registry([timed]), log: memoryLogger() })
-  await s.start()
-  await waitFor(() => starts.length >= 1, { what: 'a first run' })
+  const { starts } = await recordingNode(t, [100], 1, 'a first run')
   // An immediate that busies the loop for 150 ms on every turn, queued ahead of the runner's own:
   // each time its run comes to be checked, more than LATE_TURN_MS (100 ms) has passed.
   let busy = true
   const stallEveryTurn = (): void => {
     if (!busy) return
-    const until = Date.now() + 150
-    while (Date.now() < until) { /* the load */ }
+    busyFor(150)
     setImmediate(stallEveryTurn)
   }
   setImmediate(stallEveryTurn)
@@ -107,8 +102,7 @@ t.test('a stall during the turn a late run waits: the run asks the lock connecti
   const stall = await new Promise<ReturnType<typeof endSessionDuringStall>>((resolve) => {
     const turn = (): void => {
       if (++turns < 8) {
-        const until = Date.now() + 150
-        while (Date.now() < until) { /* the load */ }
+        busyFor(150)
         setImmediate(turn)
         return
       }

@@ -17,11 +17,20 @@ function sourceFiles (dir: string): string[] {
   })
 }
 
-/** Every module specifier a file imports or re-exports (static and dynamic). */
-function specifiers (source: string): string[] {
-  const found: string[] = []
-  for (const m of source.matchAll(/(?:^|\n)\s*(?:import|export)\s[^'"]*?from\s+'([^']+)'|import\(\s*'([^']+)'\s*\)/g)) found.push(m[1] ?? m[2])
-  return found
+interface Import { specifier: string, typeOnly: boolean, dynamic: boolean }
+
+/**
+ * Every module a file imports or re-exports: its statements (type-only ones marked), side-effect
+ * imports, and `import()`. Template literals are left out: the scaffold's templates hold the
+ * imports of the files they write.
+ */
+function importsOf (source: string): Import[] {
+  const code = source.replace(/`(?:[^`\\]|\\.)*`/g, '``')
+  return [
+    ...[...code.matchAll(/(?:^|\n)\s*(?:import|export)\s+(type\s)?[^'"]*?from\s+['"]([^'"]+)['"]/g)].map((m) => ({ specifier: m[2], typeOnly: m[1] !== undefined, dynamic: false })),
+    ...[...code.matchAll(/(?:^|\n)\s*import\s+['"]([^'"]+)['"]/g)].map((m) => ({ specifier: m[1], typeOnly: false, dynamic: false })),
+    ...[...code.matchAll(/import\(\s*['"]([^'"]+)['"]\s*\)/g)].map((m) => ({ specifier: m[1], typeOnly: false, dynamic: true }))
+  ]
 }
 
 /** The file a relative specifier names, or undefined for packages. */
@@ -32,7 +41,8 @@ function resolveLocal (from: string, specifier: string): string | undefined {
 }
 
 const files = sourceFiles(SRC)
-const imports = new Map(files.map((f) => [f, specifiers(fs.readFileSync(f, 'utf8'))]))
+const imports = new Map(files.map((f) => [f, importsOf(fs.readFileSync(f, 'utf8'))]))
+const specifiers = (f: string): string[] => imports.get(f)!.map((i) => i.specifier)
 const rel = (f: string): string => path.relative(SRC, f)
 
 t.test('the rules see the whole source tree', async (t) => {
@@ -48,7 +58,7 @@ t.test(`no source file is longer than ${MAX_LINES} lines`, async (t) => {
 
 t.test('no import cycles', async (t) => {
   // Tarjan's strongly connected components over the relative imports.
-  const graph = new Map(files.map((f) => [f, imports.get(f)!.map((s) => resolveLocal(f, s)).filter((d): d is string => d !== undefined)]))
+  const graph = new Map(files.map((f) => [f, specifiers(f).map((s) => resolveLocal(f, s)).filter((d): d is string => d !== undefined)]))
   t.ok([...graph.values()].every((deps) => deps.every((d) => graph.has(d))), 'every relative import names a source file')
   const index = new Map<string, number>()
   const low = new Map<string, number>()
@@ -85,38 +95,30 @@ t.test('the scheduler and the polling read side know nothing of HTTP', async (t)
   const layers = ['routes', 'plugins', 'schemas'].map((d) => path.join(SRC, d) + path.sep)
   for (const folder of ['scheduler', 'polling']) {
     const offending = files.filter((f) => f.startsWith(path.join(SRC, folder) + path.sep)).flatMap((f) =>
-      imports.get(f)!.filter((s) => http.test(s) || layers.some((l) => resolveLocal(f, s)?.startsWith(l) === true && !(folder === 'polling' && l.endsWith(`schemas${path.sep}`))))
+      specifiers(f).filter((s) => http.test(s) || layers.some((l) => resolveLocal(f, s)?.startsWith(l) === true && !(folder === 'polling' && l.endsWith(`schemas${path.sep}`))))
         .map((s) => `${rel(f)} imports ${s}`))
     t.same(offending, [], `src/${folder}/: no Fastify, no routes or plugins${folder === 'scheduler' ? ', no API schemas' : ''}`)
   }
 })
 
 /**
- * The source files and the packages a module loads at run time: every import and re-export
- * statement but the type-only ones, side-effect imports too; with `dynamic: false`, only what it
- * loads at its start (an `import()` loads on use). Template literals are left out: the scaffold's
- * templates hold the imports of the files they write.
+ * The source files and the packages a module loads at run time (type-only imports cost nothing);
+ * with `dynamic: false`, only what it loads at its start (an `import()` loads on use).
  */
 function reachedFrom (entry: string, { dynamic }: { dynamic: boolean }): { files: Set<string>, packages: Set<string> } {
-  const files = new Set<string>()
+  const reached = new Set<string>()
   const packages = new Set<string>()
   const visit = (file: string): void => {
-    if (files.has(file)) return
-    files.add(file)
-    const source = fs.readFileSync(file, 'utf8').replace(/`(?:[^`\\]|\\.)*`/g, '``')
-    const loaded = [
-      ...[...source.matchAll(/(?:^|\n)\s*(?:import|export)\s+(type\s)?[^'"]*?from\s+['"]([^'"]+)['"]/g)].filter((m) => m[1] === undefined).map((m) => m[2]),
-      ...[...source.matchAll(/(?:^|\n)\s*import\s+['"]([^'"]+)['"]/g)].map((m) => m[1]),
-      ...dynamic ? [...source.matchAll(/import\(\s*['"]([^'"]+)['"]\s*\)/g)].map((m) => m[1]) : []
-    ]
-    for (const s of loaded) {
+    if (reached.has(file)) return
+    reached.add(file)
+    for (const { specifier: s } of imports.get(file)!.filter((i) => !i.typeOnly && (dynamic || !i.dynamic))) {
       const target = resolveLocal(file, s)
       if (target !== undefined) visit(target)
       else if (!s.startsWith('node:')) packages.add(s.startsWith('@') ? s.split('/').slice(0, 2).join('/') : s.split('/')[0])
     }
   }
   visit(entry)
-  return { files, packages }
+  return { files: reached, packages }
 }
 
 t.test('reaktor-service/testing loads no more than a run needs: no configuration, no scheduler, no database', async (t) => {

@@ -67,11 +67,18 @@ end
 `
 
 let scriptDir: string | undefined
+let wrkPath: string | undefined
+
+/** wrk's path, looked up (and installed when missing) once per run. */
+export function wrkCommand (): string {
+  wrkPath ??= ensureCommand('wrk', 'wrk')
+  return wrkPath
+}
 
 /** Runs wrk once: 1 thread, `connections` connections, `duration` seconds. */
 export async function load (opts: LoadOptions): Promise<LoadResult> {
   if (!new URL(opts.url).hostname.startsWith('127.')) throw new Error('the load generator only targets 127.0.0.1')
-  const wrk = ensureCommand('wrk', 'wrk')
+  const wrk = wrkCommand()
   scriptDir ??= await fs.mkdtemp(path.join(os.tmpdir(), 'reaktor-bench-wrk-'))
   const lines = [DONE]
   if (opts.method !== undefined) lines.push(`wrk.method = ${luaString(opts.method)}`)

@@ -24,7 +24,7 @@ import { startEmbeddedPostgres, type EmbeddedPostgres } from '../src/db/embedded
 import { migrateToLatest } from '../src/db/migrate.js'
 import { databaseUrlFor } from '../test/helpers/database.js'
 import { ADMIN, BENCH_APP, ECHO_BODY, JS_BYTES, reaktorId, writeBenchApp } from './fixture.js'
-import { ensureCommand, load, removeScripts, type LoadOptions, type LoadResult } from './load.js'
+import { load, removeScripts, wrkCommand, type LoadOptions, type LoadResult } from './load.js'
 import { startNginx, type Nginx } from './nginx.js'
 import type { Captured } from './servers.js'
 import type { NodeOptions } from './node.js'
@@ -189,7 +189,7 @@ let wrkName: string | undefined
 /** `wrk` and its version, as wrk -v prints it (asked once). */
 function wrkVersion (): string {
   if (wrkName !== undefined) return wrkName
-  const out = spawnSync(ensureCommand('wrk', 'wrk'), ['-v'], { encoding: 'utf8' })
+  const out = spawnSync(wrkCommand(), ['-v'], { encoding: 'utf8' })
   wrkName = (`${out.stdout}${out.stderr}`.match(/wrk (\S+)/)?.[0]) ?? 'wrk'
   return wrkName
 }

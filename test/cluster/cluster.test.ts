@@ -271,11 +271,17 @@ t.test('a cluster of real processes: spread, control, failover, fencing, rolling
     }
     // A run whose result never reached the database is run again at once, by design: the store
     // still holds the schedule from before it. That is a run killed with its process (or whose
-    // process was killed before the batched result was written), or one whose node lost its lock
-    // (the takeover's generation refuses the fenced node's late write). Three runs of `paced`
-    // within 3 s are a burst of catch-up runs unless such a loss falls between the first and the third.
+    // process was killed before the batched result was written), one whose node lost its lock
+    // (the takeover's generation refuses the fenced node's late write), or one its node's
+    // shutdown aborted (an aborted run schedules nothing: the next owner runs it again, as when
+    // the nodes stop one after another below). Three runs of `paced` within 3 s are a burst of
+    // catch-up runs unless such a loss falls between the first and the third.
     const paced = runs.filter((r) => r.reaktor_id === 'paced')
-    const losses = [...lockLosses, ...cluster.history.flatMap((p) => p.killedAt !== undefined ? [p.killedAt] : [])]
+    const losses = [
+      ...lockLosses,
+      ...cluster.history.flatMap((p) => p.killedAt !== undefined ? [p.killedAt] : []),
+      ...paced.flatMap((r) => r.outcome === 'run aborted: shutdown' ? [ms(r.ended_at)] : [])
+    ]
     const bursts = paced.flatMap((first, i) => {
       const third = paced[i + 2]
       if (third === undefined || ms(third.started_at) - ms(first.started_at) >= 2900) return []

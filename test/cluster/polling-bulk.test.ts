@@ -6,12 +6,17 @@
 import t from 'tap'
 import { waitFor } from '../helpers/context.js'
 import { createTestDatabase } from '../helpers/database.js'
-import { ALL_REAKTORS, Cluster, type LedgerRun, ms, overlappingRuns, some } from '../helpers/cluster.js'
+import { ALL_REAKTORS, Cluster, ms, overlappingRuns, some } from '../helpers/cluster.js'
 
 /** How long each busy run works: long enough that the stop always finds one with most of its work ahead. */
 const WORK_MS = 1000
 /** The stop is sent while a run of node-b has at least this much of its work left. */
 const LEFT_MS = 500
+/**
+ * How soon after the stop is sent node-b's runs must have ended: docs/cluster.md promises a stop's
+ * abort within 50 ms of the request; 50 ms of margin for two busy cores, as for a single stop.
+ */
+const ABORT_BOUND_MS = 100
 
 t.test('a bulk stop through one node stops the runs another node owns; a bulk start there runs them again', async (t) => {
   const cluster = new Cluster(t, await createTestDatabase(t), { REAKTOR_SETTING_CLUSTER_LEDGER_WORKMS: String(WORK_MS) })
@@ -39,19 +44,19 @@ t.test('a bulk stop through one node stops the runs another node owns; a bulk st
   figures.bulkStopAnswerMs = answered - sent
 
   // The runs node-b had in flight when the stop was sent end at once: aborted, unless their work
-  // ended on its own within the abort's time (100 ms below). At least one had more work left than that.
+  // ended on its own within the abort's bound. At least one had more work left than that.
   const inFlight = await waitFor(async () => {
     const runs = await cluster.ledger("node_id = 'node-b' and started_at <= $1 and (ended_at is null or ended_at > $1)", [new Date(sent)])
     return runs.every((r) => r.ended_at !== null) ? some(runs) : undefined
   }, { timeoutMs: 5000, intervalMs: 20, what: "the ends of node-b's runs in flight" })
-  const longer = inFlight.filter((r) => ms(r.started_at) + WORK_MS > sent + 100)
-  const outcomes = (runs: LedgerRun[]): string => runs.map((r) => `${r.reaktor_id}: ${String(r.outcome)}`).join(', ')
-  t.ok(longer.length >= 1, `node-b had ${longer.length} of its ${inFlight.length} runs in flight with more than 100 ms of work left`)
-  t.same(longer.filter((r) => r.outcome !== 'run aborted: stopped'), [], `node-b aborted each of them (${outcomes(longer)})`)
+  // (manual's runs work longer than busy ones, 1.5 s: the same bound holds for them.)
+  const longer = inFlight.filter((r) => ms(r.started_at) + WORK_MS > sent + ABORT_BOUND_MS)
+  t.ok(longer.length >= 1, `node-b had ${longer.length} of its ${inFlight.length} runs in flight with more than ${ABORT_BOUND_MS} ms of work left`)
+  t.same(longer.filter((r) => r.outcome !== 'run aborted: stopped'), [],
+    `node-b aborted each of them (${longer.map((r) => `${r.reaktor_id}: ${String(r.outcome)}`).join(', ')})`)
   const latestEnd = Math.max(...inFlight.map((r) => ms(r.ended_at)))
   figures.remoteAbortMs = latestEnd - sent
-  // docs/cluster.md promises a stop's abort within 50 ms of the request; 50 ms of margin for two busy cores, as for a single stop.
-  t.ok(latestEnd - sent <= 100, `node-b's runs ended ${latestEnd - sent} ms after the bulk stop was sent to node-a (answered after ${answered - sent} ms)`)
+  t.ok(latestEnd - sent <= ABORT_BOUND_MS, `node-b's runs ended ${latestEnd - sent} ms after the bulk stop was sent to node-a (answered after ${answered - sent} ms)`)
 
   // No run starts anywhere once the stop is answered (50 ms of margin for an owner hearing the NOTIFY),
   // watched for longer than one periodic reconcile (1 s) of every node.

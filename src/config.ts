@@ -2,8 +2,8 @@ import { hostname } from 'node:os'
 import path from 'node:path'
 import { normalizeUsername, usernameProblem } from './auth/user-rules.js'
 import { DEFAULT_EMBEDDED_POSTGRES_DIR } from './db/embedded-root.js'
-import { parseDuration } from './duration.js'
-import { DEFAULT_PARTITIONS, MAX_PARTITIONS } from './scheduler/partitions.js'
+import { parseDuration } from './lib/duration.js'
+import { DEFAULT_PARTITIONS, MAX_PARTITIONS } from './scheduler/ownership/partitions.js'
 
 /** Every setting of the service, validated once at start (the README's "Configuration" table). */
 export interface Config {

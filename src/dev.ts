@@ -17,8 +17,8 @@ import { ConfigError, loadConfig, type Config } from './config.js'
 import { startEmbeddedPostgres, type EmbeddedPostgres } from './db/embedded.js'
 import { spawnService, type ServiceProcess } from './dev/service-process.js'
 import { watchChanges, watchFailure, type Change, type ChangeWatcher, type WatchedFolder } from './dev/watch.js'
-import { PRETTY_LOG_OPTIONS } from './pretty-log.js'
-import { isAlive } from './processes.js'
+import { PRETTY_LOG_OPTIONS } from './logging/pretty.js'
+import { isAlive } from './lib/processes.js'
 
 /** Editors save in bursts of events; one restart per burst. */
 const DEBOUNCE_MS = 100

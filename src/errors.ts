@@ -58,7 +58,7 @@ export { ConfigError } from './config.js'
 // REAKTOR_REGISTRATION: an app or reaktor cannot be registered (named with its app and reaktor).
 export { RegistrationError } from './apps/registry.js'
 // REAKTOR_DURATION: a duration string (interval, timeout, setting) that does not parse.
-export { DurationError } from './duration.js'
+export { DurationError } from './lib/duration.js'
 
 // ---------------------------------------------------------------- Polling reaktors
 // REAKTOR_NOT_FOUND (404): start, stop or status of an id that no app registered.

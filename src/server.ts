@@ -5,7 +5,7 @@ import { buildApp, loggerOptions } from './app.js'
 import { ConfigError, loadConfig, type Config } from './config.js'
 import { startEmbeddedPostgres, type EmbeddedPostgres } from './db/embedded.js'
 import { supervisorSaysStart, tellSupervisorListening } from './dev/supervised.js'
-import { PRETTY_LOG_OPTIONS } from './pretty-log.js'
+import { PRETTY_LOG_OPTIONS } from './logging/pretty.js'
 
 function createLogger (config: Config): pino.Logger {
   return pino({

@@ -1,6 +1,6 @@
 import { performance } from 'node:perf_hooks'
 import createError from '@fastify/error'
-import { formatDuration } from '../duration.js'
+import { formatDuration } from '../lib/duration.js'
 import type { AktorContext, AktorLogger } from '../sdk/types.js'
 import { LazyAbort } from './lazy-abort.js'
 import type { RegisteredReaktor } from './types.js'

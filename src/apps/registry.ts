@@ -1,4 +1,4 @@
-import { MAX_TIMER_MS, parseDuration } from '../duration.js'
+import { MAX_TIMER_MS, parseDuration } from '../lib/duration.js'
 import type { AppRegistry, LoadedApp, RegisteredPollingReaktor, RegisteredReaktor } from './types.js'
 
 /** Shortest interval the distributed timer runs a polling reaktor at: 3 s. */

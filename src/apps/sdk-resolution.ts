@@ -51,7 +51,7 @@ export async function load (url, context, nextLoad) {
 function sdkTargets (): Record<string, string> {
   return {
     'reaktor-service/sdk': import.meta.resolve('../sdk/index.js'),
-    'reaktor-service/testing': import.meta.resolve('../sdk/testing.js'),
+    'reaktor-service/testing': import.meta.resolve('../testing/index.js'),
     'reaktor-service': import.meta.resolve('../app.js')
   }
 }

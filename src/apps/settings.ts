@@ -1,5 +1,5 @@
 import { RegistrationError } from './registry.js'
-import { closest, nearEnough } from './closest.js'
+import { closest, nearEnough } from '../lib/closest-match.js'
 
 type Env = Record<string, string | undefined>
 

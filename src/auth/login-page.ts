@@ -1,5 +1,5 @@
 import { createHash } from 'node:crypto'
-import { escapeHtml } from '../escape-html.js'
+import { escapeHtml } from '../lib/escape-html.js'
 
 /**
  * The login page: one self-contained HTML document (one small script, no external resources), served

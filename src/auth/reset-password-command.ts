@@ -1,5 +1,5 @@
 import { parseArgs } from 'node:util'
-import { readAll } from '../read-all.js'
+import { readAll } from '../lib/read-all.js'
 import { ConfigError, loadConfig } from '../config.js'
 import { startEmbeddedPostgres } from '../db/embedded.js'
 import { FolderInUseError } from '../db/folder-lock.js'

@@ -1,5 +1,5 @@
 import { sql, type Kysely } from 'kysely'
-import { insertAudit } from '../audit.js'
+import { insertAudit } from '../audit/record.js'
 import type { Database } from '../db/schema.js'
 import { revokeUserCredentials } from './sessions.js'
 import { findUserByUsername } from './users.js'

@@ -1,5 +1,5 @@
 import { sql, type Kysely, type Transaction } from 'kysely'
-import type { AuditAction } from '../audit.js'
+import type { AuditAction } from '../audit/record.js'
 import type { Database, Role, User } from '../db/schema.js'
 import { Errors } from '../errors.js'
 import { findLiveToken } from './api-tokens.js'

@@ -3,7 +3,7 @@
  * resolving to this service.
  */
 import { spawn } from 'node:child_process'
-import { signalGroup } from '../processes.js'
+import { signalGroup } from '../lib/processes.js'
 import { ownFiles } from './app-files.js'
 import type { CliContext } from './context.js'
 

@@ -1,4 +1,4 @@
-import { isDuration, MAX_TIMER_MS, parseDuration } from '../duration.js'
+import { isDuration, MAX_TIMER_MS, parseDuration } from '../lib/duration.js'
 import { CliError, EXIT, type ExitCode } from './errors.js'
 
 /** The default service address: `npm start` on this machine. */

@@ -1,4 +1,4 @@
-import { readAll } from '../read-all.js'
+import { readAll } from '../lib/read-all.js'
 import { CliError, EXIT, type CliIo } from './context.js'
 
 /**

@@ -1,4 +1,4 @@
-import { escapeHtml } from '../escape-html.js'
+import { escapeHtml } from '../lib/escape-html.js'
 import type { AppPlan } from './app-plan.js'
 
 /**

@@ -7,7 +7,7 @@ import os from 'node:os'
 import path from 'node:path'
 import { promisify } from 'node:util'
 import pg from 'pg'
-import { isAlive } from '../processes.js'
+import { isAlive } from '../lib/processes.js'
 import { clusterDirFor, DEFAULT_EMBEDDED_POSTGRES_DIR, postgresUser, reachableBinaries, type Binaries, type PostgresUser } from './embedded-root.js'
 import { FolderInUseError, lockFolder, type FolderLock } from './folder-lock.js'
 

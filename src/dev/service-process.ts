@@ -1,6 +1,6 @@
 import { spawn } from 'node:child_process'
 import readline from 'node:readline'
-import { signalGroup } from '../processes.js'
+import { signalGroup } from '../lib/processes.js'
 import { isMessage, SUPERVISED_FLAG, type SupervisorMessage } from './supervised.js'
 
 export interface ServiceExit { code: number | null, signal: NodeJS.Signals | null }

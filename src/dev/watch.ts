@@ -1,7 +1,7 @@
 import fs from 'node:fs'
 import path from 'node:path'
 import { EXTERNAL_RESOURCES_FILE } from '../app-ui/csp.js'
-import { shownPath } from '../shown-path.js'
+import { shownPath } from '../lib/shown-path.js'
 
 /** A folder to watch, and the rule for what in it is no reason to restart. */
 export interface WatchedFolder {

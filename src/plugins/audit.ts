@@ -1,8 +1,8 @@
 import fp from 'fastify-plugin'
 import type { FastifyRequest } from 'fastify'
 import type { Kysely } from 'kysely'
-import { insertAudit, logAudit, recordAudit, type AuditAction, type AuditRow, type AuditWriter } from '../audit.js'
-import { AuditPruner } from '../audit-pruner.js'
+import { insertAudit, logAudit, recordAudit, type AuditAction, type AuditRow, type AuditWriter } from '../audit/record.js'
+import { AuditPruner } from '../audit/pruner.js'
 import type { Database } from '../db/schema.js'
 
 /** What a route says about a privileged action; who, where and which node come from the request. */

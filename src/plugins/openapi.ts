@@ -1,6 +1,6 @@
 import fp from 'fastify-plugin'
 import swagger from '@fastify/swagger'
-import { SHARED_SCHEMAS } from '../schemas/shared.js'
+import { SHARED_SCHEMAS } from '../schemas/components.js'
 
 /**
  * What the answers every route may give mean, for the responses a route does not describe itself

@@ -1,6 +1,6 @@
 import type { Kysely } from 'kysely'
 import type { Database } from '../db/schema.js'
-import { loadCursorKey, SignedCursors } from '../signed-cursor.js'
+import { loadCursorKey, SignedCursors } from '../lib/signed-cursor.js'
 
 /**
  * A place in a reaktor's run history, in the order of its index: runs that started earlier, or at

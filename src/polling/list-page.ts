@@ -1,4 +1,4 @@
-import { parseDuration } from '../duration.js'
+import { parseDuration } from '../lib/duration.js'
 import type { LIST_SORTS, PollingStatusType } from '../schemas/polling.js'
 export type ListSort = typeof LIST_SORTS[number]
 export type ListOrder = 'asc' | 'desc'

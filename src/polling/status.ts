@@ -1,7 +1,7 @@
 import type { Kysely } from 'kysely'
 import type { RegisteredPollingReaktor } from '../apps/types.js'
 import type { Database, PollingReaktorRow } from '../db/schema.js'
-import { formatDuration } from '../duration.js'
+import { formatDuration } from '../lib/duration.js'
 import { effectiveIntervalMs, readStatusRows, UnknownReaktorError } from '../scheduler/index.js'
 import type { PollingStatusType } from '../schemas/polling.js'
 

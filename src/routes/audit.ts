@@ -1,5 +1,5 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
-import { BEFORE_RULE, loadAuditLog } from '../audit-pages.js'
+import { BEFORE_RULE, loadAuditLog } from '../audit/pages.js'
 import { AuditEntry, AuditPage, AuditQuery } from '../schemas/audit.js'
 import { AUDIT_LIMIT } from '../schemas/page-limits.js'
 import { described, ErrorBody } from '../schemas/common.js'

@@ -4,7 +4,7 @@ import { writeRunResults, type FlushBatch, type HistoryRow } from './flush-store
 import { HistoryPruner } from './history-pruner.js'
 import type { SchedulerLogger } from './logger.js'
 import { RunningMarks } from './running-marks.js'
-import type { RunRecord } from './store.js'
+import type { RunRecord } from './reaktor-store.js'
 
 /** Rows per statement of a flush (results and marks; history rows likewise, on top). */
 const MAX_ROWS = 1000

@@ -1,6 +1,6 @@
 import { sql, type Kysely } from 'kysely'
 import type { Database } from '../db/schema.js'
-import { startRows, stopRows, type StateWrite, type Versions } from './store.js'
+import { startRows, stopRows, type StateWrite, type Versions } from './reaktor-store.js'
 
 /**
  * The SQL of bulk start and stop: many reaktors in ONE transaction, so that either every state

@@ -1,8 +1,8 @@
 import { writeBulk, type BulkTarget, type BulkWrite } from './bulk-store.js'
 import { UnknownReaktorError } from './options.js'
 import { writeRunRequest } from './run-now.js'
-import type { PartitionRunners, SchedulerContext } from './runners.js'
-import * as store from './store.js'
+import type { PartitionRunners, SchedulerContext } from './partition-runners.js'
+import * as store from './reaktor-store.js'
 
 export type ControlAction = 'start' | 'stop'
 

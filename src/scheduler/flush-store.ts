@@ -1,7 +1,7 @@
 import { sql, type Kysely } from 'kysely'
 import type { Database, RunOutcomeName } from '../db/schema.js'
 import { keepRequestedRun } from './run-now.js'
-import { isoTime, numberArray, textArray, type RunRecord } from './store.js'
+import { isoTime, numberArray, textArray, type RunRecord } from './reaktor-store.js'
 
 /** The batched write of run results, run history and running marks (one statement per flush). */
 

@@ -1,11 +1,11 @@
 import type { Kysely } from 'kysely'
 import { MIN_POLLING_INTERVAL_MS } from '../apps/registry.js'
 import type { RegisteredPollingReaktor } from '../apps/types.js'
-import type { AuditWriter } from '../audit.js'
+import type { AuditWriter } from '../audit/record.js'
 import { DEAD_AFTER_MS, PING_EVERY_MS } from '../db/dedicated-connection.js'
 import type { Database } from '../db/schema.js'
 import type { SchedulerLogger } from './logger.js'
-import type { RunOutcome } from './runner.js'
+import type { RunOutcome } from './reaktor-runner.js'
 
 /** The scheduler's options, their defaults, and the errors it hands out. */
 

@@ -1,5 +1,5 @@
 import type { RunningMark } from './flush-store.js'
-import type { RunRecord } from './store.js'
+import type { RunRecord } from './reaktor-store.js'
 
 /** The run in flight of one reaktor on this node (one object per reaktor, reused run after run). */
 interface Flight {

@@ -16,7 +16,7 @@ import { byReaktor, parseMetrics, type Sample } from '../helpers/metrics.js'
 import { freeze, ownPostgres } from '../helpers/own-postgres.js'
 import { FAST_SCHEDULER, probe } from '../helpers/scheduler.js'
 import { STATE_READ_TIMEOUT_MS } from '../../src/metrics/reaktor-state.js'
-import { partitionOf } from '../../src/scheduler/partitions.js'
+import { partitionOf } from '../../src/scheduler/ownership/partitions.js'
 
 const LAST_SUCCESS = 'reaktor_polling_last_success_timestamp_seconds'
 const FAILURES = 'reaktor_polling_consecutive_failures'

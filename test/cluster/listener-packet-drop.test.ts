@@ -17,7 +17,7 @@ import { dropTcpPorts, netfilterSkip } from '../helpers/netfilter.js'
 import { database, probe } from '../helpers/scheduler.js'
 import { DEAD_AFTER_MS, PING_EVERY_MS } from '../../src/db/dedicated-connection.js'
 import { revokeSession, tokenDigest } from '../../src/auth/sessions.js'
-import { writeStart, writeStop } from '../../src/scheduler/store.js'
+import { writeStart, writeStop } from '../../src/scheduler/reaktor-store.js'
 
 /** README: a dedicated connection is pinged every second and dead when a round trip goes unanswered for 5 s; the reconnect follows within 1 s. */
 const RECONNECT_BOUND_MS = PING_EVERY_MS + DEAD_AFTER_MS + 1000

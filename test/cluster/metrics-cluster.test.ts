@@ -11,7 +11,7 @@ import { Cluster } from '../helpers/cluster.js'
 import { tempDir, waitFor } from '../helpers/context.js'
 import { createTestDatabase } from '../helpers/database.js'
 import { parseMetrics } from '../helpers/metrics.js'
-import { partitionOf } from '../../src/scheduler/partitions.js'
+import { partitionOf } from '../../src/scheduler/ownership/partitions.js'
 
 const PARTITIONS = 12
 const OK = ['mc-ok-1', 'mc-ok-2', 'mc-ok-3', 'mc-ok-4', 'mc-ok-5', 'mc-ok-6', 'mc-ok-7', 'mc-ok-8']

@@ -5,7 +5,7 @@
  */
 import t from 'tap'
 import { sql, type Kysely } from 'kysely'
-import { AuditPruner, type AuditPrunerOptions } from '../../src/audit-pruner.js'
+import { AuditPruner, type AuditPrunerOptions } from '../../src/audit/pruner.js'
 import type { Database } from '../../src/db/schema.js'
 import { waitFor, type TestContext } from '../helpers/context.js'
 import { memoryLogger } from '../helpers/log.js'

@@ -1,5 +1,5 @@
 import t from 'tap'
-import { DurationError, isDuration, parseDuration } from '../../src/duration.js'
+import { DurationError, isDuration, parseDuration } from '../../src/lib/duration.js'
 
 t.test('an integer followed by a unit parses to milliseconds', async (t) => {
   const cases: Array<[string, number]> = [

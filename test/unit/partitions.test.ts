@@ -5,7 +5,7 @@
  * without PostgreSQL.
  */
 import t from 'tap'
-import { partitionOf, planOwnership, type ClusterView } from '../../src/scheduler/partitions.js'
+import { partitionOf, planOwnership, type ClusterView } from '../../src/scheduler/ownership/partitions.js'
 
 t.test('partitionOf: stable, in range, spread', async (t) => {
   // Fixed values: a change of the hash would move every reaktor of every cluster.

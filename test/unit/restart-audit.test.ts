@@ -4,7 +4,7 @@
  * changes nothing and writes none.
  */
 import t from 'tap'
-import { insertAudit } from '../../src/audit.js'
+import { insertAudit } from '../../src/audit/record.js'
 import { memoryLogger, type LogLine } from '../helpers/log.js'
 import { openTestDatabase, probe, registry, row, scheduler } from '../helpers/scheduler.js'
 

@@ -1,6 +1,6 @@
 import t from 'tap'
 import { RunningMarks } from '../../src/scheduler/running-marks.js'
-import type { RunRecord } from '../../src/scheduler/store.js'
+import type { RunRecord } from '../../src/scheduler/reaktor-store.js'
 
 /**
  * The flush updates polling_reaktors twice in one statement (the marks in a CTE, the results in the

@@ -5,7 +5,7 @@
  */
 import t from 'tap'
 import { constant, definePollingReaktor, defineReaktor, pipe, setting, type AktorContext } from '../../src/sdk/index.js'
-import { ReaktorRunError, runAktor, runPollingReaktor } from '../../src/sdk/testing.js'
+import { ReaktorRunError, runAktor, runPollingReaktor } from '../../src/testing/index.js'
 import type * as PublicTesting from 'reaktor-service/testing'
 
 // What apps import as reaktor-service/testing (tsconfig paths, package.json exports) is this module:

@@ -3,7 +3,7 @@ import { sql, type Kysely } from 'kysely'
 import type { Database } from '../../src/db/schema.js'
 import { waitFor, type TestContext } from '../helpers/context.js'
 import { memoryLogger } from '../helpers/log.js'
-import { DEFAULT_PARTITIONS, partitionOf as partitionIn } from '../../src/scheduler/partitions.js'
+import { DEFAULT_PARTITIONS, partitionOf as partitionIn } from '../../src/scheduler/ownership/partitions.js'
 import { FAST_SCHEDULER, openTestDatabase, probe, reaktorLocks, registry, row, scheduler, untilAborted, type TestScheduler } from '../helpers/scheduler.js'
 
 const partitionOf = (id: string): number => partitionIn(id, DEFAULT_PARTITIONS)

@@ -1,6 +1,6 @@
 import os from 'node:os'
 import { InvalidArgumentError, Option } from 'commander'
-import { isDuration } from '../../duration.js'
+import { isDuration } from '../../lib/duration.js'
 import { ApiClient, requestTimeoutMs } from '../client.js'
 import { CliError, EXIT, type CliContext, type CommandModule } from '../context.js'
 import { credentialsPath, readStoredLogin, removeStoredLogin, writeStoredLogin, type StoredLogin } from '../credentials.js'

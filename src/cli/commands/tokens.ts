@@ -1,5 +1,5 @@
 import { Argument, InvalidArgumentError } from 'commander'
-import { isDuration } from '../../duration.js'
+import { isDuration } from '../../lib/duration.js'
 import { CliError, EXIT, type CommandModule } from '../context.js'
 import { formatTable, printable, printJson } from '../output.js'
 

@@ -16,8 +16,8 @@ import { buildRegistry } from '../apps/registry.js'
 import { resolveSettings } from '../apps/settings.js'
 import type { AppRegistry } from '../apps/types.js'
 import type { SchedulerLogger } from '../scheduler/logger.js'
-import { describe, ReaktorRunner, RunStoppedError } from '../scheduler/runner.js'
-import type { AktorLogger, PollingReaktorRegistration, ReaktorRegistration } from './types.js'
+import { describe, ReaktorRunner, RunStoppedError } from '../scheduler/reaktor-runner.js'
+import type { AktorLogger, PollingReaktorRegistration, ReaktorRegistration } from '../sdk/types.js'
 
 /** One line an aktor logged through `context.log`. */
 export interface LogLine {

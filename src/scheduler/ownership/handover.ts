@@ -1,4 +1,4 @@
-import type { HeldPartition, PartitionRunners, SchedulerContext } from './runners.js'
+import type { HeldPartition, PartitionRunners, SchedulerContext } from '../partition-runners.js'
 import * as partitionStore from './partition-store.js'
 
 /** A handover retries its final flush this many times, a second apart, before it releases anyway. */

@@ -1,7 +1,7 @@
 import { sql, type Kysely } from 'kysely'
-import type { Database } from './db/schema.js'
-import type { AuditEntryType } from './schemas/audit.js'
-import { loadCursorKey, SignedCursors } from './signed-cursor.js'
+import type { Database } from '../db/schema.js'
+import type { AuditEntryType } from '../schemas/audit.js'
+import { loadCursorKey, SignedCursors } from '../lib/signed-cursor.js'
 
 const ID_BYTES = 8
 

@@ -1,6 +1,6 @@
 import { createHmac, timingSafeEqual } from 'node:crypto'
 import type { Kysely } from 'kysely'
-import type { Database } from './db/schema.js'
+import type { Database } from '../db/schema.js'
 
 const TAG_BYTES = 12
 

@@ -1,10 +1,10 @@
 import { performance } from 'node:perf_hooks'
 import type { RunResultBatcher } from './batcher.js'
-import type { LockConnection } from './lock-connection.js'
+import type { LockConnection } from './ownership/lock-connection.js'
 import type { SchedulerLogger } from './logger.js'
 import { effectiveIntervalMs, type SchedulerSettings } from './options.js'
-import { ReaktorRunner } from './runner.js'
-import type * as store from './store.js'
+import { ReaktorRunner } from './reaktor-runner.js'
+import type * as store from './reaktor-store.js'
 
 /** What the parts of the scheduler share: the Scheduler owns it, its parts read and update it. */
 export interface SchedulerContext {

@@ -1,9 +1,9 @@
 import type pg from 'pg'
 import { performance } from 'node:perf_hooks'
-import { dedicatedClient, roundTrip } from '../db/dedicated-connection.js'
+import { dedicatedClient, roundTrip } from '../../db/dedicated-connection.js'
 import { PARTITION_CHANNEL } from './partition-store.js'
-import { RUN_NOW_CHANNEL } from './run-now.js'
-import { NOTIFY_CHANNEL } from './store.js'
+import { RUN_NOW_CHANNEL } from '../run-now.js'
+import { NOTIFY_CHANNEL } from '../reaktor-store.js'
 import { CLUSTER_LOCK_NAMESPACE, LEAVING_KEY, MEMBERSHIP_KEY, PARTITION_LOCK_NAMESPACE, PARTITIONED_PROTOCOL_KEY } from './keys.js'
 
 export { CLUSTER_LOCK_NAMESPACE, PARTITION_LOCK_NAMESPACE, REAKTOR_LOCK_NAMESPACE } from './keys.js'

@@ -1,5 +1,5 @@
 import { sql, type Kysely } from 'kysely'
-import type { Database } from '../db/schema.js'
+import type { Database } from '../../db/schema.js'
 import { CLUSTER_LOCK_NAMESPACE, LEAVING_KEY, MEMBERSHIP_KEY, PARTITION_LOCK_NAMESPACE, PARTITIONED_PROTOCOL_KEY } from './keys.js'
 import { DEFAULT_PARTITIONS, PARTITION_HASH } from './partitions.js'
 

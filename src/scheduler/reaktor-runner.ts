@@ -1,12 +1,12 @@
 import { performance } from 'node:perf_hooks'
-import { MAX_TIMER_MS } from '../duration.js'
+import { MAX_TIMER_MS } from '../lib/duration.js'
 import { LazyAbort } from '../apps/lazy-abort.js'
 import type { RegisteredPollingReaktor } from '../apps/types.js'
 import type { RunOutcomeName } from '../db/schema.js'
 import type { PollingAktor } from '../sdk/types.js'
 import type { SchedulerLogger } from './logger.js'
 import { newRunId } from './run-id.js'
-import type { RunRecord } from './store.js'
+import type { RunRecord } from './reaktor-store.js'
 
 /**
  * A run whose turn of the event loop comes this much later than it was queued may have waited

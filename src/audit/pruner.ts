@@ -1,5 +1,5 @@
 import { sql, type Kysely } from 'kysely'
-import type { Database } from './db/schema.js'
+import type { Database } from '../db/schema.js'
 
 /** Rows per delete statement: short statements, short row locks, however much is due. */
 const AUDIT_PRUNE_CHUNK = 5000

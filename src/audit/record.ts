@@ -7,7 +7,7 @@
  */
 
 import type { Kysely } from 'kysely'
-import type { Database } from './db/schema.js'
+import type { Database } from '../db/schema.js'
 
 export type AuditAction =
   | 'polling.start' | 'polling.stop' | 'polling.run' | 'polling.bulk_start' | 'polling.bulk_stop' | 'polling.restart_reset'

@@ -1,6 +1,6 @@
 import { sql, type Kysely, type RawBuilder } from 'kysely'
 import type { Database, PollingReaktorRow, RunOutcomeName } from '../db/schema.js'
-import { partitionLocks } from './partition-store.js'
+import { partitionLocks } from './ownership/partition-store.js'
 
 /**
  * The SQL of the scheduler about reaktors: the persisted state record of every polling reaktor

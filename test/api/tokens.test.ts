@@ -19,8 +19,8 @@ import { ADMIN, ADMIN_ENV, apiAs, createApiToken, loginToken, logout, sessionTok
 import { waitFor, type TestContext } from '../helpers/context.js'
 import { createTestDatabase } from '../helpers/database.js'
 
-/** The secret-scanner pattern the README documents, read from it so that the two cannot drift apart. */
-const README_PATTERN = new RegExp(/Secret scanners find leaked ones\s+with `([^`]+)`/.exec(readFileSync(new URL('../../README.md', import.meta.url), 'utf8'))?.[1] ?? 'missing from the README')
+/** The secret-scanner pattern docs/accounts.md documents, read from it so that the two cannot drift apart. */
+const DOCUMENTED_PATTERN = new RegExp(/Secret scanners find leaked ones\s+with `([^`]+)`/.exec(readFileSync(new URL('../../docs/accounts.md', import.meta.url), 'utf8'))?.[1] ?? 'missing from docs/accounts.md')
 
 type App = Awaited<ReturnType<typeof build>>
 
@@ -40,7 +40,7 @@ t.test('a token is the prefix and a tagged value, stored as its SHA-256 only, an
   t.same(Object.keys(res.body).sort(), ['createdAt', 'expiresAt', 'id', 'name', 'token'])
   const { id, token } = res.body
   t.match(token, /^reaktor_pat_[A-Za-z0-9_-]{43}$/, 'the prefix and 43 base64url characters')
-  t.equal(README_PATTERN.exec(`export TOKEN=${token}\n`)?.[0], token, 'found whole by the pattern the README gives scanners')
+  t.equal(DOCUMENTED_PATTERN.exec(`export TOKEN=${token}\n`)?.[0], token, 'found whole by the pattern the docs give scanners')
   t.equal(res.body.expiresAt, null, 'without expiresIn it never expires')
   t.equal(res.body.name, 'nightly export')
 

@@ -1,7 +1,7 @@
 import t from 'tap'
 import { ConfigError, loadConfig } from '../../src/config.js'
 
-t.test('defaults follow the README configuration table', async (t) => {
+t.test('defaults follow the configuration table of docs/configuration.md', async (t) => {
   const c = loadConfig({})
   t.equal(c.port, 3000)
   t.equal(c.host, '127.0.0.1')

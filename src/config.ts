@@ -1,9 +1,7 @@
 import { hostname } from 'node:os'
 import path from 'node:path'
-import { normalizeUsername, usernameProblem } from './auth/user-rules.js'
-import { DEFAULT_EMBEDDED_POSTGRES_DIR } from './db/embedded-root.js'
 import { parseDuration } from './lib/duration.js'
-import { DEFAULT_PARTITIONS, MAX_PARTITIONS } from './scheduler/ownership/partitions.js'
+import { normalizeUsername, usernameProblem } from './lib/user-rules.js'
 
 /** Every setting of the service, validated once at start (the README's "Configuration" table). */
 export interface Config {
@@ -67,6 +65,11 @@ export class ConfigError extends Error {
 
 const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']
 
+/** EMBEDDED_POSTGRES_DIR unset; also what src/db/embedded.ts uses when given no store. */
+export const DEFAULT_EMBEDDED_POSTGRES_DIR = '/var/lib/reaktor-service'
+/** The largest PARTITIONS accepted (unset, the count stored in the cluster's database holds: src/scheduler/ownership/partitions.ts). */
+export const MAX_PARTITIONS = 65_536
+
 type Env = Record<string, string | undefined>
 
 function read (env: Env, name: string): string | undefined {
@@ -75,8 +78,12 @@ function read (env: Env, name: string): string | undefined {
 }
 
 function integer (env: Env, name: string, fallback: number, min: number, max: number): number {
+  return optionalInteger(env, name, min, max) ?? fallback
+}
+
+function optionalInteger (env: Env, name: string, min: number, max: number): number | undefined {
   const raw = read(env, name)
-  if (raw === undefined) return fallback
+  if (raw === undefined) return undefined
   if (!/^\d+$/.test(raw) || Number(raw) < min || Number(raw) > max) {
     throw new ConfigError(name, `${JSON.stringify(raw)} is not allowed; expected an integer from ${min} to ${max}`)
   }
@@ -191,7 +198,7 @@ export function loadConfig (env: Env = process.env): Config {
     aktorBodyLimit: integer(env, 'AKTOR_BODY_LIMIT', 1024 * 1024, 1, 1024 * 1024 * 1024),
     shutdownGraceMs: duration(env, 'SHUTDOWN_GRACE', '10s'),
     loginRateLimit: integer(env, 'LOGIN_RATE_LIMIT', 10, 1, 100_000),
-    partitions: read(env, 'PARTITIONS') === undefined ? undefined : integer(env, 'PARTITIONS', DEFAULT_PARTITIONS, 1, MAX_PARTITIONS),
+    partitions: optionalInteger(env, 'PARTITIONS', 1, MAX_PARTITIONS),
     runHistoryPerReaktor: integer(env, 'RUN_HISTORY_PER_REAKTOR', 100, 0, 100_000),
     auditRetentionMs: auditRetention(env),
     appUiCacheBytes: integer(env, 'APP_UI_CACHE_BYTES', 64 * 1024 * 1024, 0, 16 * 1024 * 1024 * 1024),

@@ -1,6 +1,7 @@
 import createError from '@fastify/error'
 
 import { AktorTimeout } from './apps/invoke.js'
+import { Forbidden, LastAdmin, Unauthorized, UsernameTaken, UserNotFound } from './auth/errors.js'
 import { UnknownReaktorError } from './scheduler/index.js'
 
 /**
@@ -12,17 +13,19 @@ import { UnknownReaktorError } from './scheduler/index.js'
  */
 
 // ---------------------------------------------------------------- HTTP answers
-// Thrown by routes and hooks. (@fastify/sensible's httpErrors serve too, for 4xx answers: a 5xx
-// of theirs shows only the generic text.)
+// Thrown by routes and hooks, and by the domains that define their own (named here with their
+// module). (@fastify/sensible's httpErrors serve too, for 4xx answers: a 5xx of theirs shows only
+// the generic text.)
 export const Errors = {
-  Unauthorized: createError('REAKTOR_UNAUTHORIZED', 'Missing, invalid or expired session token', 401),
+  // src/auth/errors.ts, as are Forbidden, UserNotFound, UsernameTaken and LastAdmin.
+  Unauthorized,
   InvalidCredentials: createError('REAKTOR_INVALID_CREDENTIALS', 'Invalid username or password', 401),
   LoginRateLimited: createError('REAKTOR_LOGIN_RATE_LIMITED', 'Too many login attempts; retry in %s seconds', 429),
-  // A role check failed (src/plugins/auth.ts requireAdmin); the message names the role needed.
-  Forbidden: createError('REAKTOR_FORBIDDEN', '%s', 403),
+  Forbidden,
   CrossSiteLogin: createError('REAKTOR_CROSS_SITE_LOGIN', 'Cross-site login request rejected', 403),
   CrossSiteLogout: createError('REAKTOR_CROSS_SITE_LOGOUT', 'Cross-site logout request rejected', 403),
   AktorNotFound: createError('REAKTOR_AKTOR_NOT_FOUND', 'Aktor "%s" is not registered', 404),
+  // src/apps/invoke.ts.
   AktorTimeout,
   NotFound: createError('REAKTOR_NOT_FOUND_ROUTE', 'Route %s %s not found', 404),
   // Whatever a request needed from the database failed for want of a database (src/db/unavailable.ts).
@@ -36,9 +39,9 @@ export const Errors = {
   ReaktorStopped: createError('REAKTOR_STOPPED', 'Polling reaktor "%s" is stopped: start it first (POST /api/v1/polling/%s/start)', 409),
   // Users and roles (src/auth/user-admin.ts): a username or password rule broken, named `field: rule`.
   InvalidUserInput: createError('REAKTOR_INVALID_USER_INPUT', '%s', 400),
-  UserNotFound: createError('REAKTOR_USER_NOT_FOUND', 'User "%s" does not exist', 404),
-  UsernameTaken: createError('REAKTOR_USERNAME_TAKEN', 'Username "%s" is taken (usernames are compared without regard to case)', 409),
-  LastAdmin: createError('REAKTOR_LAST_ADMIN', 'User "%s" is the last enabled admin: make another user an admin first', 409),
+  UserNotFound,
+  UsernameTaken,
+  LastAdmin,
   WrongPassword: createError('REAKTOR_WRONG_PASSWORD', 'The current password is wrong', 403)
 } as const
 

@@ -1,10 +1,11 @@
 import closeWithGrace from 'close-with-grace'
 import type { FastifyInstance } from 'fastify'
 import pino from 'pino'
-import { buildApp, loggerOptions } from './app.js'
+import { buildApp } from './app.js'
 import { ConfigError, loadConfig, type Config } from './config.js'
 import { startEmbeddedPostgres, type EmbeddedPostgres } from './db/embedded.js'
 import { supervisorSaysStart, tellSupervisorListening } from './dev/supervised.js'
+import { loggerOptions } from './logging/options.js'
 import { PRETTY_LOG_OPTIONS } from './logging/pretty.js'
 
 function createLogger (config: Config): pino.Logger {

@@ -1,6 +1,6 @@
 import fs from 'node:fs'
 import path from 'node:path'
-import { atOrBelow } from './path-below.js'
+import { atOrBelow } from '../lib/path-below.js'
 
 /**
  * What a change may have touched: `content`, only the content or metadata of the regular file at

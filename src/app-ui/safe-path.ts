@@ -42,7 +42,7 @@
 import type { Stats } from 'node:fs'
 import fs from 'node:fs/promises'
 import path from 'node:path'
-import { atOrBelow } from './path-below.js'
+import { atOrBelow } from '../lib/path-below.js'
 
 export type Resolution =
   /** `size`, `mtimeMs`, `ctimeMs` and `ino` tell one content of `realPath` from the next (see `cacheKey`). */

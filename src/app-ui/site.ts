@@ -1,9 +1,9 @@
 import fs from 'node:fs'
 import path from 'node:path'
+import { atOrBelow } from '../lib/path-below.js'
 import { buildCsp, EXTERNAL_RESOURCES_FILE, loadAllowedOrigins } from './csp.js'
 import type { FileCache } from './file-cache.js'
 import { FolderWatcher, RootChanged, type ChangeKind } from './folder-watcher.js'
-import { atOrBelow } from './path-below.js'
 import { PublicFolder, type Resolution } from './safe-path.js'
 
 /**

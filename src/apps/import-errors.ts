@@ -2,7 +2,7 @@ import { execFile } from 'node:child_process'
 import fs from 'node:fs/promises'
 import path from 'node:path'
 import { fileURLToPath } from 'node:url'
-import { atOrBelow } from '../app-ui/path-below.js'
+import { atOrBelow } from '../lib/path-below.js'
 
 /** Files the syntax check looks at, at most: an app folder is small; a larger one ends the search. */
 const MAX_CHECKED_FILES = 200

@@ -1,7 +1,7 @@
 import { register } from 'node:module'
 import { fileURLToPath } from 'node:url'
 import { MessageChannel, type MessagePort } from 'node:worker_threads'
-import { atOrBelow } from '../app-ui/path-below.js'
+import { atOrBelow } from '../lib/path-below.js'
 
 /*
  * Apps import the SDK as `reaktor-service/sdk` (their tests `reaktor-service/testing`), but an

@@ -1,7 +1,7 @@
 import { sql, type Kysely } from 'kysely'
+import { loadCursorKey } from '../db/cursor-key.js'
 import type { Database } from '../db/schema.js'
-import type { AuditEntryType } from '../schemas/audit.js'
-import { loadCursorKey, SignedCursors } from '../lib/signed-cursor.js'
+import { SignedCursors } from '../lib/signed-cursor.js'
 
 const ID_BYTES = 8
 
@@ -32,8 +32,23 @@ export interface AuditPageQuery {
   actor?: string
 }
 
+/**
+ * One entry as the API shows it. The AuditEntry schema (src/schemas/audit.ts) describes it; the
+ * route's typed reply checks that the two agree.
+ */
+export interface AuditEntry {
+  id: number
+  at: string
+  action: string
+  actor: string | null
+  address: string | null
+  node: string
+  targets: string[]
+  details: Record<string, unknown>
+}
+
 export interface AuditPage {
-  entries: AuditEntryType[]
+  entries: AuditEntry[]
   nextBefore: string | null
 }
 

@@ -1,10 +1,10 @@
 import { sql, type Kysely, type Transaction } from 'kysely'
 import type { AuditAction } from '../audit/record.js'
 import type { Database, Role, User } from '../db/schema.js'
-import { Errors } from '../errors.js'
+import { normalizeUsername, usernameKey } from '../lib/user-rules.js'
 import { findLiveToken } from './api-tokens.js'
+import { Forbidden, LastAdmin, Unauthorized, UsernameTaken, UserNotFound } from './errors.js'
 import { findLiveSession, revokeUserCredentials } from './sessions.js'
-import { normalizeUsername, usernameKey } from './user-rules.js'
 import { findUserByUsername } from './users.js'
 
 type Db = Kysely<Database>
@@ -12,7 +12,7 @@ type Trx = Transaction<Database>
 
 /**
  * Every change to users takes this transaction-scoped advisory lock (two-int4 form, namespace
- * "RKTU" in ASCII, beside the scheduler's in src/scheduler/keys.ts) before reading what it checks:
+ * "RKTU" in ASCII, beside the scheduler's in src/scheduler/ownership/keys.ts) before reading what it checks:
  * changes serialize across the cluster, so "is another admin left?" cannot be answered twice from
  * the same state (two admins demoting each other at once leave one admin).
  */
@@ -77,8 +77,8 @@ async function asAdmin<T> ({ db, actorId, credential }: ChangeContext, change: (
     const actor = await trx.selectFrom('users').select('id')
       .where('id', '=', actorId).where('role', '=', 'admin').where('disabled_at', 'is', null)
       .executeTakeFirst()
-    if (actor === undefined) throw new Errors.Forbidden('This needs the admin role')
-    if (!await credentialLive(trx, credential)) throw new Errors.Unauthorized()
+    if (actor === undefined) throw new Forbidden('This needs the admin role')
+    if (!await credentialLive(trx, credential)) throw new Unauthorized()
     return await change(trx)
   })
 }
@@ -86,7 +86,7 @@ async function asAdmin<T> ({ db, actorId, credential }: ChangeContext, change: (
 /** The user of a name (trimmed, any case), locked for the rest of the transaction; 404 when none. */
 async function lockUser (trx: Trx, username: string): Promise<User> {
   const user = await findUserByUsername(trx, username, { forUpdate: true })
-  if (user === undefined) throw new Errors.UserNotFound(normalizeUsername(username))
+  if (user === undefined) throw new UserNotFound(normalizeUsername(username))
   return user
 }
 
@@ -96,7 +96,7 @@ async function keepAnAdmin (trx: Trx, user: User): Promise<void> {
   const other = await trx.selectFrom('users').select('id')
     .where('role', '=', 'admin').where('disabled_at', 'is', null).where('id', '<>', user.id)
     .limit(1).executeTakeFirst()
-  if (other === undefined) throw new Errors.LastAdmin(user.username)
+  if (other === undefined) throw new LastAdmin(user.username)
 }
 
 export async function listUsers (db: Db): Promise<UserView[]> {
@@ -106,7 +106,7 @@ export async function listUsers (db: Db): Promise<UserView[]> {
 
 export async function getUser (db: Db, username: string): Promise<UserView> {
   const user = await findUserByUsername(db, username)
-  if (user === undefined) throw new Errors.UserNotFound(normalizeUsername(username))
+  if (user === undefined) throw new UserNotFound(normalizeUsername(username))
   return userView(user)
 }
 
@@ -119,7 +119,7 @@ export async function createUser (ctx: ChangeContext, input: { username: string,
       .onConflict((oc) => oc.doNothing())
       .returningAll()
       .executeTakeFirst()
-    if (user === undefined) throw new Errors.UsernameTaken(username)
+    if (user === undefined) throw new UsernameTaken(username)
     await ctx.audit(trx, 'user.create', [username], { role: input.role, generatedPassword: input.generated })
     return userView(user)
   })

@@ -1,7 +1,7 @@
 import { sql, type Kysely, type RawBuilder, type SqlBool } from 'kysely'
 import type { Database, User } from '../db/schema.js'
+import { usernameKey } from '../lib/user-rules.js'
 import { dummyPasswordHash, verifyPassword } from './password.js'
-import { usernameKey } from './user-rules.js'
 
 type Db = Kysely<Database>
 

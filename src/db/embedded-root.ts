@@ -16,8 +16,6 @@ import { promisify } from 'node:util'
 
 const execFileAsync = promisify(execFile)
 
-export const DEFAULT_EMBEDDED_POSTGRES_DIR = '/var/lib/reaktor-service'
-
 export interface PostgresUser { uid: number, gid: number }
 
 export interface Binaries { pg_ctl: string, initdb: string, postgres: string }

@@ -7,8 +7,9 @@ import os from 'node:os'
 import path from 'node:path'
 import { promisify } from 'node:util'
 import pg from 'pg'
+import { DEFAULT_EMBEDDED_POSTGRES_DIR } from '../config.js'
 import { isAlive } from '../lib/processes.js'
-import { clusterDirFor, DEFAULT_EMBEDDED_POSTGRES_DIR, postgresUser, reachableBinaries, type Binaries, type PostgresUser } from './embedded-root.js'
+import { clusterDirFor, postgresUser, reachableBinaries, type Binaries, type PostgresUser } from './embedded-root.js'
 import { FolderInUseError, lockFolder, type FolderLock } from './folder-lock.js'
 
 const execFileAsync = promisify(execFile)

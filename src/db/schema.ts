@@ -17,7 +17,7 @@ export interface Database {
 export interface UsersTable {
   id: Generated<string>
   username: string
-  /** What names are compared by, unique: usernameKey(username) (src/auth/user-rules.ts). */
+  /** What names are compared by, unique: usernameKey(username) (src/lib/user-rules.ts). */
   username_key: string
   /** `scrypt$N$r$p$salt$hash` (base64 parts); never the password. */
   password_hash: string

@@ -1,6 +1,4 @@
 import { createHmac, timingSafeEqual } from 'node:crypto'
-import type { Kysely } from 'kysely'
-import type { Database } from '../db/schema.js'
 
 const TAG_BYTES = 12
 
@@ -49,10 +47,4 @@ export class SignedCursors {
     }
     return hmac.update(body).digest().subarray(0, TAG_BYTES)
   }
-}
-
-/** The secret the migrations stored, which every node's cursors are keyed by. */
-export async function loadCursorKey (db: Kysely<Database>): Promise<Buffer> {
-  const row = await db.selectFrom('session_token_key').select('key').executeTakeFirstOrThrow()
-  return row.key
 }

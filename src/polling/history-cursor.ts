@@ -1,6 +1,7 @@
 import type { Kysely } from 'kysely'
 import type { Database } from '../db/schema.js'
-import { loadCursorKey, SignedCursors } from '../lib/signed-cursor.js'
+import { loadCursorKey } from '../db/cursor-key.js'
+import { SignedCursors } from '../lib/signed-cursor.js'
 
 /**
  * A place in a reaktor's run history, in the order of its index: runs that started earlier, or at

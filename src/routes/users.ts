@@ -5,7 +5,7 @@ import { hashPassword, randomPassword } from '../auth/password.js'
 import { changeOwnPassword, createUser, deleteUser, getUser, listUsers, resetPassword, updateUser, type AuditRecorder, type ChangeContext } from '../auth/user-admin.js'
 import { tokenDigest } from '../auth/sessions.js'
 import { TOKEN_HEADER } from '../auth/types.js'
-import { PRINTABLE_RULE, usernameProblem } from '../auth/user-rules.js'
+import { PRINTABLE_RULE, usernameProblem } from '../lib/user-rules.js'
 import { Errors } from '../errors.js'
 import { strictJsonBodies } from './json-body.js'
 import { described, ErrorBody, STORED_TEXT_PATTERN } from '../schemas/common.js'
@@ -30,7 +30,7 @@ const PATTERN_RULES: Record<string, string> = {
 
 /**
  * Schema errors of these routes in the wording of the rules (`password: at least 12 characters`),
- * like the ones src/auth/user-rules.ts gives for what a schema cannot say.
+ * like the ones src/lib/user-rules.ts gives for what a schema cannot say.
  */
 export function ruleMessage (errors: FastifySchemaValidationError[], dataVar: string): Error {
   const e = errors[0]

@@ -2,7 +2,7 @@ export { Scheduler, UnknownReaktorError, LegacyNodeRunning, type SchedulerOption
 export { isChange, type ControlAction, type ControlOutcome } from './control.js'
 export { effectiveIntervalMs } from './options.js'
 export { REAKTOR_LOCK_NAMESPACE, CLUSTER_LOCK_NAMESPACE, PARTITION_LOCK_NAMESPACE, LockRefused, LockConnectionLost } from './ownership/lock-connection.js'
-export { partitionOf, DEFAULT_PARTITIONS, MAX_PARTITIONS } from './ownership/partitions.js'
+export { partitionOf, DEFAULT_PARTITIONS } from './ownership/partitions.js'
 export { NOTIFY_CHANNEL, readStatusRows, type PollingState } from './reaktor-store.js'
 export { PARTITION_CHANNEL, PartitionCountMismatch } from './ownership/partition-store.js'
 export { RunTimeoutError, RunStoppedError } from './reaktor-runner.js'

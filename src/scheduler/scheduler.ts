@@ -5,7 +5,7 @@ import { LockConnection } from './ownership/lock-connection.js'
 import type { SchedulerLogger } from './logger.js'
 import { ReaktorControl, type ControlAction, type ControlOutcome } from './control.js'
 import { LegacyNodeRunning, withDefaults, type SchedulerOptions, type SchedulerSettings } from './options.js'
-import { PartitionOwnership } from './ownership/ownership.js'
+import { PartitionOwnership } from './partition-ownership.js'
 import { partitionOf, type OwnershipShare } from './ownership/partitions.js'
 import { PartitionRunners, type HaltedRun, type SchedulerContext } from './partition-runners.js'
 import * as partitionStore from './ownership/partition-store.js'
@@ -75,6 +75,7 @@ export class Scheduler {
       applicationName: `reaktor-scheduler ${opts.nodeId}`.slice(0, 63),
       queryTimeoutMs: this.settings.lockQueryTimeoutMs,
       onLost: (err) => this.fence(err),
+      channels: [store.NOTIFY_CHANNEL, partitionStore.PARTITION_CHANNEL, RUN_NOW_CHANNEL],
       onNotification: (channel, payload) => this.notified(channel, payload)
     })
     this.ctx = {

@@ -1,5 +1,5 @@
 import { Type } from 'typebox'
-import { PASSWORD_MAX } from '../auth/user-rules.js'
+import { PASSWORD_MAX } from '../lib/user-rules.js'
 import { StoredText } from './common.js'
 
 /** Bounded so that a request cannot make the server hash megabytes; no password can be longer than the rules allow. */

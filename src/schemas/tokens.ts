@@ -1,6 +1,6 @@
 import { Type } from 'typebox'
 import { API_TOKEN_PATTERN } from '../auth/api-tokens.js'
-import { UNPRINTABLE_CLASS } from '../auth/user-rules.js'
+import { UNPRINTABLE_CLASS } from '../lib/user-rules.js'
 import { described, StoredText } from './common.js'
 import { MAX_ID_PARAM_LENGTH } from './polling.js'
 

@@ -1,10 +1,10 @@
 import { Type } from 'typebox'
-import { PASSWORD_MAX, PASSWORD_MIN } from '../auth/user-rules.js'
+import { PASSWORD_MAX, PASSWORD_MIN } from '../lib/user-rules.js'
 import { StoredText } from './common.js'
 
 /**
  * Bounded before trimming, so a request cannot make the server scan megabytes; the username rules
- * proper (1–64 printable characters after trimming) are checked in src/auth/user-rules.ts.
+ * proper (1–64 printable characters after trimming) are checked in src/lib/user-rules.ts.
  */
 export const UsernameInput = StoredText({ minLength: 1, maxLength: 200, description: 'Trimmed; 1–64 printable characters; compared without regard to case' })
 

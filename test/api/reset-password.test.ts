@@ -20,7 +20,7 @@ interface Outcome { code: number | null, stdout: string, stderr: string }
 
 /** Runs the command's entry point (what the npm script runs, from source) with `stdin` as its input. */
 async function resetCommand (databaseUrl: string, args: string[], stdin = ''): Promise<Outcome> {
-  const child = spawn(process.execPath, ['--import', 'tsx', 'src/auth/reset-password-cli.ts', ...args], {
+  const child = spawn(process.execPath, ['--import', 'tsx', 'src/cli/reset-password-cli.ts', ...args], {
     cwd: ROOT,
     env: { ...process.env, DATABASE_URL: databaseUrl, NODE_ID },
     stdio: ['pipe', 'pipe', 'pipe']

@@ -1,6 +1,6 @@
 import type { FastifyInstance, LightMyRequestResponse } from 'fastify'
 import { SESSION_COOKIE } from '../../src/auth/types.js'
-import { usernameKey } from '../../src/auth/user-rules.js'
+import { usernameKey } from '../../src/lib/user-rules.js'
 import { build, metric } from './app.js'
 import { waitFor, type TestContext } from './context.js'
 import { createTestDatabase } from './database.js'

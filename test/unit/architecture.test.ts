@@ -1,7 +1,8 @@
 /**
  * The layout rules of the README's Architecture section, checked on the source itself: files stay
- * small enough to read, modules import each other without cycles, and the scheduler and the
- * polling read side never reach into the HTTP layer.
+ * small enough to read, modules import each other without cycles, folders depend on each other one
+ * way only (top to bottom through the layers below), and the scheduler and the polling read side
+ * never reach into the HTTP layer.
  */
 import t from 'tap'
 import fs from 'node:fs'
@@ -56,19 +57,17 @@ t.test(`no source file is longer than ${MAX_LINES} lines`, async (t) => {
   t.same(long, [])
 })
 
-t.test('no import cycles', async (t) => {
-  // Tarjan's strongly connected components over the relative imports.
-  const graph = new Map(files.map((f) => [f, specifiers(f).map((s) => resolveLocal(f, s)).filter((d): d is string => d !== undefined)]))
-  t.ok([...graph.values()].every((deps) => deps.every((d) => graph.has(d))), 'every relative import names a source file')
-  const index = new Map<string, number>()
-  const low = new Map<string, number>()
-  const stack: string[] = []
-  const cycles: string[][] = []
-  const visit = (v: string): void => {
+/** The strongly connected components of more than one node (each a cycle or several): Tarjan's algorithm. */
+function cyclesOf<N> (nodes: Iterable<N>, next: (node: N) => Iterable<N>): N[][] {
+  const index = new Map<N, number>()
+  const low = new Map<N, number>()
+  const stack: N[] = []
+  const cycles: N[][] = []
+  const visit = (v: N): void => {
     index.set(v, index.size)
     low.set(v, index.get(v)!)
     stack.push(v)
-    for (const w of graph.get(v) ?? []) {
+    for (const w of next(v)) {
       if (!index.has(w)) {
         visit(w)
         low.set(v, Math.min(low.get(v)!, low.get(w)!))
@@ -77,16 +76,129 @@ t.test('no import cycles', async (t) => {
       }
     }
     if (low.get(v) === index.get(v)) {
-      const component: string[] = []
-      let w: string
+      const component: N[] = []
+      let w: N
       do {
         w = stack.pop()!
-        component.push(rel(w))
+        component.push(w)
       } while (w !== v)
       if (component.length > 1) cycles.push(component)
     }
   }
-  for (const f of files) if (!index.has(f)) visit(f)
+  for (const v of nodes) if (!index.has(v)) visit(v)
+  return cycles
+}
+
+t.test('no import cycles', async (t) => {
+  const graph = new Map(files.map((f) => [f, specifiers(f).map((s) => resolveLocal(f, s)).filter((d): d is string => d !== undefined)]))
+  t.ok([...graph.values()].every((deps) => deps.every((d) => graph.has(d))), 'every relative import names a source file')
+  t.same(cyclesOf(files, (f) => graph.get(f) ?? []).map((c) => c.map(rel)), [])
+})
+
+/**
+ * The folder layers, top to bottom. A module imports from its own node and from the layers below
+ * its own: never from above, nor from another node of its own layer. Every import counts (type-only
+ * ones, re-exports, `import()`); `import.meta.resolve` names a file without loading it (the apps'
+ * SDK resolution hands them the service's public modules) and is none.
+ *
+ * A node is a loose file of src/, or a top-level folder with its subfolders (cli/commands/ is part
+ * of cli/, db/migrations/ of db/, and so on), except for the subfolders listed here on their own:
+ * scheduler/ownership/ is a node apart from scheduler/, which may import it and not the reverse.
+ */
+const LAYERS: ReadonlyArray<{ nodes: readonly string[], holds: string }> = [
+  { nodes: ['server.ts', 'dev.ts', 'cli'], holds: 'entry points: the service process, `npm run dev`, the `reaktor` command and the commands of npm scripts' },
+  { nodes: ['app.ts', 'dev'], holds: 'the service as one Fastify plugin (the package\'s main export); the parts of the dev loop' },
+  { nodes: ['plugins'], holds: 'Fastify wiring: decorators, hooks and scopes (the app-UI scope registers its route)' },
+  { nodes: ['routes'], holds: 'the HTTP routes' },
+  { nodes: ['errors.ts', 'logging'], holds: 'the error catalogue (domain errors to HTTP answers); the log setup (redaction, request loggers, pretty output)' },
+  { nodes: ['polling', 'testing'], holds: 'the read side of polling reaktors (status, lists, history); the public test harness, reaktor-service/testing' },
+  { nodes: ['scheduler', 'schemas', 'metrics', 'app-ui'], holds: 'the distributed timer; the API schemas; metric helpers; serving app UIs from disk' },
+  { nodes: ['scheduler/ownership', 'auth'], holds: 'partitions, advisory-lock keys and the lock connection; users, sessions, API tokens' },
+  { nodes: ['audit', 'apps'], holds: 'the audit log; loading and registering reaktor apps' },
+  { nodes: ['db', 'sdk'], holds: 'the database (pool, schema, migrations, embedded PostgreSQL); the SDK apps are written with' },
+  { nodes: ['config.ts'], holds: 'the settings, read from the environment once' },
+  { nodes: ['lib'], holds: 'helpers that know nothing of the service' }
+]
+const ENTRY_FILES = ['app.ts', 'config.ts', 'dev.ts', 'errors.ts', 'server.ts']
+const layerOf = new Map(LAYERS.flatMap(({ nodes }, layer) => nodes.map((node) => [node, layer] as const)))
+const subfolderNodes = [...layerOf.keys()].filter((node) => node.includes('/')).sort((a, b) => b.length - a.length)
+
+/** The node of a source file (see LAYERS). */
+function nodeOf (file: string): string {
+  const name = rel(file).split(path.sep).join('/')
+  if (!name.includes('/')) return name
+  return subfolderNodes.find((node) => name.startsWith(`${node}/`)) ?? name.split('/')[0]
+}
+
+/** Every import from one node into another, as `file → specifier`. */
+const folderEdges = new Map<string, Map<string, string[]>>()
+for (const f of files) {
+  for (const s of specifiers(f)) {
+    const target = resolveLocal(f, s)
+    if (target === undefined || nodeOf(target) === nodeOf(f)) continue
+    const from = folderEdges.get(nodeOf(f)) ?? new Map<string, string[]>()
+    folderEdges.set(nodeOf(f), from.set(nodeOf(target), [...from.get(nodeOf(target)) ?? [], `${rel(f)} → ${s}`]))
+  }
+}
+
+t.test('src/ holds folders and its entry files only', async (t) => {
+  const loose = fs.readdirSync(SRC, { withFileTypes: true }).filter((e) => !e.isDirectory()).map((e) => e.name).sort()
+  t.same(loose, ENTRY_FILES)
+  const nodes = [...new Set(files.map(nodeOf))].sort()
+  t.same(nodes.filter((node) => !layerOf.has(node)), [], 'every folder and entry file is in a layer')
+  t.same([...layerOf.keys()].filter((node) => !nodes.includes(node)), [], 'every node of the layers exists')
+})
+
+t.test('every import between folders goes down the layers', async (t) => {
+  const offending = [...folderEdges].flatMap(([from, to]) => [...to].flatMap(([node, imports]) => {
+    const [a, b] = [layerOf.get(from), layerOf.get(node)]
+    if (a === undefined || b === undefined || a < b) return []
+    const why = a === b ? `${from} and ${node} are in one layer (${LAYERS[a].holds})` : `${node} is above ${from}`
+    return imports.map((i) => `${i}: ${why}`)
+  }))
+  t.same(offending, [])
+  t.ok(folderEdges.size > 15, `and it sees them: ${[...folderEdges.values()].reduce((n, to) => n + to.size, 0)} folder-to-folder edges`)
+})
+
+/** The shortest cycle within a strongly connected component of the folder graph: its nodes in order. */
+function shortestCycle (component: readonly string[]): string[] {
+  const inside = new Set(component)
+  let best: string[] = []
+  for (const start of component) {
+    // Breadth first from `start` until an edge leads back to it.
+    const cameFrom = new Map<string, string>()
+    let frontier = [start]
+    let found: string | undefined
+    while (frontier.length > 0 && found === undefined) {
+      const next: string[] = []
+      for (const node of frontier) {
+        for (const to of folderEdges.get(node)?.keys() ?? []) {
+          if (to === start) found ??= node
+          else if (inside.has(to) && !cameFrom.has(to)) {
+            cameFrom.set(to, node)
+            next.push(to)
+          }
+        }
+      }
+      frontier = next
+    }
+    const path = [start]
+    for (let node = found; node !== undefined && node !== start; node = cameFrom.get(node)) path.splice(1, 0, node)
+    if (best.length === 0 || path.length < best.length) best = path
+  }
+  return best
+}
+
+t.test('the folder graph has no cycle', async (t) => {
+  // One cycle per tangle, the shortest, with the imports that make it: breaking one of them is the
+  // start (the test then names the next cycle, if any).
+  const cycles = cyclesOf(folderEdges.keys(), (node) => folderEdges.get(node)?.keys() ?? []).map((component) => {
+    const cycle = shortestCycle(component)
+    return {
+      cycle: [...cycle, cycle[0]].join(' → '),
+      imports: cycle.flatMap((a, i) => folderEdges.get(a)?.get(cycle[(i + 1) % cycle.length]) ?? [])
+    }
+  })
   t.same(cycles, [])
 })
 

@@ -1,5 +1,5 @@
 import t from 'tap'
-import { normalizeUsername, usernameProblem, USERNAME_MAX } from '../../src/auth/user-rules.js'
+import { normalizeUsername, usernameProblem, USERNAME_MAX } from '../../src/lib/user-rules.js'
 
 t.test('usernames are trimmed, then 1 to 64 printable characters', async (t) => {
   t.equal(normalizeUsername(' \t Alice \n'), 'Alice')

@@ -19,7 +19,7 @@ export const databaseCommands: CommandModule = (program, context) => {
     .description('apply pending database migrations (what a starting node does), straight on the database')
     .addHelpText('after', `\n${WHERE}\n\nExamples:\n  DATABASE_URL=postgres://reaktor@db/reaktor reaktor migrate\n  DATA_DIR=/var/lib/reaktor reaktor --json migrate`)
     .action(async () => {
-      const [{ migrateDatabase }, { ConfigError }] = await Promise.all([import('../../db/migrate-database.js'), import('../../config.js')])
+      const [{ migrateDatabase }, { ConfigError }] = await Promise.all([import('../migrate-database.js'), import('../../config.js')])
       let applied
       try {
         applied = await migrateDatabase(io.env, { info: (line) => io.stderr.write(`${line}\n`), warn: (line) => io.stderr.write(`${line}\n`) })
@@ -42,7 +42,7 @@ export const databaseCommands: CommandModule = (program, context) => {
       'Examples:\n  DATABASE_URL=postgres://reaktor@db/reaktor reaktor admin reset-password admin\n  printf \'%s\\n\' "$NEW" | reaktor admin reset-password --password-stdin admin')
     .action(async (username: string, opts: { passwordStdin?: boolean }) => {
       if (opts.passwordStdin === true) refuseTerminalStdin(io)
-      const { resetPasswordCommand } = await import('../../auth/reset-password-command.js')
+      const { resetPasswordCommand } = await import('../reset-password-command.js')
       // With --json the password it prints is wrapped in the JSON answer instead.
       let printed = ''
       const stdout = context.json() ? { write: (text: string) => { printed += text } } : io.stdout

@@ -1,5 +1,5 @@
 import { Argument, InvalidArgumentError, Option, type Command } from 'commander'
-import { passwordProblem, usernameProblem } from '../../auth/user-rules.js'
+import { passwordProblem, usernameProblem } from '../../lib/user-rules.js'
 import { CliError, EXIT, type CliContext, type CommandModule } from '../context.js'
 import { formatFields, formatTable, printable, printJson } from '../output.js'
 import { confirm, promptSecret, secretFromStdin } from '../prompt.js'

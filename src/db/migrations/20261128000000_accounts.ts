@@ -24,7 +24,7 @@ export async function up (db: Kysely<any>): Promise<void> {
   const users = await db.selectFrom('users').select(['id', 'username']).execute()
   const seen = new Map<string, string>()
   for (const { id, username } of users) {
-    // The same rule as the service's usernameKey (src/auth/user-rules.ts), frozen here.
+    // The same rule as the service's usernameKey (src/lib/user-rules.ts), frozen here.
     const key = (username as string).trim().normalize('NFC').toLowerCase()
     const other = seen.get(key)
     if (other !== undefined) {

@@ -2,8 +2,6 @@ import type pg from 'pg'
 import { performance } from 'node:perf_hooks'
 import { dedicatedClient, roundTrip } from '../../db/dedicated-connection.js'
 import { PARTITION_CHANNEL } from './partition-store.js'
-import { RUN_NOW_CHANNEL } from '../run-now.js'
-import { NOTIFY_CHANNEL } from '../reaktor-store.js'
 import { CLUSTER_LOCK_NAMESPACE, LEAVING_KEY, MEMBERSHIP_KEY, PARTITION_LOCK_NAMESPACE, PARTITIONED_PROTOCOL_KEY } from './keys.js'
 
 export { CLUSTER_LOCK_NAMESPACE, PARTITION_LOCK_NAMESPACE, REAKTOR_LOCK_NAMESPACE } from './keys.js'
@@ -44,6 +42,8 @@ export interface LockConnectionOptions {
   queryTimeoutMs: number
   /** Called once per connection, as soon as it breaks (error, end, failed query). */
   onLost: (err: unknown) => void
+  /** Channels LISTENed to on each connection: named by the scheduler, whose notifications they carry. */
+  channels: readonly string[]
   onNotification: (channel: string, payload: string) => void
 }
 
@@ -92,7 +92,7 @@ export class LockConnection {
     // Unix sockets; through a pooler these apply to the pooler's server connection.)
     await this.query(`select set_config('tcp_keepalives_idle', '10', false), set_config('tcp_keepalives_interval', '5', false),
       set_config('tcp_keepalives_count', '3', false), set_config('tcp_user_timeout', '25000', false)`)
-    await this.query(`listen ${NOTIFY_CHANNEL}; listen ${PARTITION_CHANNEL}; listen ${RUN_NOW_CHANNEL}`)
+    await this.query(this.opts.channels.map((channel) => `listen ${channel}`).join('; '))
   }
 
   private lost (client: pg.Client, err: unknown): void {

@@ -11,7 +11,6 @@
 
 /** The partition count a cluster gets when its database is first used and PARTITIONS is unset. */
 export const DEFAULT_PARTITIONS = 256
-export const MAX_PARTITIONS = 65_536
 /** Stored beside the count: a future change of the hash must not silently move every reaktor. */
 export const PARTITION_HASH = 'fnv1a32-utf8'
 

@@ -1,12 +1,12 @@
 import { createHash } from 'node:crypto'
 import { performance } from 'node:perf_hooks'
 import { Handovers } from './handover.js'
-import { isResourceRefusal, LockRefused } from './lock-connection.js'
-import { LegacyNodeRunning } from '../options.js'
-import { planOwnership, type ClusterView, type OwnershipShare } from './partitions.js'
-import type { PartitionRunners, SchedulerContext } from '../partition-runners.js'
-import * as partitionStore from './partition-store.js'
-import * as store from '../reaktor-store.js'
+import { isResourceRefusal, LockRefused } from './ownership/lock-connection.js'
+import { LegacyNodeRunning } from './options.js'
+import { planOwnership, type ClusterView, type OwnershipShare } from './ownership/partitions.js'
+import type { PartitionRunners, SchedulerContext } from './partition-runners.js'
+import * as partitionStore from './ownership/partition-store.js'
+import * as store from './reaktor-store.js'
 
 /** Running reaktors per partition are re-counted at least this often (and at once after a state change). */
 const CENSUS_MAX_AGE_MS = 10_000

@@ -1,5 +1,5 @@
-import type { HeldPartition, PartitionRunners, SchedulerContext } from '../partition-runners.js'
-import * as partitionStore from './partition-store.js'
+import type { HeldPartition, PartitionRunners, SchedulerContext } from './partition-runners.js'
+import * as partitionStore from './ownership/partition-store.js'
 
 /** A handover retries its final flush this many times, a second apart, before it releases anyway. */
 const FLUSH_ATTEMPTS = 30

@@ -1,12 +1,12 @@
 import { parseArgs } from 'node:util'
+import { hashPassword, randomPassword } from '../auth/password.js'
+import { resetPassword } from '../auth/reset-password.js'
 import { readAll } from '../lib/read-all.js'
 import { ConfigError, loadConfig } from '../config.js'
 import { startEmbeddedPostgres } from '../db/embedded.js'
 import { FolderInUseError } from '../db/folder-lock.js'
 import { createDatabase } from '../db/index.js'
-import { hashPassword, randomPassword } from './password.js'
-import { resetPassword } from './reset-password.js'
-import { passwordProblem } from './user-rules.js'
+import { passwordProblem } from '../lib/user-rules.js'
 
 /** Exit codes of the command (README "The first admin and a lost admin password"). */
 export const RESET_EXIT = { ok: 0, failed: 1, usage: 2, unknownUser: 3 } as const

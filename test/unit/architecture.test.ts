@@ -244,3 +244,11 @@ t.test('the reaktor command starts light: it loads no package of the server (the
   t.ok(files.size > 20, `it reaches the commands (${files.size} files)`)
   t.same([...packages].sort(), ['commander'], 'its only package is its argument parser')
 })
+
+t.test('docs/architecture.md lists these layers, in this order', async (t) => {
+  const page = fs.readFileSync(path.resolve(SRC, '../docs/architecture.md'), 'utf8')
+  const section = page.slice(page.indexOf('\n## Layers'), page.indexOf('\n## ', page.indexOf('\n## Layers') + 1))
+  // Each numbered item starts with its nodes in backticks, before the colon.
+  const listed = [...section.matchAll(/^\d+\. (.*?):/gm)].map((m) => [...m[1].matchAll(/`([^`]+)`/g)].map((n) => n[1]))
+  t.same(listed, LAYERS.map(({ nodes }) => [...nodes]))
+})

@@ -3,7 +3,7 @@ import path from 'node:path'
 import { parseDuration } from './lib/duration.js'
 import { normalizeUsername, usernameProblem } from './lib/user-rules.js'
 
-/** Every setting of the service, validated once at start (the README's "Configuration" table). */
+/** Every setting of the service, validated once at start (the table of docs/configuration.md). */
 export interface Config {
   port: number
   host: string
@@ -169,7 +169,7 @@ export function loadConfig (env: Env = process.env): Config {
   }
   const rawAdminUsername = read(env, 'ADMIN_USERNAME')
   const adminPassword = read(env, 'ADMIN_PASSWORD')
-  // The rules of every username (README "Users and roles"); the password keeps its own, older rule.
+  // The rules of every username (docs/accounts.md "Users and roles"); the password keeps its own, older rule.
   const adminProblem = rawAdminUsername === undefined ? null : usernameProblem(rawAdminUsername)
   if (adminProblem !== null) throw new ConfigError('ADMIN_USERNAME', adminProblem.replace(/^username: /, ''))
   const adminUsername = rawAdminUsername === undefined ? undefined : normalizeUsername(rawAdminUsername)

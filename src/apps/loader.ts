@@ -301,7 +301,7 @@ async function loadApp (dir: string, env: Env, log: LoaderLog): Promise<LoadedAp
 }
 
 /**
- * Loads every app folder of REAKTOR_APPS_DIR (README "Writing a reaktor app"), in name order. A missing
+ * Loads every app folder of REAKTOR_APPS_DIR (docs/apps.md), in name order. A missing
  * folder means no apps; any problem with an app stops the start with one message naming it.
  * The registrations themselves are checked by `buildRegistry`. Once all are loaded, every
  * settings variable that overrides nothing is warned about; `otherApps` (given in code) count as

@@ -24,7 +24,7 @@ async function writePrivateFile (file: string, content: string): Promise<void> {
 }
 
 /**
- * README "Configuration": with ADMIN_USERNAME/ADMIN_PASSWORD, that user is created when missing (an
+ * docs/configuration.md: with ADMIN_USERNAME/ADMIN_PASSWORD, that user is created when missing (an
  * existing user's password is never changed). Without them, on a first run with no user at all,
  * user `admin` gets a random password, logged once and written to DATA_DIR/initial-admin-password.
  * Safe when several nodes start at once: the inserts decide, not a check before them.

@@ -1,4 +1,4 @@
-/** Exit codes scripts rely on (README "Command line"). */
+/** Exit codes scripts rely on (docs/cli.md). */
 export const EXIT = { ok: 0, error: 1, usage: 2, notFound: 3, auth: 4 } as const
 export type ExitCode = typeof EXIT[keyof typeof EXIT]
 

@@ -8,7 +8,7 @@ import { FolderInUseError } from '../db/folder-lock.js'
 import { createDatabase } from '../db/index.js'
 import { passwordProblem } from '../lib/user-rules.js'
 
-/** Exit codes of the command (README "The first admin and a lost admin password"). */
+/** Exit codes of the command (docs/accounts.md "The first admin and a lost admin password"). */
 export const RESET_EXIT = { ok: 0, failed: 1, usage: 2, unknownUser: 3 } as const
 
 /** Where the command reads and writes: the process's own streams, or a test's. */

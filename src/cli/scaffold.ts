@@ -32,7 +32,7 @@ function entryModule (plan: AppPlan): string {
 /*
  * The reaktor app ${plan.name}. The service loads this module at start-up (restart it, or run
  * \`npm run dev\`, to load a change). Settings come from package.json "reaktor.settings"; each
- * can be overridden by an environment variable of the service (README "Settings").
+ * can be overridden by an environment variable of the service (docs/apps.md "Settings").
  */
 import { definePollingReaktor, defineReaktor } from 'reaktor-service/sdk'
 

@@ -74,7 +74,7 @@ export interface SessionsTable {
   tagged: ColumnType<boolean, boolean | undefined, boolean>
 }
 
-/** The persisted state record of a polling reaktor (the status fields the README lists, plus scheduler bookkeeping). */
+/** The persisted state record of a polling reaktor (the status fields docs/operating.md lists, plus scheduler bookkeeping). */
 export interface PollingReaktorsTable {
   reaktor_id: string
   state: 'running' | 'stopped'

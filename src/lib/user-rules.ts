@@ -1,5 +1,5 @@
 /**
- * The rules of usernames and passwords (README "Users and roles"). The schemas say what JSON Schema
+ * The rules of usernames and passwords (docs/accounts.md "Users and roles"). The schemas say what JSON Schema
  * can (types, password lengths: src/schemas/users.ts); what it cannot, the username after
  * trimming, is checked here with the same `field: rule` wording as the schema errors.
  */

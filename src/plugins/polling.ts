@@ -19,7 +19,7 @@ export interface Polling {
   stop: (reaktorId: string) => Promise<boolean>
   /** Starts or stops many in one transaction, per id in the order given; unknown ids are `not_found`, written nowhere. */
   bulk: (action: ControlAction, reaktorIds: readonly string[]) => Promise<ControlOutcome[]>
-  /** Writes a run request that the owner acts on (README "Run now"); false when it is stopped. */
+  /** Writes a run request that the owner acts on (docs/operating.md "Run now"); false when it is stopped. */
   run: (reaktorId: string) => Promise<boolean>
 }
 

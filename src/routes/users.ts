@@ -53,7 +53,7 @@ export function ruleMessage (errors: FastifySchemaValidationError[], dataVar: st
 }
 
 /**
- * `/api/v1/users`: user administration, admins only (README "Users and roles"), and
+ * `/api/v1/users`: user administration, admins only (docs/accounts.md "Users and roles"), and
  * `POST /api/v1/auth/password`, every user's own password. Registered in the authenticated scope.
  */
 const routes: FastifyPluginAsyncTypebox = async (fastify) => {

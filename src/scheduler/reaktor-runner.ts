@@ -77,7 +77,7 @@ class RunAbort extends LazyAbort {
 export type RunOutcome = 'more_work' | 'no_work' | 'failed'
 
 /**
- * Times ONE owned reaktor (README "Operating polling reaktors"): runs one at a time, `true` → the next run at once
+ * Times ONE owned reaktor (docs/operating.md "Operating polling reaktors"): runs one at a time, `true` → the next run at once
  * (through setImmediate, so a long drain never starves I/O), `false` or a failure → one effective
  * interval after the run ended. `createReaktor()` is called once per runner, i.e. once per start
  * or takeover (again on the next run if it threw), so an aktor may keep state across runs of one

@@ -118,7 +118,7 @@ export async function announce (db: Kysely<Database>, ids: readonly string[]): P
 }
 
 /**
- * Boot-time rows and restart rules (README "Operating polling reaktors" → "Across restarts").
+ * Boot-time rows and restart rules (docs/operating.md, "Operating polling reaktors" → "Across restarts").
  * Always: a registered reaktor without a row gets one, `running` when autoStart (first run due at
  * once) else `stopped` — inserting a row changes no existing state, so a node joining a live
  * cluster does it too; the interval and the partition of every registered row are brought in step

@@ -2,7 +2,7 @@ import { sql, type Kysely, type RawBuilder } from 'kysely'
 import type { Database } from '../db/schema.js'
 
 /**
- * Run now (README "Run now"): any node takes the request, the reaktor's owner runs it.
+ * Run now (docs/operating.md "Run now"): any node takes the request, the reaktor's owner runs it.
  *
  * The request is ONE statement on a `running` row: it records when the run was requested
  * (`run_requested_at`), brings `next_run` forward to that moment, and sends a NOTIFY on a channel

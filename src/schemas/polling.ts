@@ -23,7 +23,7 @@ export const RunOutcome = Type.Union(
   { description: 'more_work: returned true (runs again at once); no_work: returned false (waits one interval); failed: threw, rejected or returned a non-boolean; timed_out: passed its timeout; aborted: its signal was aborted first (a stop, a shutdown, a node that lost its lock)' }
 )
 
-/** `state`, `interval`, `lastRun`, `nextRun`, plus the extras the README's "Operating polling reaktors" lists. */
+/** `state`, `interval`, `lastRun`, `nextRun`, plus the extras docs/operating.md, "Operating polling reaktors", lists. */
 export const PollingStatusSchema = Type.Object({
   reaktorDefinitionId: Type.String(),
   app: Type.String({ description: 'The name of the app that registers it (what the bulk routes\' `app` names)' }),

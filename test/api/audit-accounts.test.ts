@@ -132,7 +132,7 @@ t.test('every account change writes its one row; refused ones write none', async
     t.same(await rowsAfter(app, before), [], `${what}: no row`)
   }
 
-  // A wrong current password counts as a failed login (README): recorded as one, like a guess at
+  // A wrong current password counts as a failed login (docs/accounts.md): recorded as one, like a guess at
   // the login form (written after the answer, as a failed login's row is).
   const before = await lastId(app)
   t.equal((await send(admin, 'POST', '/api/v1/auth/password', '10.2.0.6', { currentPassword: 'not the password', newPassword: 'a long enough password' })).statusCode, 403)

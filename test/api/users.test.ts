@@ -1,5 +1,5 @@
 /**
- * Users and roles (README "Users and roles"): the admin-only /api/v1/users routes, the rules of
+ * Users and roles (docs/accounts.md "Users and roles"): the admin-only /api/v1/users routes, the rules of
  * usernames and passwords, the last enabled admin, the own-password route, and what each change
  * ends.
  */

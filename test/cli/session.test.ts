@@ -127,7 +127,7 @@ t.test('login, whoami, REAKTOR_TOKEN, another URL, logout', async (t) => {
   const again = JSON.parse(res.stdout)
   res = await runCli(['logout', '--json'], { env: { XDG_CONFIG_HOME: bobHome } })
   t.equal(res.code, 0, res.stderr)
-  t.same(JSON.parse(res.stdout), { url: base, username: 'bob', tokenId: again.tokenId, revoked: true }, 'logout --json, as the README documents it')
+  t.same(JSON.parse(res.stdout), { url: base, username: 'bob', tokenId: again.tokenId, revoked: true }, 'logout --json, as docs/cli.md documents it')
 })
 
 t.test('login failures: wrong password 4, unreachable 1, a refused expiry 1 with no session left, usage 2', async (t) => {

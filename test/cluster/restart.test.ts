@@ -19,7 +19,7 @@ async function states (app: FastifyInstance): Promise<Record<string, string>> {
   return Object.fromEntries((res.body.pollingReaktors as Array<{ reaktorDefinitionId: string, state: string }>).map((s) => [s.reaktorDefinitionId, s.state]))
 }
 
-/** The reaktors of the restart table (README "Operating polling reaktors"), named after their stored state and autoStart. */
+/** The reaktors of the restart table (docs/operating.md "Operating polling reaktors"), named after their stored state and autoStart. */
 function registrations (): PollingReaktorRegistration[] {
   return [
     { id: 'new-auto', autoStart: true },

@@ -1,5 +1,5 @@
 /**
- * Run now in a cluster of three real processes (README "Run now"), proven on the run ledger of the
+ * Run now in a cluster of three real processes (docs/operating.md "Run now"), proven on the run ledger of the
  * test app: requests sent through the nodes that do NOT own the reaktor, several at once while a
  * run is in flight, make its owner run it exactly once more, right after that run, with no overlap;
  * a request during the interval wait runs it at once; and a request made while nobody owns the

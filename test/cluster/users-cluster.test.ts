@@ -1,6 +1,6 @@
 /**
  * Two service instances on one database: disabling, deleting or changing the password of a user on
- * one ends that user's sessions and API tokens on the other within 1 s (README "Users and roles"),
+ * one ends that user's sessions and API tokens on the other within 1 s (docs/accounts.md "Users and roles"),
  * although the other answers token checks from its cache.
  */
 import t from 'tap'

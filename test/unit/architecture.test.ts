@@ -1,5 +1,5 @@
 /**
- * The layout rules of the README's Architecture section, checked on the source itself: files stay
+ * The layout rules of docs/architecture.md, checked on the source itself: files stay
  * small enough to read, modules import each other without cycles, folders depend on each other one
  * way only (top to bottom through the layers below), and the scheduler and the polling read side
  * never reach into the HTTP layer.

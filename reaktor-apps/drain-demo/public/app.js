@@ -7,7 +7,7 @@ const REFRESH_MS = 1000
 const $ = (id) => document.getElementById(id)
 
 function goToLogin () {
-  const here = window.location.pathname + window.location.search
+  const here = window.location.pathname + window.location.search + window.location.hash
   window.location.assign('/login?redirect=' + encodeURIComponent(here))
 }
 

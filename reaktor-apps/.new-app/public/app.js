@@ -1,3 +1,4 @@
+// @ts-check
 // The {{name}} UI. Every API call carries the session token from window.getServiceAuthToken()
 // (the service injects it into this page); a 401 or a missing token leads to the login page,
 // which brings the user back here afterwards.
@@ -5,7 +6,11 @@ const AKTOR_ID = "{{aktorId}}"
 const POLLER_ID = "{{pollingId}}"
 const REFRESH_MS = 5000
 
-const $ = (id) => document.getElementById(id)
+/**
+ * The element with this id, which the page has: the script names only its own.
+ * @param {string} id
+ */
+const $ = (id) => /** @type {HTMLElement} */ (document.getElementById(id))
 
 function goToLogin () {
   const here = window.location.pathname + window.location.search + window.location.hash
@@ -14,12 +19,21 @@ function goToLogin () {
 
 class LoginRequired extends Error {}
 
+/**
+ * The API's answer to a call with the session token, its JSON parsed; an Error with the service's
+ * message when it refuses. Without a session, off to the login page (LoginRequired).
+ * @param {string} method
+ * @param {string} path
+ * @param {unknown} [body] sent as JSON
+ * @returns {Promise<any>}
+ */
 async function api (method, path, body) {
   const token = typeof window.getServiceAuthToken === 'function' ? window.getServiceAuthToken() : null
   if (!token) {
     goToLogin()
     throw new LoginRequired('not logged in')
   }
+  /** @type {Record<string, string>} */
   const headers = { 'X-Service-Token': token }
   if (body !== undefined) headers['Content-Type'] = 'application/json'
   const res = await fetch(path, { method, headers, body: body === undefined ? undefined : JSON.stringify(body) })
@@ -32,27 +46,40 @@ async function api (method, path, body) {
   return data
 }
 
+/**
+ * @param {string} text
+ * @param {boolean} [isError]
+ */
 function showMessage (text, isError = false) {
   const el = $('message')
   el.textContent = text
   el.classList.toggle('error', isError)
 }
 
+/**
+ * @param {{ state: string, interval: string, lastRun: string | null }} status the fields of
+ *   GET /api/v1/polling/{id}/status this page shows
+ */
 function renderStatus (status) {
   const state = $('state')
   state.textContent = status.state
   state.classList.toggle('running', status.state === 'running')
   $('interval').textContent = status.interval
   $('last-run').textContent = status.lastRun ? new Date(status.lastRun).toLocaleTimeString() : 'never'
-  $('start').disabled = status.state === 'running'
-  $('stop').disabled = status.state !== 'running'
+  const start = /** @type {HTMLButtonElement} */ ($('start'))
+  const stop = /** @type {HTMLButtonElement} */ ($('stop'))
+  start.disabled = status.state === 'running'
+  stop.disabled = status.state !== 'running'
 }
 
 async function refresh () {
   renderStatus(await api('GET', `/api/v1/polling/${POLLER_ID}/status`))
 }
 
-// Runs one action; its failure is shown, except a lost login (the page is leaving for the login form).
+/**
+ * Runs one action; its failure is shown, except a lost login (the page is leaving for the login form).
+ * @param {() => Promise<void>} fn
+ */
 async function act (fn) {
   try {
     await fn()
@@ -64,7 +91,7 @@ async function act (fn) {
 $('hello-form').addEventListener('submit', (event) => {
   event.preventDefault()
   act(async () => {
-    const { message } = await api('POST', `/api/v1/aktor/${AKTOR_ID}`, { name: $('name').value })
+    const { message } = await api('POST', `/api/v1/aktor/${AKTOR_ID}`, { name: /** @type {HTMLInputElement} */ ($('name')).value })
     $('answer').textContent = message
     showMessage('')
   })

@@ -2,7 +2,7 @@
  * The UI `reaktor new-app --ui` writes, in a real headless Chromium on a service that loaded the
  * new app: it works under the app UI policy (no violation, no script error), calls its aktor and
  * its poller with the session token, and a session ended elsewhere (a 401) leads to the login
- * page and back to the app.
+ * page and back to the app, to the place in it (#hash) too.
  */
 import fs from 'node:fs'
 import path from 'node:path'
@@ -76,6 +76,18 @@ browserTests((browser) => {
     await tab.getByRole('button', { name: 'Say hello' }).click()
     await tab.getByText('Good morning, Ada!').waitFor()
     t.pass('back on the app, logged in again, the aktor answers')
+
+    // At a #hash (a place in the page a link led to), a lost session keeps it: the login page
+    // brings the browser back to that very place, as the console does with its views.
+    await tab.goto(`${base}${APP_UI}#greeting`)
+    const second = await tab.evaluate(() => (window as any).getServiceAuthToken() as string)
+    t.equal((await fetch(`${base}/api/v1/auth/logout`, { method: 'POST', headers: { 'x-service-token': second } })).status, 200, 'signed out again')
+    // No click this time: the page's own status refresh meets the 401.
+    await tab.waitForURL((url) => url.pathname === '/login')
+    t.equal(new URL(tab.url()).searchParams.get('redirect'), `${APP_UI}#greeting`, 'the redirect keeps the hash')
+    await submitLogin(tab, ADMIN, `${base}${APP_UI}#greeting`)
+    await tab.locator('#state.running').waitFor()
+    t.pass('signed in again, back on the app at its hash')
     // The refused call is the one error the browser itself reports (a failed resource load).
     t.same(problems.filter((p) => !/status of (401|503)/.test(p)), [], 'still no policy violation and no script error')
   })

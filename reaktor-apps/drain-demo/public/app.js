@@ -1,24 +1,38 @@
+// @ts-check
 // The drain demo UI. Every API call carries the session token from window.getServiceAuthToken()
 // (injected by the service into this page); a 401 or a missing token leads to the login page,
 // which brings the user back here afterwards.
 const REAKTOR_ID = 'drain-demo'
 const REFRESH_MS = 1000
 
-const $ = (id) => document.getElementById(id)
+/**
+ * The element with this id, which the page has: the script names only its own.
+ * @param {string} id
+ */
+const $ = (id) => /** @type {HTMLElement} */ (document.getElementById(id))
 
 function goToLogin () {
-  const here = window.location.pathname + window.location.search
+  const here = window.location.pathname + window.location.search + window.location.hash
   window.location.assign('/login?redirect=' + encodeURIComponent(here))
 }
 
 class LoginRequired extends Error {}
 
+/**
+ * The API's answer to a call with the session token, its JSON parsed; an Error with the service's
+ * message when it refuses. Without a session, off to the login page (LoginRequired).
+ * @param {string} method
+ * @param {string} path
+ * @param {unknown} [body] sent as JSON
+ * @returns {Promise<any>}
+ */
 async function api (method, path, body) {
   const token = typeof window.getServiceAuthToken === 'function' ? window.getServiceAuthToken() : null
   if (!token) {
     goToLogin()
     throw new LoginRequired('not logged in')
   }
+  /** @type {Record<string, string>} */
   const headers = { 'X-Service-Token': token }
   if (body !== undefined) headers['Content-Type'] = 'application/json'
   const res = await fetch(path, { method, headers, body: body === undefined ? undefined : JSON.stringify(body) })
@@ -31,6 +45,7 @@ async function api (method, path, body) {
   return data
 }
 
+/** @param {string | null} iso */
 function formatTime (iso) {
   if (!iso) return '—'
   const date = new Date(iso)
@@ -39,12 +54,20 @@ function formatTime (iso) {
   return `${date.toLocaleTimeString()} (${relative})`
 }
 
+/**
+ * @param {string} text
+ * @param {boolean} [isError]
+ */
 function showMessage (text, isError = false) {
   const el = $('message')
   el.textContent = text
   el.classList.toggle('error', isError)
 }
 
+/**
+ * @param {{ state: string, interval: string, effectiveInterval: string, lastRun: string | null, nextRun: string | null }} status
+ *   the fields of GET /api/v1/polling/{id}/status this page shows
+ */
 function renderStatus (status) {
   const state = $('state')
   state.textContent = status.state
@@ -54,10 +77,13 @@ function renderStatus (status) {
     : status.interval
   $('last-run').textContent = formatTime(status.lastRun)
   $('next-run').textContent = status.state === 'running' ? formatTime(status.nextRun) : '— (stopped)'
-  $('start').disabled = status.state === 'running'
-  $('stop').disabled = status.state !== 'running'
+  const start = /** @type {HTMLButtonElement} */ ($('start'))
+  const stop = /** @type {HTMLButtonElement} */ ($('stop'))
+  start.disabled = status.state === 'running'
+  stop.disabled = status.state !== 'running'
 }
 
+/** @param {{ queueLength: number, processed: number, lastProcessed: { id: number, processedAt: string } | null }} queue */
 function renderQueue (queue) {
   $('queue-length').textContent = String(queue.queueLength)
   $('processed').textContent = String(queue.processed)
@@ -75,6 +101,7 @@ async function refresh () {
   renderQueue(queue)
 }
 
+/** @param {() => Promise<void>} fn */
 async function act (fn) {
   try {
     await fn()
@@ -96,7 +123,7 @@ $('stop').addEventListener('click', () => act(async () => {
 
 $('enqueue-form').addEventListener('submit', (event) => {
   event.preventDefault()
-  const count = Number($('count').value)
+  const count = Number(/** @type {HTMLInputElement} */ ($('count')).value)
   act(async () => {
     const res = await api('POST', '/api/v1/aktor/drain-demo-enqueue', { count })
     showMessage(`Added ${res.added} items; ${res.queueLength} queued.`)

@@ -1,7 +1,13 @@
+// @ts-check
 // Pieces the account views share: a modal confirmation, a secret shown once with a copy button,
 // and an error line placed next to what failed (a toast alone would not say which row it was).
 import { LoginRequired } from './api.js'
 import { h, toast } from './ui.js'
+
+/**
+ * An error line (`errorLine`): `show(text)` fills it, `show(null)` empties it.
+ * @typedef {HTMLParagraphElement & { show: (text: string | null) => void }} ErrorLine
+ */
 
 let dialogs = 0
 
@@ -10,6 +16,8 @@ let dialogs = 0
  * caller reads after a true answer; the form's own validation applies before it can be confirmed.
  * Cancel has the focus first, since the confirmed action is usually the destructive one; Escape
  * cancels, and the focus goes back to the element that opened the dialog.
+ * @param {{ title: string, text?: string, confirmLabel: string, danger?: boolean, body?: Node }} question
+ * @returns {Promise<boolean>}
  */
 export function confirmDialog ({ title, text, confirmLabel, danger = true, body }) {
   const opener = document.activeElement
@@ -39,6 +47,8 @@ export function confirmDialog ({ title, text, confirmLabel, danger = true, body 
  * A secret the API returns once (a generated password, a new API token), whole (wrapped on a phone),
  * with a Copy button and the warning that it will not be shown again. Without clipboard access
  * (another browser's permissions, a page not in a secure context) Copy selects the text for Ctrl+C.
+ * @param {{ title: string, value: string, note: string, name: string }} secret `name` marks it for
+ *   the tests (data-secret)
  */
 export function secretBox ({ title, value, note, name }) {
   const text = h('code', { class: 'secret', tabindex: '0', 'aria-label': title, dataset: { secret: name } }, value)
@@ -51,7 +61,9 @@ export function secretBox ({ title, value, note, name }) {
         toast('Copied to the clipboard')
       } catch {
         text.focus()
-        window.getSelection().selectAllChildren(text)
+        // null only for a document no window shows, which the console never is.
+        const selection = /** @type {Selection} */ (window.getSelection())
+        selection.selectAllChildren(text)
         toast('Selected: press Ctrl+C (⌘C) to copy')
       }
     }
@@ -62,9 +74,12 @@ export function secretBox ({ title, value, note, name }) {
     h('p', { class: 'secret-note' }, note))
 }
 
-/** An empty error line to place next to a form or row; `show(text)` fills it, `show(null)` empties it. */
+/**
+ * An empty error line to place next to a form or row; `show(text)` fills it, `show(null)` empties it.
+ * @returns {ErrorLine}
+ */
 export function errorLine () {
-  const el = h('p', { class: 'inline-error', role: 'alert', hidden: true })
+  const el = /** @type {ErrorLine} */ (h('p', { class: 'inline-error', role: 'alert', hidden: true }))
   el.show = (text) => {
     el.textContent = text ?? ''
     el.hidden = !text
@@ -72,7 +87,12 @@ export function errorLine () {
   return el
 }
 
-/** A labelled form field: `[wrapper, input]`, the label tied to the input by id. */
+/**
+ * A labelled form field, the label tied to the input by id.
+ * @param {string} label
+ * @param {HTMLElement} input
+ * @param {string} [hint]
+ */
 export function field (label, input, hint) {
   const hintEl = hint ? h('span', { class: 'hint', id: `${input.id}-hint` }, hint) : null
   if (hintEl) input.setAttribute('aria-describedby', hintEl.id)
@@ -83,12 +103,15 @@ export function field (label, input, hint) {
  * Submits `form` through `run()` (its API call), the submit button disabled meanwhile; whatever it
  * throws shows in `error` under the form, except a 401, on which the console is already leaving
  * for the login page.
+ * @param {HTMLFormElement} form
+ * @param {ErrorLine} error
+ * @param {() => Promise<void>} run
  */
 export function onSubmit (form, error, run) {
   form.addEventListener('submit', async (event) => {
     event.preventDefault()
     error.show(null)
-    const button = form.querySelector('button[type="submit"]')
+    const button = /** @type {HTMLButtonElement} */ (form.querySelector('button[type="submit"]'))
     button.disabled = true
     try {
       await run()

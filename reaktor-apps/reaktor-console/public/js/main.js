@@ -1,3 +1,4 @@
+// @ts-check
 // The console shell: who is signed in, the navigation, and a hash router that mounts one view at a
 // time. A view is `mount(container, params, me) → unmount`; unmount stops its timers.
 import { api, LoginRequired } from './api.js'
@@ -7,7 +8,17 @@ import * as reaktor from './views/reaktor.js'
 import * as users from './views/users.js'
 import * as tokens from './views/tokens.js'
 
-/** `#/…` → [view, nav item, params]; unknown hashes show the reaktors. */
+/**
+ * A view: `mount(container, params, me)` draws it into `container` for the signed-in user `me`
+ * (GET /auth/me) and returns its unmount.
+ * @typedef {{ mount: (container: HTMLElement, params: Record<string, string>, me: import('./api.js').Answer) => () => void }} View
+ */
+
+/**
+ * `#/…` → [view, nav item, params]; unknown hashes show the reaktors.
+ * @param {string} hash
+ * @returns {[View, string, Record<string, string>]}
+ */
 function route (hash) {
   const path = hash.replace(/^#\/?/, '')
   const [head, ...rest] = path.split('/')
@@ -19,6 +30,7 @@ function route (hash) {
 
 // A link with a stray `%` (typed, cut short, or crafted) would throw here and leave a blank page:
 // the id is then the text as it stands, which the reaktor page reports as not registered.
+/** @param {string} text */
 function decodeSegment (text) {
   try {
     return decodeURIComponent(text)
@@ -27,16 +39,18 @@ function decodeSegment (text) {
   }
 }
 
+/** @type {(() => void) | null} */
 let unmount = null
 
+/** @param {import('./api.js').Answer} me */
 function show (me) {
   const [view, nav, params] = route(window.location.hash)
   if (typeof unmount === 'function') unmount()
-  for (const link of document.querySelectorAll('[data-nav]')) {
+  for (const link of /** @type {NodeListOf<HTMLElement>} */ (document.querySelectorAll('[data-nav]'))) {
     if (link.dataset.nav === nav) link.setAttribute('aria-current', 'page')
     else link.removeAttribute('aria-current')
   }
-  const container = document.getElementById('view')
+  const container = /** @type {HTMLElement} */ (document.getElementById('view'))
   container.replaceChildren()
   unmount = view.mount(container, params, me)
 }
@@ -49,11 +63,13 @@ async function start () {
     if (!(err instanceof LoginRequired)) toast(err.message, true)
     return
   }
-  document.getElementById('who').textContent = `${me.username} (${me.role})`
-  for (const el of document.querySelectorAll('[data-admin]')) el.hidden = me.role !== 'admin'
+  const who = /** @type {HTMLElement} */ (document.getElementById('who'))
+  who.textContent = `${me.username} (${me.role})`
+  for (const el of /** @type {NodeListOf<HTMLElement>} */ (document.querySelectorAll('[data-admin]'))) el.hidden = me.role !== 'admin'
   window.addEventListener('hashchange', () => {
     show(me)
-    document.getElementById('view').focus({ preventScroll: true })
+    const view = /** @type {HTMLElement} */ (document.getElementById('view'))
+    view.focus({ preventScroll: true })
   })
   show(me)
 }

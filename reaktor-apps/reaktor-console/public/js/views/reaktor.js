@@ -1,3 +1,4 @@
+// @ts-check
 // One reaktor: its status (refreshed every second while the tab is visible), start/stop/run now,
 // the run history with "load more", a chart of recent run durations, and its series of /metrics.
 import { api, seg, LoginRequired } from '../api.js'
@@ -6,12 +7,27 @@ import { outcomeBadge, stateBadge, isFailing, outcomeKind, runControl } from './
 import { durationChart } from './run-chart.js'
 import { metricsOf } from './metrics.js'
 
+/** @typedef {import('./polling-common.js').Status} Status */
+/**
+ * A run as GET /polling/{id}/runs lists it.
+ * @typedef {import('../api.js').Answer} Run
+ */
+/**
+ * A page of runs, newest first; `nextBefore` asks for the older ones (null: there are none).
+ * @typedef {{ runs: Run[], nextBefore: string | null }} RunsPage
+ */
+/**
+ * A refresh that repeats: `run()` now, then again after its pause, while the tab is visible.
+ * @typedef {{ timer: number | undefined, running: boolean, run: () => Promise<void> }} Loop
+ */
+
 const STATUS_MS = 1000
 const RUNS_MS = 3000
 const METRICS_MS = 10000
 const RUNS_PAGE = 20
 
 // [field, label, how to show it]
+/** @type {[field: string, label: string, show?: 'time' | ((value: any) => Node | string)][]} */
 const FIELDS = [
   ['reaktorDefinitionId', 'Id'], ['app', 'App'], ['state', 'State'],
   ['blocked', 'Blocked', (v) => (v ? 'yes: a run passed its timeout and is still settling' : 'no')],
@@ -22,11 +38,20 @@ const FIELDS = [
   ['consecutiveFailures', 'Consecutive failures', String], ['updatedAt', 'State changed', 'time'], ['lastError', 'Last error']
 ]
 
+/**
+ * @param {HTMLElement} container
+ * @param {Record<string, string>} params the reaktor's `id`
+ * @returns {() => void} the unmount
+ */
 export function mount (container, { id }) {
+  /** @type {Loop[]} */
   const timers = []
   let gone = false
+  /** @type {Status | null} */
   let status = null
+  /** @type {Run[]} */
   const runs = [] // newest first, as the API answers
+  /** @type {string | null | undefined} */
   let nextBefore
 
   const title = h('h1', null, id)
@@ -55,11 +80,13 @@ export function mount (container, { id }) {
   const loading = h('p', { class: 'muted' }, 'Loading…')
   container.append(h('p', { class: 'back' }, h('a', { href: '#/' }, '← All reaktors')), loading, body)
 
+  /** @param {string} message */
   function notRegistered (message) {
     gone = true
     loading.replaceChildren(h('span', { role: 'alert', class: 'not-registered' }, message), ' ', h('a', { href: '#/' }, 'Back to the reaktors'))
   }
 
+  /** @param {Status} s */
   function renderStatus (s) {
     const now = Date.now()
     status = s
@@ -97,6 +124,7 @@ export function mount (container, { id }) {
     }
   }
 
+  /** @param {Run} run */
   function runRow (run) {
     return h('tr', { dataset: { run: run.runId } },
       h('td', null, outcomeBadge(run.outcome)),
@@ -119,6 +147,7 @@ export function mount (container, { id }) {
   /** The newest page, merged in front of what is shown (older pages loaded stay). */
   async function refreshRuns () {
     try {
+      /** @type {RunsPage} */
       const answer = await api('GET', `/polling/${seg(id)}/runs`, undefined, { limit: RUNS_PAGE })
       if (nextBefore === undefined) nextBefore = answer.nextBefore
       const known = shownRuns()
@@ -139,6 +168,7 @@ export function mount (container, { id }) {
   async function loadMore () {
     more.disabled = true
     try {
+      /** @type {RunsPage} */
       const answer = await api('GET', `/polling/${seg(id)}/runs`, undefined, { limit: RUNS_PAGE, before: nextBefore })
       const known = shownRuns()
       const older = answer.runs.filter((r) => !known.has(r.runId))
@@ -146,7 +176,7 @@ export function mount (container, { id }) {
       nextBefore = answer.nextBefore
       renderRuns()
       // The first new row takes the focus, so the keyboard goes on from where the list grew.
-      const first = older.length ? runsBody.querySelector(`tr[data-run="${CSS.escape(older[0].runId)}"] td`) : null
+      const first = older.length ? /** @type {HTMLTableCellElement | null} */ (runsBody.querySelector(`tr[data-run="${CSS.escape(older[0].runId)}"] td`)) : null
       if (first) { first.tabIndex = -1; first.focus() }
     } catch (err) {
       if (!(err instanceof LoginRequired)) toast(`Runs: ${err.message}`, true)
@@ -168,16 +198,24 @@ export function mount (container, { id }) {
     }
   }
 
-  /** Runs `fn` now and then every `ms` while the tab is visible; one call at a time. */
+  /**
+   * Runs `fn` now and then every `ms` while the tab is visible; one call at a time.
+   * @param {number} ms
+   * @param {() => Promise<void>} fn
+   */
   function every (ms, fn) {
-    const loop = { timer: null, running: false }
-    loop.run = async () => {
-      clearTimeout(loop.timer)
-      if (gone || loop.running) return
-      loop.running = true
-      await fn()
-      loop.running = false
-      if (!gone && document.visibilityState === 'visible') loop.timer = setTimeout(loop.run, ms)
+    /** @type {Loop} */
+    const loop = {
+      timer: undefined,
+      running: false,
+      run: async () => {
+        clearTimeout(loop.timer)
+        if (gone || loop.running) return
+        loop.running = true
+        await fn()
+        loop.running = false
+        if (!gone && document.visibilityState === 'visible') loop.timer = setTimeout(loop.run, ms)
+      }
     }
     timers.push(loop)
     loop.run()

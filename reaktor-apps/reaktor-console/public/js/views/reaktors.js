@@ -1,3 +1,4 @@
+// @ts-check
 // The reaktors list: one page of 50 from the server (filtered, sorted and counted there), refreshed
 // at most once a second while the tab is visible. Rows are kept by id and their cells rewritten in
 // place, so focus, the checkbox selection and the scroll position survive every refresh.
@@ -5,10 +6,18 @@ import { api, seg, LoginRequired } from '../api.js'
 import { h, toast, relative, formatTime, set } from '../ui.js'
 import { outcomeBadge, stateBadge, isFailing, runControl } from './polling-common.js'
 
+/** @typedef {import('./polling-common.js').Status} Status */
+/**
+ * A reaktor's row, kept by id across refreshes; `status` is the one it shows.
+ * @typedef {{ tr: HTMLTableRowElement, cells: Record<string, HTMLTableCellElement>, check: HTMLInputElement, link: HTMLAnchorElement, control: ReturnType<typeof runControl>, status: Status | null }} Row
+ */
+
 const PAGE = 50
 const REFRESH_MS = 1000
+/** @type {[key: string, text: string][]} */
 const STATES = [['all', 'All'], ['running', 'Running'], ['stopped', 'Stopped'], ['failing', 'Failing']]
 // [sort key, header, hidden on a phone]; the id is shown under the label, sorted by its own button.
+/** @type {[key: string, header: string, optional: boolean][]} */
 const COLUMNS = [
   ['label', 'Label', false], ['app', 'App', true], ['state', 'State', false],
   ['interval', 'Interval', true], ['lastRun', 'Last run', false], ['nextRun', 'Next run', false],
@@ -20,20 +29,30 @@ const view = { q: '', state: 'all', sort: 'id', order: 'asc', offset: 0 }
 
 /** The query of the paged list API. */
 function listQuery () {
+  /** @type {Record<string, string | number | undefined>} */
   const query = { sort: view.sort, order: view.order, limit: PAGE, offset: view.offset, q: view.q || undefined }
   if (view.state === 'running' || view.state === 'stopped') query.state = view.state
   if (view.state === 'failing') query.failing = 'true'
   return query
 }
 
+/**
+ * @param {HTMLElement} container
+ * @returns {() => void} the unmount
+ */
 export function mount (container) {
+  /** @type {Map<string, Row>} */
   const rows = new Map() // id → {tr, cells, status}
+  /** @type {Set<string>} */
   const selected = new Set()
-  let timer = null
-  let ticker = null
+  /** @type {number | undefined} */
+  let timer
+  /** @type {number | undefined} */
+  let ticker
   let latest = 0 // the number of the latest list request
   let gone = false
-  let filterTimer = null
+  /** @type {number | undefined} */
+  let filterTimer
 
   const search = h('input', { type: 'search', id: 'reaktor-filter', placeholder: 'label, id or app', value: view.q, autocomplete: 'off' })
   search.addEventListener('input', () => {
@@ -51,6 +70,10 @@ export function mount (container) {
     for (const [id, row] of rows) { row.check.checked = selectAll.checked; if (selectAll.checked) selected.add(id); else selected.delete(id) }
     showSelection()
   } })
+  /**
+   * @param {string} key
+   * @param {string} text
+   */
   const sortButton = (key, text) => h('button', { type: 'button', class: 'sort', dataset: { sort: key }, onclick: () => sortBy(key) }, text, h('span', { class: 'arrow', 'aria-hidden': 'true' }))
   const headerCells = COLUMNS.map(([key, text, optional]) => h('th', { scope: 'col', class: optional ? 'opt' : undefined, dataset: { key } },
     sortButton(key, text), key === 'label' ? [' / ', sortButton('id', 'id')] : null))
@@ -74,6 +97,7 @@ export function mount (container) {
     empty,
     h('nav', { class: 'pager', 'aria-label': 'Pages' }, prev, range, next))
 
+  /** @param {string} key */
   function sortBy (key) {
     if (view.sort === key) view.order = view.order === 'asc' ? 'desc' : 'asc'
     else { view.sort = key; view.order = 'asc' }
@@ -87,6 +111,7 @@ export function mount (container) {
     selectAll.checked = rows.size > 0 && [...rows.keys()].every((id) => selected.has(id))
   }
 
+  /** @param {'start' | 'stop'} action */
   async function bulk (action) {
     const ids = [...selected]
     bulkStart.disabled = bulkStop.disabled = true
@@ -103,10 +128,15 @@ export function mount (container) {
     refresh()
   }
 
+  /**
+   * @param {string} id
+   * @returns {Row}
+   */
   function newRow (id) {
     const check = h('input', { type: 'checkbox', 'aria-label': `Select ${id}`, onchange: () => { if (check.checked) selected.add(id); else selected.delete(id); showSelection() } })
     check.checked = selected.has(id)
     const link = h('a', { href: `#/reaktor/${seg(id)}` })
+    /** @type {Row['cells']} */
     const cells = {}
     for (const [key, text, optional] of COLUMNS) cells[key] = h('td', { class: optional ? 'opt' : undefined, dataset: { label: text } })
     cells.label.append(h('div', { class: 'name' }, h('span', { class: 'marker', 'aria-hidden': 'true' }), link), h('div', { class: 'id', title: id }, id))
@@ -115,6 +145,11 @@ export function mount (container) {
     return { tr, cells, check, link, control, status: null }
   }
 
+  /**
+   * @param {Row} row
+   * @param {Status} s
+   * @param {number} now
+   */
   function fill (row, s, now) {
     const { cells } = row
     row.status = s
@@ -135,7 +170,11 @@ export function mount (container) {
     row.control.update(s)
   }
 
-  /** The cells that change with the clock alone. */
+  /**
+   * The cells that change with the clock alone.
+   * @param {Row} row
+   * @param {number} now
+   */
   function times (row, now) {
     const s = row.status
     const due = s.nextRun && new Date(s.nextRun).getTime() <= now
@@ -148,6 +187,10 @@ export function mount (container) {
     row.cells.lastSuccessAt.title = formatTime(s.lastSuccessAt)
   }
 
+  /**
+   * @param {{ pollingReaktors: Status[], total: number, offset: number, counts?: Record<string, number> }} answer
+   *   the page, as GET /polling answers it
+   */
   function render (answer) {
     const now = Date.now()
     const ids = answer.pollingReaktors.map((s) => s.reaktorDefinitionId)
@@ -160,21 +203,22 @@ export function mount (container) {
       if (!row) { row = newRow(id); rows.set(id, row) }
       fill(row, s, now)
       // Moved only when out of place: moving the row holding the focus would drop it.
-      if (row.tr === cursor) cursor = cursor.nextSibling
+      if (row.tr === cursor) cursor = /** @type {ChildNode} */ (cursor).nextSibling
       else tbody.insertBefore(row.tr, cursor)
     }
     for (const button of stateButtons) {
-      const key = button.dataset.state
+      const key = /** @type {string} */ (button.dataset.state)
       button.setAttribute('aria-pressed', String(view.state === key))
-      set(button.querySelector('.count'), answer.counts ? String(answer.counts[key]) : '')
+      set(/** @type {Element} */ (button.querySelector('.count')), answer.counts ? String(answer.counts[key]) : '')
     }
     for (const th of headerCells) {
-      const sorted = [...th.querySelectorAll('button.sort')].some((b) => b.dataset.sort === view.sort)
+      const sortButtons = /** @type {NodeListOf<HTMLButtonElement>} */ (th.querySelectorAll('button.sort'))
+      const sorted = [...sortButtons].some((b) => b.dataset.sort === view.sort)
       if (sorted) th.setAttribute('aria-sort', view.order === 'asc' ? 'ascending' : 'descending')
       else th.removeAttribute('aria-sort')
-      for (const b of th.querySelectorAll('button.sort')) {
+      for (const b of sortButtons) {
         const on = b.dataset.sort === view.sort
-        set(b.querySelector('.arrow'), on ? (view.order === 'asc' ? ' ▲' : ' ▼') : '')
+        set(/** @type {Element} */ (b.querySelector('.arrow')), on ? (view.order === 'asc' ? ' ▲' : ' ▼') : '')
         b.classList.toggle('on', on)
       }
     }
@@ -195,7 +239,7 @@ export function mount (container) {
    */
   async function refresh () {
     clearTimeout(timer)
-    timer = null
+    timer = undefined
     if (gone) return
     const mine = ++latest
     try {
@@ -222,7 +266,7 @@ export function mount (container) {
 
   function onVisibility () {
     if (document.visibilityState === 'visible') refresh()
-    else { clearTimeout(timer); timer = null }
+    else { clearTimeout(timer); timer = undefined }
   }
 
   document.addEventListener('visibilitychange', onVisibility)

@@ -1,3 +1,4 @@
+// @ts-check
 // A bar chart of run durations as SVG built with DOM calls (the app CSP allows no inline script and
 // no library is needed for a few dozen bars). One bar per run, oldest on the left, coloured by
 // outcome; the caption says the same in words for those who do not see the colours.
@@ -7,6 +8,11 @@ const SVG = 'http://www.w3.org/2000/svg'
 const WIDTH = 600
 const HEIGHT = 120
 
+/**
+ * @param {string} tag
+ * @param {Record<string, string | number>} attrs
+ * @param {...(Node | string)} children
+ */
 function svg (tag, attrs, ...children) {
   const el = document.createElementNS(SVG, tag)
   for (const [key, value] of Object.entries(attrs)) el.setAttribute(key, String(value))
@@ -14,11 +20,17 @@ function svg (tag, attrs, ...children) {
   return el
 }
 
-/** The chart's figure content for `runs` (oldest first): the SVG and its caption. */
+/**
+ * The chart's figure content for `runs` (oldest first): the SVG and its caption.
+ * @param {import('../api.js').Answer[]} runs as GET /polling/{id}/runs lists them
+ * @param {(outcome: string) => string} kindOf an outcome's colour class
+ * @returns {Element[]}
+ */
 export function durationChart (runs, kindOf) {
   if (runs.length === 0) return [h('p', { class: 'muted' }, 'No run recorded yet.')]
   const max = Math.max(1, ...runs.map((r) => r.durationMs ?? 0))
   const step = WIDTH / Math.max(runs.length, 10)
+  /** @type {Record<string, number>} */
   const counts = {}
   const bars = runs.map((run, i) => {
     counts[run.outcome] = (counts[run.outcome] ?? 0) + 1

@@ -1,3 +1,4 @@
+// @ts-check
 // API tokens (an admin sees everyone's with the owner, an operator their own): create one, shown
 // once; revoke one. And "My account": the signed-in user's own password.
 import { api, ApiError, goToLogin, LoginRequired, seg } from '../api.js'
@@ -8,6 +9,17 @@ const EXPIRY = [['90d', '90 days'], ['30d', '30 days'], ['365d', '1 year'], ['',
 /** What the API takes as `expiresIn` (an integer and a unit), checked here to say so at once. */
 const DURATION = /^[0-9]+(m|h|d)$/
 
+/**
+ * An API token as GET /tokens lists it.
+ * @typedef {import('../api.js').Answer} Token
+ */
+
+/**
+ * @param {HTMLElement} container
+ * @param {Record<string, string>} _params
+ * @param {import('../api.js').Answer} me the signed-in user (GET /auth/me)
+ * @returns {() => void} the unmount
+ */
 export function mount (container, _params, me) {
   let active = true
   const admin = me.role === 'admin'
@@ -37,6 +49,7 @@ export function mount (container, _params, me) {
     }
   }
 
+  /** @param {Token} token */
   function row (token) {
     const slot = errorLine()
     const expired = token.expiresAt !== null && new Date(token.expiresAt).getTime() <= Date.now()
@@ -88,6 +101,7 @@ export function mount (container, _params, me) {
     h('div', { class: 'actions' }, h('button', { type: 'submit' }, 'Create token')),
     createError)
   onSubmit(form, createError, async () => {
+    /** @type {{ name: string, expiresIn?: string }} */
     const body = { name: name.value.trim() }
     const expiresIn = expiry.value === 'custom' ? custom.value.trim() : expiry.value
     if (expiresIn !== '') body.expiresIn = expiresIn
@@ -104,7 +118,8 @@ export function mount (container, _params, me) {
     custom.required = false
     toast(`Token "${answer.name}" created`)
     await load()
-    created.querySelector('.secret')?.focus()
+    const secret = /** @type {HTMLElement | null} */ (created.querySelector('.secret'))
+    secret?.focus()
   })
 
   container.append(heading, intro, form, created, h('h2', null, admin ? 'All API tokens' : 'Your API tokens'), listError, empty, table, passwordForm(me))
@@ -112,7 +127,10 @@ export function mount (container, _params, me) {
   return () => { active = false }
 }
 
-/** "My account": the own password. A change ends every session of the user, this one too. */
+/**
+ * "My account": the own password. A change ends every session of the user, this one too.
+ * @param {import('../api.js').Answer} me the signed-in user (GET /auth/me)
+ */
 function passwordForm (me) {
   const current = h('input', { id: 'current-password', type: 'password', required: true, autocomplete: 'current-password' })
   const next = h('input', { id: 'new-own-password', type: 'password', required: true, minLength: 12, maxLength: 1024, autocomplete: 'new-password' })
@@ -136,7 +154,7 @@ function passwordForm (me) {
     try {
       await api('POST', '/auth/password', { currentPassword: current.value, newPassword: next.value })
     } catch (err) {
-      if (err instanceof ApiError && err.status === 403) throw new Error('The current password is wrong.')
+      if (err instanceof ApiError && err.status === 403) throw new Error('The current password is wrong.', { cause: err })
       throw err
     }
     // The change ended this session too: sign in again with the new password, back to this view.

@@ -1,11 +1,23 @@
+// @ts-check
 // Users (admins only): list, create, change role, disable/enable, reset password, delete. Each
 // API error shows next to the form or the row it came from; generated passwords are shown once.
 import { api, ApiError, LoginRequired, seg } from '../api.js'
 import { confirmDialog, errorLine, field, onSubmit, secretBox } from '../dialogs.js'
 import { formatTime, h, toast } from '../ui.js'
 
+/**
+ * A user as GET /users lists it.
+ * @typedef {import('../api.js').Answer} User
+ */
+
 const ROLES = ['operator', 'admin']
 
+/**
+ * @param {HTMLElement} container
+ * @param {Record<string, string>} _params
+ * @param {import('../api.js').Answer} me the signed-in user (GET /auth/me)
+ * @returns {() => void} the unmount
+ */
 export function mount (container, _params, me) {
   const heading = h('h1', { tabindex: '-1' }, 'Users')
   if (me.role !== 'admin') {
@@ -26,6 +38,8 @@ export function mount (container, _params, me) {
   /**
    * Shows a password the API returned once, above the list, replacing an earlier one; none (a typed
    * password, not shown) removes the earlier one, which is no longer the password.
+   * @param {string} title
+   * @param {string | undefined} value
    */
   function showSecret (title, value) {
     if (value) secrets.replaceChildren(secretBox({ title, value, name: 'password', note: 'Copy it now: it will not be shown again. Hand it over on a safe channel.' }))
@@ -43,9 +57,15 @@ export function mount (container, _params, me) {
     }
   }
 
-  /** Runs a change of one user; the row is redrawn from the answer, the error shown in the row. */
+  /**
+   * Runs a change of one user; the row is redrawn from the answer, the error shown in the row.
+   * @param {HTMLTableRowElement} tr
+   * @param {string} action the data-action of the control that asked, which has the focus again
+   * @param {() => Promise<{ user?: User } | undefined>} request
+   * @param {string} success
+   */
   async function change (tr, action, request, success) {
-    const slot = tr.querySelector('.inline-error')
+    const slot = /** @type {import('../dialogs.js').ErrorLine} */ (tr.querySelector('.inline-error'))
     slot.show(null)
     try {
       const answer = await request()
@@ -53,7 +73,8 @@ export function mount (container, _params, me) {
       if (answer?.user) {
         const next = row(answer.user)
         tr.replaceWith(next)
-        next.querySelector(`[data-action="${action}"]`)?.focus()
+        const control = /** @type {HTMLElement | null} */ (next.querySelector(`[data-action="${action}"]`))
+        control?.focus()
       } else {
         await load()
         heading.focus()
@@ -65,10 +86,17 @@ export function mount (container, _params, me) {
     }
   }
 
+  /**
+   * @param {User} user
+   * @returns {HTMLTableRowElement}
+   */
   function row (user) {
     const tr = h('tr', { dataset: { username: user.username } })
     const who = user.username === me.username ? ' (you)' : ''
-    /** A PATCH of this user, its answer (the user) as `change` redraws the row from. */
+    /**
+     * A PATCH of this user, its answer (the user) as `change` redraws the row from.
+     * @param {Record<string, unknown>} body
+     */
     const patch = (body) => () => api('PATCH', `/users/${seg(user.username)}`, body).then((u) => ({ user: u }))
     const role = h('select', {
       'aria-label': `Role of ${user.username}`,
@@ -114,6 +142,10 @@ export function mount (container, _params, me) {
     return tr
   }
 
+  /**
+   * @param {HTMLTableRowElement} tr
+   * @param {User} user
+   */
   async function resetPassword (tr, user) {
     const id = `reset-${Math.random().toString(36).slice(2)}`
     const generated = h('input', { type: 'radio', name: id, id: `${id}-gen`, value: 'generated', checked: true })
@@ -159,6 +191,7 @@ export function mount (container, _params, me) {
     h('div', { class: 'actions' }, h('button', { type: 'submit' }, 'Create user')),
     createError)
   onSubmit(form, createError, async () => {
+    /** @type {{ username: string, role: string, password?: string }} */
     const body = { username: username.value, role: role.value }
     if (password.value !== '') body.password = password.value
     const answer = await api('POST', '/users', body)

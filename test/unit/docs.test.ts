@@ -157,6 +157,14 @@ t.test(`the README is at most ${README_MAX_LINES} lines`, async (t) => {
   t.ok(lines <= README_MAX_LINES, `README.md has ${lines} lines`)
 })
 
+t.test('the README\'s map links every page of docs/', async (t) => {
+  const readme = prose(read(path.join(ROOT, 'README.md')))
+  const linked = new Set([...readme.matchAll(/\]\(docs\/([^)#]+\.md)(?:#[^)]*)?\)/g)].map((m) => m[1]))
+  const pages = fs.readdirSync(path.join(ROOT, 'docs')).filter((f) => f.endsWith('.md'))
+  t.ok(pages.length >= 10, `${pages.length} pages in docs/`)
+  t.same(pages.filter((page) => !linked.has(page)), [], 'every page linked')
+})
+
 t.test('docs/architecture.md names every folder of src/, and only files that exist', async (t) => {
   const folders = sourceFolders()
   t.ok(folders.length >= 20, `${folders.length} folders below src/`)

@@ -32,10 +32,26 @@ export const TARGETS = {
   s11: { share: 0.95, evenWithin: 0.1, rssPer10kMB: 200, killToFirstRunMaxMs: 3000 }
 } as const
 
+/** The scenario of a judgment, as the bench and the report both name it. */
+export const SCENARIO = {
+  appScript: '1 app-UI JS 27 KB',
+  appPage: '2 app-UI HTML + helper',
+  status: '3 GET status',
+  s4: '4 10,000 at 3s, 1 node',
+  s5: '5 back to back',
+  s6same: '6 same node',
+  s6cross: '6 cross node',
+  s7: '7 failover',
+  s11case: (label: string): string => `11 ${label}`,
+  s11memory: '11 memory',
+  s11kill: (n: number): string => `11 kill -9 ${n}`
+} as const
+
 const int = (v: number): string => Math.round(v).toLocaleString('en-US')
 const ms = (v: number): string => Number.isFinite(v) ? `${(Math.round(v * 10) / 10).toLocaleString('en-US')} ms` : v > 0 ? '∞ (a reaktor did not run again)' : 'none'
 const pct = (v: number): string => `${Math.round(v * 1000) / 10} %`
-const ratio = (v: number): string => `${Math.round(v * 100) / 100}x`
+// Three decimals: a ratio just under its bound must not read as equal to it.
+const ratio = (v: number): string => `${Math.round(v * 1000) / 1000}x`
 
 export function metCell (judgments: readonly Judgment[]): string {
   if (judgments.some((j) => j.met === false)) return 'NO'
@@ -88,6 +104,12 @@ export function latencyJudgments (scenario: string, samples: readonly number[], 
     { scenario, what: `median of ${samples.length}`, target: `≤ ${int(medianMs)} ms`, measured: ms(mid), met: mid <= medianMs },
     { scenario, what: `max of ${samples.length}`, target: `≤ ${int(maxMs)} ms`, measured: ms(max), met: max <= maxMs }
   ]
+}
+
+/** The memory of a node with 20,000 reaktors, per 10,000 (its whole RSS divided). */
+export function memoryJudgment (rssPer10kMB: number): Judgment {
+  const bound = TARGETS.s11.rssPer10kMB
+  return { scenario: SCENARIO.s11memory, what: 'RSS per 10,000 reaktors (a node with 20,000: its RSS / 2)', target: `< ${bound} MB`, measured: `${Math.round(rssPer10kMB)} MB`, met: rssPer10kMB < bound }
 }
 
 /** The scale kill -9 case: every orphan ran again, no overlap, the slowest first run in bound. */

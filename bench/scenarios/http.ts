@@ -12,7 +12,7 @@ import { forkChild, mean, round, sum, type Row } from '../lib.js'
 import { CORES, load, pinning, wrkCommand, type LoadOptions, type LoadResult } from '../load.js'
 import { startNginx, type Nginx } from '../nginx.js'
 import type { Captured } from '../servers.js'
-import { ratioJudgment, TARGETS } from '../targets.js'
+import { ratioJudgment, SCENARIO, TARGETS } from '../targets.js'
 
 /** One server answering one scenario's request. */
 interface HttpPeer { label: string, options: Omit<LoadOptions, 'connections' | 'duration'>, does: string }
@@ -111,7 +111,7 @@ async function generatorCeiling (nginx: Nginx): Promise<void> {
     'MB/s': round(mean(rounds[i].map((l) => l.throughputMBps)), 0),
     failed: failedIn(rounds[i])
   }))
-  print(`Generator ceiling: ${wrkVersion()}, 1 thread, ${P.connections} connections, ${P.httpSeconds} s × ${P.rounds} rounds, against nginx (a server in C, 1 worker), ${placement()}. The scenarios below stay well under these figures, so the generator is not what limits them`, rows)
+  print(`Generator ceiling: ${wrkVersion()}, 1 thread, ${P.connections} connections, ${P.httpSeconds} s × ${P.rounds} rounds, against nginx (a server in C, 1 worker), ${placement()}. A rate below near these would be the generator's limit, not the server's`, rows)
   results.generatorCeiling = rows
 }
 
@@ -185,11 +185,11 @@ export async function httpScenarios (tmp: string): Promise<void> {
     ]
   })
   const scenarios: Scenario[] = [
-    appUiFile(1, '1 app-UI JS 27 KB', TARGETS.http.appScript, 'app.js', 'app.js', 'js'),
-    appUiFile(2, '2 app-UI HTML + helper', TARGETS.http.appPage, '', 'index.html', 'html'),
+    appUiFile(1, SCENARIO.appScript, TARGETS.http.appScript, 'app.js', 'app.js', 'js'),
+    appUiFile(2, SCENARIO.appPage, TARGETS.http.appPage, '', 'index.html', 'html'),
     {
       n: 3,
-      scenario: '3 GET status',
+      scenario: SCENARIO.status,
       target: TARGETS.http.status,
       ours: { label: 'reaktor-service', options: { url: `${ours}${statusPath}`, headers: auth }, does: 'token checked, JSON from the status cache' },
       // The service sends the status from cached bytes: so does its ceiling, so the ratio measures

@@ -6,7 +6,7 @@ import fs from 'node:fs/promises'
 import { createDatabase, judge, nodeOptions, note, P, print, results, startNode, until } from '../context.js'
 import { delay, mean, median, num, round, sum, wallNow, type ChildHandle, type Message, type Row } from '../lib.js'
 import type { NodeOptions } from '../node.js'
-import { killJudgments, p99Judgment, shareJudgment, stallJudgment, TARGETS, type Judgment } from '../targets.js'
+import { killJudgments, memoryJudgment, p99Judgment, SCENARIO, shareJudgment, stallJudgment, TARGETS, type Judgment } from '../targets.js'
 
 /** Busy core-seconds of the whole machine so far (every process: nodes, PostgreSQL, this one). */
 async function busyCoreSeconds (): Promise<number> {
@@ -73,7 +73,7 @@ async function scaleCase (tmp: string, c: ScaleCase, index: number): Promise<Row
   const cpuPerRunUs = (cpu1 - cpu0) * 1e6 / Math.max(1, runs)
   const nodeCpuPerRunUs = sum(reports, (r) => Number(r.cpuMs)) * 1000 / Math.max(1, runs)
   const rss = reports.map((r) => Number(r.rss) / 2 ** 20)
-  const scenario = `11 ${c.label}`
+  const scenario = SCENARIO.s11case(c.label)
   const judgments: Judgment[] = [
     shareJudgment(scenario, share, TARGETS.s11.share),
     p99Judgment(scenario, ' (worst node)', p99, c.p99Target),
@@ -156,7 +156,7 @@ async function scaleKill (tmp: string, index: number): Promise<Row> {
     'caught up early': lateness.filter((l) => l < -50).length,
     'ledger runs': ledgerRuns,
     overlaps,
-    met: judge(...killJudgments(`11 kill -9 ${index + 1}`, orphans.length, missing, overlaps, Math.max(...toFirstRun)))
+    met: judge(...killJudgments(SCENARIO.s11kill(index + 1), orphans.length, missing, overlaps, Math.max(...toFirstRun)))
   }
 }
 
@@ -177,7 +177,7 @@ async function memory (tmp: string, r0: { rss: number[], reaktors: number, repor
   print('Scenario 11: memory of one node with 20,000 reaktors at 3s (RSS at the end of the window; live heap after a forced full GC)', [
     { node: '20,000 reaktors', 'RSS MB': round(r0.rss[0], 0), 'live heap MB': round(mb(r0.reports[0].liveHeap), 0) },
     { node: 'no reaktors (same process, same service)', 'RSS MB': round(mb(base.rss), 0), 'live heap MB': round(mb(base.liveHeap), 0) },
-    { node: 'per 10,000 reaktors: RSS / 2', 'RSS MB': round(rssPer, 0), 'live heap MB': '', target: `< ${bound}`, met: judge({ scenario: '11 memory', what: 'RSS per 10,000 reaktors (the node\'s RSS / 2)', target: `< ${bound} MB`, measured: `${Math.round(rssPer)} MB`, met: rssPer < bound }) },
+    { node: 'per 10,000 reaktors: RSS / 2', 'RSS MB': round(rssPer, 0), 'live heap MB': '', target: `< ${bound}`, met: judge(memoryJudgment(rssPer)) },
     { node: 'per 10,000 reaktors: above the idle node', 'RSS MB': round(marginal, 0), 'live heap MB': round(heapPer, 1), target: '', met: '' }
   ])
   results.s11_memory = { base, rssPer, marginal, heapPer }

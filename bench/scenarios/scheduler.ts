@@ -11,7 +11,7 @@ import { ADMIN, reaktorId } from '../fixture.js'
 import { percentile, median, round, wallNow, type ChildHandle, type Message } from '../lib.js'
 import { measureRuns, perRun, sig, type Throughput } from '../measure.js'
 import type { NodeOptions } from '../node.js'
-import { atLeastJudgment, latencyJudgments, p99Judgment, shareJudgment, stallJudgment, TARGETS } from '../targets.js'
+import { atLeastJudgment, latencyJudgments, p99Judgment, SCENARIO, shareJudgment, stallJudgment, TARGETS } from '../targets.js'
 
 /** Migrates the database and gives every reaktor `perReaktor` history rows from a day ago (the steady state of the pruning; run ids time-ordered like the service's). */
 async function prefillHistory (url: string, reaktors: number, perReaktor: number): Promise<void> {
@@ -39,7 +39,7 @@ async function scenario4 (tmp: string): Promise<Throughput> {
   const r = await measureRuns(node, P.s4Reaktors, P.s4WindowMs, P.s4SettleMs, TARGETS.s4.p99Ms, url)
   const expected = P.s4Reaktors * r.windowMs / INTERVAL_MS
   const share = r.cycles / expected
-  const scenario = '4 10,000 at 3s, 1 node'
+  const scenario = SCENARIO.s4
   print('Scenario 4: 10,000 polling reaktors at 3s, no-op aktor, one node; a reaktor that did not run again counts as an infinite gap', [{
     reaktors: P.s4Reaktors,
     'window s': round(r.windowMs / 1000, 1),
@@ -89,7 +89,7 @@ async function scenario5 (tmp: string): Promise<Throughput> {
     'transactions/run': cost === undefined ? '' : sig(cost.transactions),
     'rows written/run': cost === undefined ? '' : sig(cost.rows),
     'WAL bytes/run': cost === undefined ? '' : sig(cost.walBytes),
-    met: judge(atLeastJudgment('5 back to back', 'runs/s', perSecond, TARGETS.s5.runsPerSecond, ''))
+    met: judge(atLeastJudgment(SCENARIO.s5, 'runs/s', perSecond, TARGETS.s5.runsPerSecond, ''))
   }])
   results.s5 = { ...r, perSecond }
   return r
@@ -168,8 +168,8 @@ export async function scenario6 (tmp: string): Promise<void> {
     met: judge(...latencyJudgments(scenario, samples, medianMs, maxMs))
   })
   print('Scenario 6: start → first run (HTTP start request sent → aktor called), 2 nodes, one database', [
-    row('same node (start sent to the owner)', '6 same node', same, sameMedianMs, sameMaxMs),
-    row('cross node (start sent to another node)', '6 cross node', cross, crossMedianMs, crossMaxMs)
+    row('same node (start sent to the owner)', SCENARIO.s6same, same, sameMedianMs, sameMaxMs),
+    row('cross node (start sent to another node)', SCENARIO.s6cross, cross, crossMedianMs, crossMaxMs)
   ])
   results.s6 = { same, cross }
 }
@@ -213,7 +213,7 @@ export async function scenario7 (tmp: string): Promise<void> {
     'min ms': Math.round(Math.min(...failovers)),
     'max ms': Math.round(Math.max(...failovers)),
     target: `median ≤ ${medianMs.toLocaleString('en-US')} ms, max ≤ ${maxMs.toLocaleString('en-US')} ms`,
-    met: judge(...latencyJudgments('7 failover', failovers, medianMs, maxMs))
+    met: judge(...latencyJudgments(SCENARIO.s7, failovers, medianMs, maxMs))
   }])
   results.s7 = { failovers }
 }

@@ -82,7 +82,7 @@ function renderSummary (ctx: RenderContext): string {
   const ceiling = Number((r.generatorCeiling as Row[] | undefined)?.[0]?.['req/s'])
   const fastest = Math.max(...((r.http as Row[] | undefined) ?? []).filter((row) => !String(row.server).startsWith('nginx')).map((row) => Number(row['req/s'])))
   const limits = fastest <= ceiling / 2 ? ', more than twice the fastest Node server\'s rate: it is not what limits the rates below' : '; a rate below near it may be the generator\'s limit, not the server\'s'
-  const pinnedText = run.json.machine?.pinned === true ? ', on one core, the servers under test on the other (`taskset`)' : ''
+  const pinnedText = run.json.machine?.pinned === true ? '; pinned to one core, the servers under test to the other, with `taskset`' : ''
   const intro = [
     `Every figure here comes from the newest full \`npm run bench\` (embedded PostgreSQL), on ${described(run)}; its JSON is ${link(ctx.page, run.file)}. The method, the whole output and every target with its verdict are in ${docLink(ctx.page, '', 'docs/performance.md')}. ${legacyNote(ctx)}`.trim(),
     '',
@@ -136,7 +136,7 @@ function scheduling (ctx: RenderContext, judged: readonly Judgment[]): string {
     const missing = kills.reduce((a, k) => a + Number(k.missing), 0)
     const overlaps = kills.reduce((a, k) => a + Number(k.overlaps), 0)
     const slowest = Math.max(...kills.flatMap((k) => k.toFirstRun as number[]))
-    rows.push([`\`kill -9\` of one of 3 nodes (3,000 reaktors each), ${kills.length} times`, `${missing === 0 ? 'every orphan ran again' : `${int(missing)} orphans did not run again; the others ran`} within ${dec(slowest / 1000)} s on a survivor; ${int(overlaps)} overlapping runs`, `every orphan; no overlap; ≤ ${dec(TARGETS.s11.killToFirstRunMaxMs / 1000)} s`, verdict(of(judged, (s) => s.startsWith('11 kill -9')))])
+    rows.push([`\`kill -9\` of one of 3 nodes (3,000 reaktors each), ${kills.length === 1 ? 'once' : `${kills.length} times`}`, `${missing === 0 ? 'every orphan ran again' : `${int(missing)} orphans did not run again; the others ran`} within ${dec(slowest / 1000)} s on a survivor; ${int(overlaps)} overlapping runs`, `every orphan; no overlap; ≤ ${dec(TARGETS.s11.killToFirstRunMaxMs / 1000)} s`, verdict(of(judged, (s) => s.startsWith('11 kill -9')))])
   }
   if (r.s5 !== undefined) rows.push(['one reaktor returning `true`, back to back', `${int(num(r.s5.perSecond))} runs a second`, `≥ ${int(TARGETS.s5.runsPerSecond)}`, verdict(of(judged, SCENARIO.s5))])
   if (r.s6 !== undefined) {
@@ -163,7 +163,7 @@ function queues (ctx: RenderContext): string {
     const share = num(t.cycles) / ((p?.s4Reaktors ?? 10_000) * num(t.windowMs) / 3000)
     const runs = num(t.runs)
     const p99 = num(t.gapP99)
-    return `${name} ${versions?.[name] ?? ''} kept up with ${dec(share * 100)} % of the runs at a p99 lateness of ${Number.isFinite(p99) ? `${int(p99)} ms` : '∞ (reaktors did not run again)'} (${sig(num(t.load?.transactions) / runs)} transactions, ${sig(num(t.load?.rows) / runs)} rows and ${int(num(t.load?.walBytes) / runs)} WAL bytes per run)`
+    return `${name} ${versions?.[name] ?? ''} kept up with ${dec(share * 100)} % of the runs at a p99 lateness of ${Number.isFinite(p99) ? `${int(p99)} ms` : '∞, as some reaktors did not run again'} (${sig(num(t.load?.transactions) / runs)} transactions, ${sig(num(t.load?.rows) / runs)} rows and ${int(num(t.load?.walBytes) / runs)} WAL bytes per run)`
   }
   const sides = ['graphile-worker', 'pg-boss'].map(side).filter((s) => s !== undefined)
   if (sides.length === 0) return ''

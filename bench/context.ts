@@ -78,16 +78,17 @@ export function profileArgv (): string[] {
 }
 
 /**
- * Writes the JSON of the run to bench/results/latest.json and, for a full run of every scenario
- * on a clean checkout, to bench/results/<date>-<commit>-full.json, the file kept in git: the
- * tables of the README and docs/performance.md are rendered from it (`npm run bench:report`).
- * Infinity and NaN are kept as strings (a stall is an infinite gap, not "no gap").
+ * Writes the JSON of the run to bench/results/latest.json and, for a plain `npm run bench` (every
+ * scenario, no flag) on a clean checkout, to bench/results/<date>-<commit>-full.json, the file
+ * kept in git: the tables of the README and docs/performance.md are rendered from it
+ * (`npm run bench:report`). Format 2 carries the judged targets; the report judges older files
+ * itself. Infinity and NaN are kept as strings (a stall is an infinite gap, not "no gap").
  */
 export async function writeResults (meta: { commit: string, clean: boolean } & Record<string, unknown>): Promise<string | undefined> {
   await fs.mkdir(RESULTS_DIR, { recursive: true })
   const json = JSON.stringify({ format: 2, mode: flags.quick ? 'quick' : 'full', ...meta, args, results, targets: judged, tables }, keepNonFinite, 2) + '\n'
   await fs.writeFile(path.join(RESULTS_DIR, 'latest.json'), json)
-  if (flags.quick || flags.only !== undefined || flags.missATarget || !meta.clean) return undefined
+  if (args.length > 0 || !meta.clean) return undefined
   const kept = path.join(RESULTS_DIR, `${new Date().toISOString().slice(0, 10)}-${meta.commit}-full.json`)
   await fs.writeFile(kept, json)
   return path.relative(ROOT, kept)

@@ -81,7 +81,7 @@ function renderSummary (ctx: RenderContext): string {
   const p = run.json.params
   const ceiling = Number((r.generatorCeiling as Row[] | undefined)?.[0]?.['req/s'])
   const fastest = Math.max(...((r.http as Row[] | undefined) ?? []).filter((row) => !String(row.server).startsWith('nginx')).map((row) => Number(row['req/s'])))
-  const limits = fastest <= ceiling / 2 ? ', more than twice the fastest Node server\'s rate: it is not what limits the rates below' : '; a rate below near it may be the generator\'s limit, not the server\'s'
+  const limits = fastest <= ceiling / 2 ? ', more than twice the fastest Node server\'s rate: it is not what limits the rates below' : '; a rate near it may be the generator\'s limit, not the server\'s'
   const pinnedText = run.json.machine?.pinned === true ? '; pinned to one core, the servers under test to the other, with `taskset`' : ''
   const intro = [
     `Every figure here comes from the newest full \`npm run bench\` (embedded PostgreSQL), on ${described(run)}; its JSON is ${link(ctx.page, run.file)}. The method, the whole output and every target with its verdict are in ${docLink(ctx.page, '', 'docs/performance.md')}. ${legacyNote(ctx)}`.trim(),

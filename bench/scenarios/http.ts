@@ -111,7 +111,7 @@ async function generatorCeiling (nginx: Nginx): Promise<void> {
     'MB/s': round(mean(rounds[i].map((l) => l.throughputMBps)), 0),
     failed: failedIn(rounds[i])
   }))
-  print(`Generator ceiling: ${wrkVersion()}, 1 thread, ${P.connections} connections, ${P.httpSeconds} s × ${P.rounds} rounds, against nginx (a server in C, 1 worker), ${placement()}. A rate below near these would be the generator's limit, not the server's`, rows)
+  print(`Generator ceiling: ${wrkVersion()}, 1 thread, ${P.connections} connections, ${P.httpSeconds} s × ${P.rounds} rounds, against nginx (a server in C, 1 worker), ${placement()}. A rate near these would be the generator's limit, not the server's`, rows)
   results.generatorCeiling = rows
 }
 

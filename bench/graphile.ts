@@ -81,7 +81,7 @@ try {
   serveParent({
     stats: () => ({ everRan: runWindow.everRan }),
     begin: () => runWindow.begin(),
-    report: () => runWindow.end()
+    report: (msg) => runWindow.end(Number(msg.lateMs ?? 0))
   }, async () => { await runner?.stop() })
   process.send?.({ type: 'ready', pid: process.pid })
 } catch (err) {

@@ -7,6 +7,7 @@
 import { fork, type ChildProcess } from 'node:child_process'
 import path from 'node:path'
 import { performance } from 'node:perf_hooks'
+import { pinned } from './load.js'
 
 export const BENCH_DIR = import.meta.dirname
 export const ROOT = path.resolve(BENCH_DIR, '..')
@@ -49,13 +50,19 @@ export interface ForkOptions {
   readyTimeoutMs?: number
   /** Pipe the child's stdout here instead of inheriting it. */
   stdout?: 'inherit' | 'ignore' | 'pipe'
+  /** The core the child runs on (taskset), from its start: a server under test. */
+  core?: number
 }
 
 /** Forks a TypeScript child (through tsx, like this process) that talks over IPC. */
 export function forkChild (name: string, script: string, args: string[], opts: ForkOptions = {}): ChildHandle {
+  const nodeArgs = ['--import', 'tsx', ...(opts.execArgv ?? [])]
+  // Pinned, node runs under taskset: taskset execs it, so the IPC channel and the pid stay node's.
+  const [execPath, execArgv] = opts.core === undefined ? [process.execPath, nodeArgs] : pinned(opts.core, process.execPath, nodeArgs)
   const proc = fork(path.join(BENCH_DIR, script), args, {
     cwd: ROOT,
-    execArgv: ['--import', 'tsx', ...(opts.execArgv ?? [])],
+    execPath,
+    execArgv,
     env: { ...process.env, ...opts.env },
     stdio: ['ignore', opts.stdout ?? 'inherit', 'inherit', 'ipc']
   })
@@ -121,7 +128,7 @@ export function serveParent (handlers: Record<string, (msg: Message) => unknown>
     void (async () => {
       try {
         const result = handler === undefined ? { error: `unknown request ${msg.type}` } : await handler(msg)
-        process.send?.({ ...(result as object), type: 'reply', id: msg.id })
+        process.send?.(JSON.parse(JSON.stringify({ ...(result as object), type: 'reply', id: msg.id }, keepNonFinite)))
       } catch (err) {
         process.send?.({ type: 'reply', id: msg.id, error: (err as Error).message })
       }
@@ -137,11 +144,25 @@ export function fatal (err: unknown): never {
   process.exit(1)
 }
 
+/**
+ * A JSON replacer keeping Infinity and NaN as strings (JSON would make both null): an infinite gap
+ * (a reaktor that did not run again) must not read as "no gaps". `num` reads them back.
+ */
+export function keepNonFinite (_key: string, value: unknown): unknown {
+  return typeof value === 'number' && !Number.isFinite(value) ? String(value) : value
+}
+
+/** A number sent over IPC or read from a results JSON: null (no value) is NaN, "Infinity" is Infinity. */
+export function num (value: unknown): number {
+  return value === null || value === undefined ? NaN : Number(value)
+}
+
 // ------------------------------------------------------------------ statistics
 
 export function percentile (values: readonly number[], p: number): number {
   if (values.length === 0) return NaN
-  const sorted = [...values].sort((a, b) => a - b)
+  // Not a - b: Infinity - Infinity is NaN, which would leave the order undefined.
+  const sorted = [...values].sort((a, b) => a < b ? -1 : a > b ? 1 : 0)
   const rank = Math.min(sorted.length - 1, Math.max(0, Math.ceil((p / 100) * sorted.length) - 1))
   return sorted[rank]
 }
@@ -231,11 +252,20 @@ export class RunWindow {
     return { at: this.beganAt }
   }
 
-  /** The window's runs and gaps, and the process's CPU time in it and its memory at its end. */
-  end (): { runs: number, gapCount: number, gapP50: number, gapP99: number, gapMax: number, cycles: number, at: number, cpuMs: number, rss: number, heapUsed: number } {
+  /**
+   * The window's runs and gaps, and the process's CPU time in it and its memory at its end.
+   *
+   * A reaktor `considered` here (one this process should have run throughout the window) that
+   * started no run in it, though by the window's end its last start was more than an interval plus
+   * `lateMs` ago (or it never ran), did not run again: it counts as an infinite gap in the gap
+   * statistics and in `stalled`. Counting only the gaps of the reaktors that ran again would let a
+   * stall pass unseen.
+   */
+  end (lateMs = 0, considered: (i: number) => boolean = () => true): { runs: number, gapCount: number, stalled: number, gapP50: number, gapP99: number, gapMax: number, cycles: number, at: number, cpuMs: number, rss: number, heapUsed: number } {
     this.measuring = false
     const at = performance.now()
-    const { gaps } = this
+    const stalled = this.stalled(at, lateMs, considered)
+    const gaps = stalled === 0 ? this.gaps : [...this.gaps, ...new Array<number>(stalled).fill(Infinity)]
     const cpu = process.cpuUsage(this.cpuAtBegin)
     const mem = process.memoryUsage()
     return {
@@ -243,13 +273,26 @@ export class RunWindow {
       rss: mem.rss,
       heapUsed: mem.heapUsed,
       runs: this.runs,
-      gapCount: gaps.length,
+      gapCount: this.gaps.length,
+      stalled,
       gapP50: percentile(gaps, 50),
       gapP99: percentile(gaps, 99),
-      gapMax: gaps.reduce((a, b) => Math.max(a, b), -Infinity),
+      gapMax: gaps.length === 0 ? NaN : gaps.reduce((a, b) => Math.max(a, b), -Infinity),
       cycles: this.cycles(at),
       at
     }
+  }
+
+  private stalled (endAt: number, lateMs: number, considered: (i: number) => boolean): number {
+    if (this.intervalMs <= 0) return 0
+    let count = 0
+    for (let i = 0; i < this.lastStart.length; i++) {
+      const last = this.lastStart[i]
+      // 0: never ran in this process.
+      const ranInWindow = last !== 0 && last >= this.beganAt
+      if (!ranInWindow && endAt - last > this.intervalMs + lateMs && considered(i)) count++
+    }
+    return count
   }
 
   /**

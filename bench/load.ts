@@ -1,8 +1,9 @@
 /**
  * The load generator: `wrk` (C, event-driven), Debian's package, installed by the bench when it is
- * missing. One wrk thread on one core, the server under test on the other: the bench first
- * measures how fast wrk can go against nginx (see run.ts, "generator ceiling"), so that a figure
- * near that ceiling reads as the generator's limit, not the server's.
+ * missing. One wrk thread pinned to core 1, the server under test pinned to core 0 (`taskset`, of
+ * util-linux), so the two never take turns on one core: the bench first measures how fast wrk can
+ * go against nginx (scenarios/http.ts, "generator ceiling"), so that a figure near that ceiling
+ * reads as the generator's limit, not the server's.
  *
  * wrk's own `done` hook prints the figures as one JSON line: requests, bytes, errors by kind
  * (status: answers ≥ 400), and latency percentiles, all over the whole run.
@@ -68,6 +69,22 @@ end
 
 let scriptDir: string | undefined
 let wrkPath: string | undefined
+let tasksetPath: string | null | undefined
+
+/** The cores of the HTTP scenarios: the server under test (and every reference server) and wrk. */
+export const CORES = { server: 0, generator: 1 }
+
+/** Whether processes are pinned: with at least two cores (taskset looked up, or installed, once). */
+export function pinning (): boolean {
+  tasksetPath ??= os.cpus().length >= 2 ? ensureCommand('taskset', 'util-linux') : null
+  return tasksetPath !== null
+}
+
+/** `command args` run on `core` (through taskset, which execs it: the pid stays the command's), or as it is without pinning. */
+export function pinned (core: number, command: string, args: string[]): [string, string[]] {
+  if (!pinning()) return [command, args]
+  return [tasksetPath as string, ['-c', String(core), command, ...args]]
+}
 
 /** wrk's path, looked up (and installed when missing) once per run. */
 export function wrkCommand (): string {
@@ -75,7 +92,7 @@ export function wrkCommand (): string {
   return wrkPath
 }
 
-/** Runs wrk once: 1 thread, `connections` connections, `duration` seconds. */
+/** Runs wrk once, on its own core: 1 thread, `connections` connections, `duration` seconds. */
 export async function load (opts: LoadOptions): Promise<LoadResult> {
   if (!new URL(opts.url).hostname.startsWith('127.')) throw new Error('the load generator only targets 127.0.0.1')
   const wrk = wrkCommand()
@@ -88,7 +105,8 @@ export async function load (opts: LoadOptions): Promise<LoadResult> {
   await fs.writeFile(script, lines.join('\n'))
   const args = ['-t1', `-c${opts.connections}`, `-d${opts.duration}s`, '--timeout', '5s', '-s', script, opts.url]
   const out = await new Promise<string>((resolve, reject) => {
-    const child = spawn(wrk, args, { stdio: ['ignore', 'pipe', 'pipe'] })
+    const [command, argv] = pinned(CORES.generator, wrk, args)
+    const child = spawn(command, argv, { stdio: ['ignore', 'pipe', 'pipe'] })
     let text = ''
     child.stdout.on('data', (d: Buffer) => { text += d.toString() })
     child.stderr.on('data', (d: Buffer) => { text += d.toString() })

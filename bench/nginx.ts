@@ -2,13 +2,14 @@
  * nginx (Debian's nginx-light, installed by the bench when missing), one worker process, serving a
  * folder of static files: context for the app-UI scenarios, and the trivial server the load
  * generator's own ceiling is measured against (`/tiny`: a 2-byte answer from the configuration).
- * It runs from its own prefix folder (configuration, pid, logs, temp files) and is stopped at the end.
+ * It runs from its own prefix folder (configuration, pid, logs, temp files), on the servers' core
+ * (its worker inherits the master's affinity), and is stopped at the end.
  */
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process'
 import fs from 'node:fs/promises'
 import path from 'node:path'
 import { freePort } from '../test/helpers/server.js'
-import { ensureCommand } from './load.js'
+import { CORES, ensureCommand, pinned } from './load.js'
 import { delay } from './lib.js'
 
 export interface Nginx {
@@ -53,7 +54,8 @@ ${Object.entries(headers).map(([name, value]) => `      add_header ${name} ${quo
   const confPath = path.join(prefix, 'nginx.conf')
   await fs.writeFile(confPath, conf)
   // The worker runs as www-data: it must be able to read the files (the folders above are 0755).
-  const child: ChildProcess = spawn(nginx, ['-p', prefix, '-c', confPath, '-g', 'daemon off;'], { stdio: ['ignore', 'ignore', 'inherit'] })
+  const [command, args] = pinned(CORES.server, nginx, ['-p', prefix, '-c', confPath, '-g', 'daemon off;'])
+  const child: ChildProcess = spawn(command, args, { stdio: ['ignore', 'ignore', 'inherit'] })
   const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()))
   const url = `http://127.0.0.1:${port}`
   const deadline = Date.now() + 10_000

@@ -1,13 +1,13 @@
 /**
  * A service node of the scheduler scenarios (4 to 7), in its own process: the whole service
  * (buildApp) with generated polling reaktors. It measures its own runs (no per-run IPC in the
- * throughput scenarios) and answers run.ts over IPC.
+ * throughput scenarios) and answers the bench over IPC.
  *
  * behaviours:
  * - `interval`: no-op aktor returning false; records every run's start for the gap statistics.
  * - `drain`:    no-op aktor returning true (back to back); counts runs.
- * - `probe`:    returns false; reports each run's start time to run.ts (start → first run).
- * - `failover`: returns true after 5 ms; reports the first run of each take-over to run.ts.
+ * - `probe`:    returns false; reports each run's start time to the bench (start → first run).
+ * - `failover`: returns true after 5 ms; reports the first run of each take-over to the bench.
  * - `ledger`:   returns false after 20 ms; while watching, records every run (reaktor, wall-clock
  *               start and end) for the kill -9 scenario's overlap and failover analysis.
  */
@@ -42,6 +42,8 @@ const runWindow = new RunWindow(n, opts.intervalMs)
 let ledger: Array<[number, number, number]> | undefined
 const inFlight = new Map<number, number>()
 let flushAtBegin = { flushes: 0, rows: 0 }
+/** The reaktors this node owned when the window began (indices). */
+let ownedAtBegin = new Set<number>()
 
 function registration (i: number): PollingReaktorRegistration {
   const id = reaktorId(i)
@@ -122,15 +124,20 @@ try {
   })
   const url = opts.listen ? await app.listen({ port: 0, host: '127.0.0.1' }) : undefined
   const index = new Map(Array.from({ length: n }, (_, i) => [reaktorId(i), i]))
+  const ownedIndices = (): Set<number> => new Set(app.scheduler.ownedReaktorIds().map((id) => index.get(id) ?? -1))
   serveParent({
     stats: () => ({ everRan: runWindow.everRan, owned: app.scheduler.ownedCount, partitions: app.scheduler.heldPartitions().length }),
     begin: () => {
       flushAtBegin = app.scheduler.flushStats
+      ownedAtBegin = ownedIndices()
       return runWindow.begin()
     },
-    report: () => {
+    report: (msg) => {
+      // A stall is judged only on what this node owned throughout the window: a reaktor that moved
+      // to another node runs there. One that no node owns at the end the bench counts itself.
+      const ownedNow = ownedIndices()
       // Ended first: its memory is the window's, before the forced collections below.
-      const window = runWindow.end()
+      const window = runWindow.end(Number(msg.lateMs ?? 0), (i) => ownedAtBegin.has(i) && ownedNow.has(i))
       // With --expose-gc (scenario 11): the live heap, without the garbage not yet collected.
       const gc = (globalThis as { gc?: () => void }).gc
       gc?.()

@@ -1,6 +1,6 @@
 /**
  * Scenario 10's peers, the job queues that run scenarios 4 and 5 beside the service: the settings
- * each runs with (one place, read by run.ts for its tables and by bench/graphile.ts and
+ * each runs with (one place, read by scenarios/queues.ts for its tables and by bench/graphile.ts and
  * bench/pgboss.ts to configure the queue) and the versions actually installed.
  *
  * The job shape is the same on both, the one a user of a job queue writes for a per-reaktor

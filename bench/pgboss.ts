@@ -78,7 +78,7 @@ try {
   serveParent({
     stats: () => ({ everRan: runWindow.everRan, errors }),
     begin: () => runWindow.begin(),
-    report: () => ({ ...runWindow.end(), errors })
+    report: (msg) => ({ ...runWindow.end(Number(msg.lateMs ?? 0)), errors })
   }, async () => { await boss.stop({ graceful: true, timeout: 5000 }) })
   process.send?.({ type: 'ready', pid: process.pid })
 } catch (err) {

@@ -1,16 +1,17 @@
 /**
  * An HTTP server under test, in its own process. argv[2]: `service` (the whole service, built as
  * src/server.ts builds it) or `bare` (a bare Fastify, the Node ceiling of each scenario: routes
- * sending the service's exact bytes and headers from memory, the status and list answers through
- * the service's own response schemas, an echo route; and @fastify/static on a copy of the same
- * bytes, for context). argv[3]: JSON options.
+ * sending the service's exact bytes and headers from memory (the app-UI files and the status, which
+ * the service too answers from cached bytes), the list through the service's own response schema,
+ * an echo route; and @fastify/static on a copy of the same bytes, for context). argv[3]: JSON
+ * options.
  */
 import Fastify, { type FastifyInstance } from 'fastify'
 import fastifyStatic from '@fastify/static'
 import { buildApp } from '../src/app.js'
 import { loadConfig } from '../src/config.js'
 import { SHARED_SCHEMAS } from '../src/schemas/components.js'
-import { PollingList, PollingStatus } from '../src/schemas/polling.js'
+import { PollingList } from '../src/schemas/polling.js'
 import { ADMIN, httpApp } from './fixture.js'
 import { fatal, serveParent } from './lib.js'
 
@@ -37,28 +38,25 @@ async function service (): Promise<FastifyInstance> {
   return await buildApp({ config, databaseUrl: opts.databaseUrl ?? '', apps: [httpApp(opts.publicDir)], logger: true })
 }
 
-/** An answer of the service as captured by run.ts: headers (less the per-connection ones), body (base64). */
+/** An answer of the service as captured by scenarios/http.ts: headers (less the per-connection ones), body (base64). */
 export interface Captured { headers: Record<string, string>, body: string }
 
 async function bare (): Promise<FastifyInstance> {
   const fastify = Fastify()
   for (const schema of SHARED_SCHEMAS) fastify.addSchema(schema)
   await fastify.register(fastifyStatic, { root: opts.publicDir, prefix: '/static/' })
-  // What the service answered, handed over by run.ts once the service is up.
+  // What the service answered, handed over by scenarios/http.ts once the service is up.
   const answers = new Map<string, { headers: Record<string, string>, body: Buffer }>()
-  let status: unknown = {}
   let list: unknown = {}
   fastify.get('/same/:name', async (request, reply) => {
     const answer = answers.get((request.params as { name: string }).name)
     if (answer === undefined) return await reply.code(404).send()
     return await reply.headers(answer.headers).send(answer.body)
   })
-  // The service's response schemas, so each request is serialized as the service would.
-  fastify.get('/status', { schema: { response: { 200: PollingStatus } } }, async () => status)
+  // The service's response schema, so each request is serialized as the service would without its cache.
   fastify.get('/list', { schema: { response: { 200: PollingList } } }, async () => list)
   fastify.post('/echo', async (request) => request.body)
   serveJson = (msg) => {
-    status = msg.status
     list = msg.list
     for (const [name, captured] of Object.entries(msg.same as Record<string, Captured>)) {
       answers.set(name, { headers: captured.headers, body: Buffer.from(captured.body, 'base64') })

@@ -1,0 +1,122 @@
+/**
+ * The targets of `npm run bench`, in one place: the bench judges its run against them (a missed
+ * one makes it exit 1), and `npm run bench:report` prints them beside the figures, judging the JSON
+ * of a run made before a target changed as far as that run's figures allow.
+ */
+import { median } from './lib.js'
+
+/** One target of one scenario, judged. */
+export interface Judgment {
+  /** The scenario as its table names it ("1 app-UI JS 27 KB", "6 same node", "11 20,000 at 3s, 1 node"). */
+  scenario: string
+  what: string
+  target: string
+  measured: string
+  /** null: not judged, the run measured it under an older definition (`note` says which). */
+  met: boolean | null
+  note?: string
+}
+
+export const TARGETS = {
+  /** ours / the bare Fastify route sending the same bytes, ratio of the means, no failed request. */
+  http: { appScript: 0.7, appPage: 0.6, status: 0.8 },
+  /** Share of the expected runs; gap − interval p99, a reaktor that did not run again counting as infinite. */
+  s4: { share: 0.95, p99Ms: 100 },
+  /** The design's back-to-back rate: one reaktor returning true costs a few µs per run. */
+  s5: { runsPerSecond: 50_000 },
+  /** Start → first run: median and max, on the owner and through another node. */
+  s6: { sameMedianMs: 10, sameMaxMs: 50, crossMedianMs: 100, crossMaxMs: 250 },
+  /** kill -9 of the owner → first run elsewhere: the next reconcile pass (≤ 1 s), the fencing grace, and room. */
+  s7: { medianMs: 2000, maxMs: 3000 },
+  /** Scale: the p99 bound is the case's own (scenarios/scale.ts). */
+  s11: { share: 0.95, evenWithin: 0.1, rssPer10kMB: 200, killToFirstRunMaxMs: 3000 }
+} as const
+
+/** The scenario of a judgment, as the bench and the report both name it. */
+export const SCENARIO = {
+  appScript: '1 app-UI JS 27 KB',
+  appPage: '2 app-UI HTML + helper',
+  status: '3 GET status',
+  s4: '4 10,000 at 3s, 1 node',
+  s5: '5 back to back',
+  s6same: '6 same node',
+  s6cross: '6 cross node',
+  s7: '7 failover',
+  s11case: (label: string): string => `11 ${label}`,
+  s11memory: '11 memory',
+  s11kill: (n: number): string => `11 kill -9 ${n}`
+} as const
+
+const int = (v: number): string => Math.round(v).toLocaleString('en-US')
+const ms = (v: number): string => Number.isFinite(v) ? `${(Math.round(v * 10) / 10).toLocaleString('en-US')} ms` : v > 0 ? '∞ (a reaktor did not run again)' : 'none'
+const pct = (v: number): string => `${Math.round(v * 1000) / 10} %`
+// Three decimals: a ratio just under its bound must not read as equal to it.
+const ratio = (v: number): string => `${Math.round(v * 1000) / 1000}x`
+
+export function metCell (judgments: readonly Judgment[]): string {
+  if (judgments.some((j) => j.met === false)) return 'NO'
+  if (judgments.some((j) => j.met === null)) return 'not judged'
+  return judgments.length === 0 ? '' : 'yes'
+}
+
+export function ratioJudgment (scenario: string, value: number, failed: number, bound: number): Judgment {
+  return {
+    scenario,
+    what: 'of the ceiling (ratio of the means), no failed request',
+    target: `≥ ${bound}x`,
+    measured: `${ratio(value)}, ${int(failed)} failed`,
+    met: value >= bound && failed === 0
+  }
+}
+
+export function shareJudgment (scenario: string, share: number, bound: number): Judgment {
+  return { scenario, what: 'share of the expected runs', target: `≥ ${pct(bound)}`, measured: pct(share), met: share >= bound }
+}
+
+/**
+ * The p99 of gap − interval. `stallsCounted` false: a run that counted only the reaktors that ran
+ * again, whose p99 is a lower bound of today's: above the bound it is a miss, below it says nothing.
+ */
+export function p99Judgment (scenario: string, what: string, p99: number, boundMs: number, stallsCounted = true): Judgment {
+  const j: Judgment = { scenario, what: `gap − interval p99${what}`, target: `≤ ${int(boundMs)} ms`, measured: ms(p99), met: p99 <= boundMs }
+  if (stallsCounted || !j.met) return j
+  return { ...j, met: null, note: 'measured over the reaktors that ran again (the bench before stalls counted)' }
+}
+
+/** Reaktors that did not run again in the window (or that no node owned at its end). */
+export function stallJudgment (scenario: string, stalled: number): Judgment {
+  return { scenario, what: 'reaktors that did not run again', target: '0', measured: int(stalled), met: stalled === 0 }
+}
+
+export function atLeastJudgment (scenario: string, what: string, value: number, bound: number, unit: string): Judgment {
+  return { scenario, what, target: `≥ ${int(bound)}${unit}`, measured: `${int(value)}${unit}`, met: value >= bound }
+}
+
+export function atMostJudgment (scenario: string, what: string, value: number, bound: number, unit: string): Judgment {
+  return { scenario, what, target: `≤ ${int(bound)}${unit}`, measured: `${int(value)}${unit}`, met: value <= bound }
+}
+
+/** Median and max of latency samples (ms), each against its bound. */
+export function latencyJudgments (scenario: string, samples: readonly number[], medianMs: number, maxMs: number): Judgment[] {
+  const mid = median(samples)
+  const max = samples.length === 0 ? NaN : Math.max(...samples)
+  return [
+    { scenario, what: `median of ${samples.length}`, target: `≤ ${int(medianMs)} ms`, measured: ms(mid), met: mid <= medianMs },
+    { scenario, what: `max of ${samples.length}`, target: `≤ ${int(maxMs)} ms`, measured: ms(max), met: max <= maxMs }
+  ]
+}
+
+/** The memory of a node with 20,000 reaktors, per 10,000 (its whole RSS divided). */
+export function memoryJudgment (rssPer10kMB: number): Judgment {
+  const bound = TARGETS.s11.rssPer10kMB
+  return { scenario: SCENARIO.s11memory, what: 'RSS per 10,000 reaktors (a node with 20,000: its RSS / 2)', target: `< ${bound} MB`, measured: `${Math.round(rssPer10kMB)} MB`, met: rssPer10kMB < bound }
+}
+
+/** The scale kill -9 case: every orphan ran again, no overlap, the slowest first run in bound. */
+export function killJudgments (scenario: string, orphans: number, missing: number, overlaps: number, toFirstRunMaxMs: number): Judgment[] {
+  return [
+    { scenario, what: 'orphans that ran again on a survivor', target: `all ${int(orphans)}`, measured: int(orphans - missing), met: missing === 0 },
+    { scenario, what: 'overlapping runs of one reaktor', target: '0', measured: int(overlaps), met: overlaps === 0 },
+    atMostJudgment(scenario, 'kill → first run on a survivor, max', toFirstRunMaxMs, TARGETS.s11.killToFirstRunMaxMs, ' ms')
+  ]
+}

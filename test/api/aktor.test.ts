@@ -4,7 +4,8 @@ import type { FastifyInstance } from 'fastify'
 import type { AktorContext, ReaktorRegistration } from '../../src/sdk/types.js'
 import { build } from '../helpers/app.js'
 import { sessionToken, tokenHeader } from '../helpers/auth.js'
-import { waitFor, type TestContext } from '../helpers/context.js'
+import type { TestContext } from '../helpers/test-context.js'
+import { waitFor } from '../helpers/timing.js'
 import { FAST_SCHEDULER, probe } from '../helpers/scheduler.js'
 
 interface Probe { contexts: AktorContext[], params: unknown[], aborted: string[] }

@@ -5,7 +5,7 @@
 import t from 'tap'
 import { ADMIN_ENV, loggedIn } from '../helpers/auth.js'
 import { build } from '../helpers/app.js'
-import { waitFor } from '../helpers/context.js'
+import { waitFor } from '../helpers/timing.js'
 import { EXAMPLE_APPS_DIR } from '../helpers/paths.js'
 
 t.test('drain-demo: enqueue over the aktor endpoint, start, drain, stop', async (t) => {

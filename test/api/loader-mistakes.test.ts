@@ -5,7 +5,7 @@ import { IMPORT_LIMIT_MS, loadAppsFromDir } from '../../src/apps/loader.js'
 import { buildRegistry } from '../../src/apps/registry.js'
 import { build } from '../helpers/app.js'
 import { compiledLoader, ESM, loadError, loadInChild, POLLING, writeApp } from '../helpers/app-folder.js'
-import { tempDir } from '../helpers/context.js'
+import { tempDir } from '../helpers/temp-dir.js'
 import { memoryLogger } from '../helpers/log.js'
 
 /** The message buildRegistry stops the start with for an app `x` whose index.js is `body`. */

@@ -9,7 +9,7 @@ import type { FastifyInstance } from 'fastify'
 import { SESSION_COOKIE } from '../../src/auth/types.js'
 import { ADMIN, ADMIN_ENV, formLogin, sessionCookie, sessionToken, twoNodes, untilCached, whoami } from '../helpers/auth.js'
 import { build } from '../helpers/app.js'
-import { waitFor } from '../helpers/context.js'
+import { waitFor } from '../helpers/timing.js'
 
 /** `POST /logout` as the home page's form sends it (no fields), with the session cookie if any. */
 async function formLogout (app: FastifyInstance, cookie: string | undefined, headers: Record<string, string> = {}) {

@@ -4,7 +4,7 @@ import { readStatuses } from '../../src/polling/status.js'
 import { PARTITION_LOCK_NAMESPACE } from '../../src/scheduler/index.js'
 import { ADMIN_ENV, loggedIn } from '../helpers/auth.js'
 import { build } from '../helpers/app.js'
-import { waitFor } from '../helpers/context.js'
+import { waitFor } from '../helpers/timing.js'
 import { openTestDatabase, probe, reaktorLocks, registry } from '../helpers/scheduler.js'
 
 const SUCCESS = '2026-11-25T08:00:00.000Z'

@@ -10,7 +10,7 @@ import t from 'tap'
 import type { FastifyInstance } from 'fastify'
 import { ADMIN, ADMIN_ENV, apiLogin, loginToken, untilCached, whoami } from '../helpers/auth.js'
 import { build } from '../helpers/app.js'
-import { waitFor } from '../helpers/context.js'
+import { waitFor } from '../helpers/timing.js'
 import { createTestDatabase } from '../helpers/database.js'
 import { ROOT } from '../helpers/paths.js'
 

@@ -7,7 +7,8 @@ import t, { type Test } from 'tap'
 import type { FastifyInstance } from 'fastify'
 import { ADMIN_ENV, loggedIn, type ApiCall } from '../helpers/auth.js'
 import { build } from '../helpers/app.js'
-import { deferred, waitFor } from '../helpers/context.js'
+import { deferred } from '../helpers/deferred.js'
+import { waitFor } from '../helpers/timing.js'
 import { FAST_SCHEDULER, probe, untilAborted, type RunTrace } from '../helpers/scheduler.js'
 
 /**

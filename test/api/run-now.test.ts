@@ -8,7 +8,9 @@ import type { FastifyInstance } from 'fastify'
 import type { PollingReaktorRegistration } from '../../src/sdk/types.js'
 import { ADMIN, ADMIN_ENV, loggedIn, type ApiCall } from '../helpers/auth.js'
 import { buildLogged } from '../helpers/app.js'
-import { deferred, waitFor, type TestContext } from '../helpers/context.js'
+import { deferred } from '../helpers/deferred.js'
+import type { TestContext } from '../helpers/test-context.js'
+import { waitFor } from '../helpers/timing.js'
 import { probe } from '../helpers/scheduler.js'
 
 /** The owner hears the request's NOTIFY and starts the run: 50 ms promised, 150 ms of margin for two busy cores. */

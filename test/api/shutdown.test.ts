@@ -3,7 +3,7 @@ import type { AddressInfo } from 'node:net'
 import t from 'tap'
 import { ADMIN_ENV, loginToken, tokenHeader } from '../helpers/auth.js'
 import { build } from '../helpers/app.js'
-import { waitFor } from '../helpers/context.js'
+import { waitFor } from '../helpers/timing.js'
 import { FAST_SCHEDULER, probe, work } from '../helpers/scheduler.js'
 
 t.test('close: the scheduler stops at once, not after the HTTP drain; no run starts once close began', async (t) => {

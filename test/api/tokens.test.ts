@@ -16,7 +16,8 @@ import { SESSION_COOKIE } from '../../src/auth/types.js'
 import type { Database } from '../../src/db/schema.js'
 import { build, metric } from '../helpers/app.js'
 import { ADMIN, ADMIN_ENV, apiAs, createApiToken, loginToken, logout, sessionToken, tokenHeader, whoami, type ApiClient } from '../helpers/auth.js'
-import { waitFor, type TestContext } from '../helpers/context.js'
+import type { TestContext } from '../helpers/test-context.js'
+import { waitFor } from '../helpers/timing.js'
 import { createTestDatabase } from '../helpers/database.js'
 
 /** The secret-scanner pattern the README documents, read from it so that the two cannot drift apart. */

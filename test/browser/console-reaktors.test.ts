@@ -16,7 +16,8 @@ import { ARTIFACTS_DIR, EXAMPLE_APPS_DIR } from '../helpers/paths.js'
 import { FAST_SCHEDULER } from '../helpers/scheduler.js'
 import { SESSION_COOKIE } from '../../src/auth/types.js'
 import type { AppDefinition } from '../../src/apps/types.js'
-import { waitFor, type TestContext } from '../helpers/context.js'
+import type { TestContext } from '../helpers/test-context.js'
+import { waitFor } from '../helpers/timing.js'
 
 const CONSOLE_DIR = path.join(EXAMPLE_APPS_DIR, 'reaktor-console')
 const CONSOLE: AppDefinition = { name: 'reaktor-console', version: '1.0.0', dir: CONSOLE_DIR, publicDir: path.join(CONSOLE_DIR, 'public') }

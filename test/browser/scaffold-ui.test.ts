@@ -10,7 +10,7 @@ import t from 'tap'
 import { browserTests, listeningApp, submitLogin } from '../helpers/browser.js'
 import { ADMIN, ADMIN_ENV } from '../helpers/auth.js'
 import { runCliInProcess } from '../helpers/cli.js'
-import { tempDir } from '../helpers/context.js'
+import { tempDir } from '../helpers/temp-dir.js'
 import { ARTIFACTS_DIR } from '../helpers/paths.js'
 
 const APP_UI = '/app-ui/my-app@0.1.0/'

@@ -14,7 +14,7 @@ import { PassThrough } from 'node:stream'
 import { promisify } from 'node:util'
 import t from 'tap'
 import { cliHome } from '../helpers/cli.js'
-import type { TestContext } from '../helpers/context.js'
+import type { TestContext } from '../helpers/test-context.js'
 import { ApiClient } from '../../src/cli/client.js'
 import { main } from '../../src/cli/main.js'
 

@@ -13,7 +13,8 @@ import { npmTestScript } from '../../src/cli/commands/apps.js'
 import { build } from '../helpers/app.js'
 import { ADMIN_ENV, loggedIn } from '../helpers/auth.js'
 import { runCli, runCliInProcess } from '../helpers/cli.js'
-import { tempDir, waitFor } from '../helpers/context.js'
+import { tempDir } from '../helpers/temp-dir.js'
+import { waitFor } from '../helpers/timing.js'
 import { ROOT } from '../helpers/paths.js'
 
 // Node 20 reports in TAP to a pipe, Node 24 in its spec format: the tests read TAP, so they ask for it.

@@ -9,7 +9,7 @@ import fs from 'node:fs/promises'
 import os from 'node:os'
 import path from 'node:path'
 import { startEmbeddedPostgres, type EmbeddedPostgres } from '../../src/db/embedded.js'
-import { waitFor } from '../helpers/context.js'
+import { waitFor } from '../helpers/timing.js'
 import { ALL_REAKTORS, BUSY, Cluster, firstRuns, overlappingRuns } from '../helpers/cluster.js'
 import { silentLogger } from '../helpers/log.js'
 

@@ -20,7 +20,7 @@
  */
 import t from 'tap'
 import net from 'node:net'
-import { waitFor } from '../helpers/context.js'
+import { waitFor } from '../helpers/timing.js'
 import { createTestDatabase } from '../helpers/database.js'
 import { ALL_REAKTORS, BUSY, Cluster, firstRuns, ms, overlappingRuns, some } from '../helpers/cluster.js'
 import fs from 'node:fs/promises'
@@ -28,7 +28,7 @@ import path from 'node:path'
 import pg from 'pg'
 import { createNetns, netnsUnavailable } from '../helpers/netns.js'
 import { ownPostgres } from '../helpers/own-postgres.js'
-import type { TestContext } from '../helpers/context.js'
+import type { TestContext } from '../helpers/test-context.js'
 import type { Test } from 'tap'
 
 /** docs/cluster.md: pinged every 1 s, a statement unanswered for 5 s is a lost connection: fenced within about 6 s. */

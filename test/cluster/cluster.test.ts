@@ -6,7 +6,7 @@
  * The database-restart case is in cluster-db-restart.test.ts (it needs its own server).
  */
 import t from 'tap'
-import { waitFor } from '../helpers/context.js'
+import { waitFor } from '../helpers/timing.js'
 import { createTestDatabase } from '../helpers/database.js'
 import { ALL_REAKTORS, BUSY, Cluster, firstRuns, ms, overlappingRuns, some } from '../helpers/cluster.js'
 import { endSessionAndWakeNodes } from '../helpers/scheduler.js'

@@ -2,7 +2,7 @@ import t from 'tap'
 import { sql } from 'kysely'
 import { CLUSTER_LOCK_NAMESPACE, DEFAULT_PARTITIONS, partitionOf, RunStoppedError, type Scheduler } from '../../src/scheduler/index.js'
 import { writeStop } from '../../src/scheduler/reaktor-store.js'
-import { waitFor } from '../helpers/context.js'
+import { waitFor } from '../helpers/timing.js'
 import { memoryLogger } from '../helpers/log.js'
 import { openTestDatabase, partitionLocks, probe, reaktorLocks, registry, row, scheduler, untilAborted } from '../helpers/scheduler.js'
 

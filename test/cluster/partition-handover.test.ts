@@ -8,7 +8,7 @@ import t from 'tap'
 import { sql } from 'kysely'
 import type { PollingReaktorRegistration } from '../../src/sdk/types.js'
 import type { Scheduler } from '../../src/scheduler/index.js'
-import { waitFor } from '../helpers/context.js'
+import { waitFor } from '../helpers/timing.js'
 import { openTestDatabase, registry, scheduler, work } from '../helpers/scheduler.js'
 
 interface LedgerRun { id: string, node: string, start: number, end?: number, aborted?: string }

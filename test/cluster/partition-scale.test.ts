@@ -13,7 +13,7 @@ import { startEmbeddedPostgres } from '../../src/db/embedded.js'
 import { DEFAULT_PARTITIONS } from '../../src/scheduler/index.js'
 import type { PollingReaktorRegistration } from '../../src/sdk/types.js'
 import { build } from '../helpers/app.js'
-import { waitFor } from '../helpers/context.js'
+import { waitFor } from '../helpers/timing.js'
 import { memoryLogger, silentLogger } from '../helpers/log.js'
 import { database, openTestDatabase, partitionLocks, registry, scheduler } from '../helpers/scheduler.js'
 

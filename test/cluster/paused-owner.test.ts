@@ -15,7 +15,8 @@
  */
 import t from 'tap'
 import { readFile } from 'node:fs/promises'
-import { waitFor, type TestContext } from '../helpers/context.js'
+import type { TestContext } from '../helpers/test-context.js'
+import { waitFor } from '../helpers/timing.js'
 import { createTestDatabase } from '../helpers/database.js'
 import { ALL_REAKTORS, BUSY, Cluster, firstRuns, ms, overlappingRuns, some, watchLocksKept, type LedgerRun, type NodeProcess } from '../helpers/cluster.js'
 

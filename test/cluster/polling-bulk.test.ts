@@ -4,7 +4,7 @@
  * sent there runs them again on their owners. Proven on the run ledger of the test app.
  */
 import t from 'tap'
-import { waitFor } from '../helpers/context.js'
+import { waitFor } from '../helpers/timing.js'
 import { createTestDatabase } from '../helpers/database.js'
 import { ALL_REAKTORS, Cluster, ms, overlappingRuns, some } from '../helpers/cluster.js'
 

@@ -7,7 +7,7 @@
  * next run the dead owner had planned.
  */
 import t from 'tap'
-import { waitFor } from '../helpers/context.js'
+import { waitFor } from '../helpers/timing.js'
 import { createTestDatabase } from '../helpers/database.js'
 import { ALL_REAKTORS, Cluster, ms, overlappingRuns, some, type LedgerRun } from '../helpers/cluster.js'
 

@@ -7,7 +7,7 @@ import { sql } from 'kysely'
 import { SESSION_REVOKED_CHANNEL } from '../../src/auth/session-cache.js'
 import { build, metric } from '../helpers/app.js'
 import { ADMIN_ENV, loginToken, logout, whoami } from '../helpers/auth.js'
-import { waitFor } from '../helpers/context.js'
+import { waitFor } from '../helpers/timing.js'
 import { createTestDatabase } from '../helpers/database.js'
 
 t.test('a logout on one instance makes the token fail on another within 1 s', async (t) => {

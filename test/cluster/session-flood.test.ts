@@ -15,10 +15,10 @@ import { migrations } from '../../src/db/migrations/index.js'
 import { tokenDigest } from '../../src/auth/sessions.js'
 import { build } from '../helpers/app.js'
 import { ADMIN_ENV, loginToken, logout, whoami } from '../helpers/auth.js'
-import { waitFor } from '../helpers/context.js'
+import { waitFor } from '../helpers/timing.js'
 import { createTestDatabase } from '../helpers/database.js'
 import { ROOT } from '../helpers/paths.js'
-import type { TestContext } from '../helpers/context.js'
+import type { TestContext } from '../helpers/test-context.js'
 
 /** Counts connections lent by the pools of the instance named `nodeId` (Kysely borrows one per query). */
 function countPoolQueries (t: TestContext, nodeId: string): { readonly count: number } {

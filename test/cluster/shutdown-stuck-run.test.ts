@@ -11,7 +11,7 @@
 import t from 'tap'
 import net from 'node:net'
 import { ADMIN } from '../helpers/auth.js'
-import { waitFor } from '../helpers/context.js'
+import { waitFor } from '../helpers/timing.js'
 import { createTestDatabase } from '../helpers/database.js'
 import { BUSY, Cluster, ms, overlappingRuns, some } from '../helpers/cluster.js'
 

@@ -5,7 +5,7 @@
 import t from 'tap'
 import { revokeUserCredentials } from '../../src/auth/sessions.js'
 import { createApiToken, loginToken, sessionToken, tokenHeader, twoNodes, untilCached, whoami } from '../helpers/auth.js'
-import { waitFor } from '../helpers/context.js'
+import { waitFor } from '../helpers/timing.js'
 
 /** The promise is 1 s; 500 ms more for two cores busy with other test files. */
 const DEADLINE_MS = 1000

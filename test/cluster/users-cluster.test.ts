@@ -7,7 +7,7 @@ import t from 'tap'
 import type { FastifyInstance } from 'fastify'
 import { build } from '../helpers/app.js'
 import { ADMIN_ENV, createApiToken, loginToken, tokenHeader, twoNodes, untilCached, whoami } from '../helpers/auth.js'
-import { waitFor } from '../helpers/context.js'
+import { waitFor } from '../helpers/timing.js'
 import { createTestDatabase } from '../helpers/database.js'
 
 const PASSWORD = 'a long enough password'

@@ -5,7 +5,7 @@ import type { Test } from 'tap'
 import ts from 'typescript'
 import { loadAppsFromDir } from '../../src/apps/loader.js'
 import { RegistrationError } from '../../src/apps/registry.js'
-import { tempDir } from './context.js'
+import { tempDir } from './temp-dir.js'
 import { memoryLogger } from './log.js'
 import { ROOT } from './paths.js'
 

@@ -3,7 +3,8 @@ import os from 'node:os'
 import path from 'node:path'
 import { Readable } from 'node:stream'
 import { main } from '../../src/cli/main.js'
-import { tempDir, type TestContext } from './context.js'
+import { tempDir } from './temp-dir.js'
+import type { TestContext } from './test-context.js'
 import { ROOT } from './paths.js'
 
 export interface CliResult { code: number | null, stdout: string, stderr: string }

@@ -4,7 +4,7 @@ import path from 'node:path'
 import { promisify } from 'node:util'
 import { DEFAULT_EMBEDDED_POSTGRES_DIR } from '../../src/db/embedded-root.js'
 import { postgresBinaries, postmasterPid } from '../../src/db/embedded.js'
-import { waitFor } from './context.js'
+import { waitFor } from './timing.js'
 import { silentLogger } from './log.js'
 import { ROOT } from './paths.js'
 

@@ -6,7 +6,7 @@ import type { Database, PollingRunRow } from '../../src/db/schema.js'
 import { MAX_PENDING_HISTORY, RunResultBatcher } from '../../src/scheduler/batcher.js'
 import { HistoryPruner } from '../../src/scheduler/history-pruner.js'
 import type { RunRecord } from '../../src/scheduler/reaktor-store.js'
-import { waitFor } from '../helpers/context.js'
+import { waitFor } from '../helpers/timing.js'
 import { memoryLogger } from '../helpers/log.js'
 import { openTestDatabase, probe, registry, row, scheduler, untilAborted, work } from '../helpers/scheduler.js'
 

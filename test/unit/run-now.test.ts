@@ -12,7 +12,9 @@ import { parseRunRequest, RUN_NOW_CHANNEL, writeRunRequest } from '../../src/sch
 import { writeRunResults as writeFlush } from '../../src/scheduler/flush-store.js'
 import { writeStart, writeStop, type RunRecord } from '../../src/scheduler/reaktor-store.js'
 import { claimPartitions, ensurePartitions } from '../../src/scheduler/ownership/partition-store.js'
-import { deferred, waitFor, type TestContext } from '../helpers/context.js'
+import { deferred } from '../helpers/deferred.js'
+import type { TestContext } from '../helpers/test-context.js'
+import { waitFor } from '../helpers/timing.js'
 import { memoryLogger } from '../helpers/log.js'
 import { endSessionAndWakeNodes, openTestDatabase, probe, registry, row, scheduler } from '../helpers/scheduler.js'
 

@@ -4,7 +4,7 @@ import { RunStoppedError, RunTimeoutError } from '../../src/scheduler/index.js'
 import { RunResultBatcher } from '../../src/scheduler/batcher.js'
 import { describe as describeError } from '../../src/scheduler/reaktor-runner.js'
 import type { RunRecord } from '../../src/scheduler/reaktor-store.js'
-import { waitFor } from '../helpers/context.js'
+import { waitFor } from '../helpers/timing.js'
 import { memoryLogger } from '../helpers/log.js'
 import { openTestDatabase, probe, reaktorLocks, registry, row, scheduler, untilAborted, work } from '../helpers/scheduler.js'
 

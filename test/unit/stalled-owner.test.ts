@@ -1,6 +1,6 @@
 import t, { type Test } from 'tap'
 import pg from 'pg'
-import { waitFor } from '../helpers/context.js'
+import { waitFor } from '../helpers/timing.js'
 import { memoryLogger } from '../helpers/log.js'
 import { openTestDatabase, registry, scheduler } from '../helpers/scheduler.js'
 

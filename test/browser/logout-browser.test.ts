@@ -11,7 +11,7 @@ import { browserTests, CROSS_SITE_FLAG, crossSitePage, listeningApp, submitLogin
 import { SESSION_COOKIE } from '../../src/auth/types.js'
 import { ADMIN, ADMIN_ENV } from '../helpers/auth.js'
 import type { TestContext } from '../helpers/test-context.js'
-import { waitFor } from '../helpers/timing.js'
+import { margin, waitFor } from '../helpers/timing.js'
 import { ARTIFACTS_DIR, EXAMPLE_APPS_DIR } from '../helpers/paths.js'
 
 const APP_UI = '/app-ui/drain-demo@1.0.0/'
@@ -51,7 +51,7 @@ browserTests((browser) => {
     // the token still live.
     await appTab.clock.install()
     await signInThroughAppUi(appTab, base)
-    await appTab.clock.pauseAt(await appTab.evaluate(() => Date.now()) + 2000)
+    await appTab.clock.pauseAt(await appTab.evaluate(() => Date.now()) + margin('seconds'))
     const token = await appTab.evaluate(() => (window as any).getServiceAuthToken() as string | null)
     t.type(token, 'string', 'the app UI\'s helper has the session token')
     t.equal(await apiStatus(base, token!), 200, 'which the API accepts')

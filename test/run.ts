@@ -14,6 +14,7 @@ import { startEmbeddedPostgres, type EmbeddedPostgres } from '../src/db/embedded
 import { createDatabase } from '../src/db/index.js'
 import { migrateToLatest } from '../src/db/migrate.js'
 import { databaseUrlFor } from './helpers/database.js'
+import { deadline, TIME_SCALE } from './helpers/timing.js'
 
 /** Reads TAP as it streams and keeps each failed assertion with the subtests around it and its YAML diagnostics. */
 class FailureList {
@@ -88,13 +89,17 @@ await db.destroy()
 // no module mocking, whose loader hooks cost each test process half a second of CPU) on first use;
 // on a fresh install it would run this first suite with the defaults. Build it now.
 const builtTap = path.resolve('node_modules/@tapjs/test/test-built/dist/esm/index.js')
-const leftOut = (JSON.parse(readFileSync('package.json', 'utf8')).tap.plugin as string[]).filter((p) => p.startsWith('!')).map((p) => p.slice(1))
+const tapConfig = JSON.parse(readFileSync('package.json', 'utf8')).tap as { plugin: string[], timeout: number }
+const leftOut = tapConfig.plugin.filter((p) => p.startsWith('!')).map((p) => p.slice(1))
 const built = existsSync(builtTap) ? readFileSync(builtTap, 'utf8') : undefined
 if (built === undefined || leftOut.some((plugin) => built.includes(plugin))) {
   spawnSync(path.resolve('node_modules/.bin/tap'), ['build'], { stdio: 'inherit' })
 }
 
-const tap = spawn(path.resolve('node_modules/.bin/tap'), process.argv.slice(2), {
+// tap's limit per test file grows with the margins of the tests (TEST_TIME_SCALE, helpers/timing.ts);
+// a --timeout given on the command line comes after, and wins.
+const scaled = TIME_SCALE === 1 ? [] : [`--timeout=${tapConfig.timeout * TIME_SCALE}`]
+const tap = spawn(path.resolve('node_modules/.bin/tap'), [...scaled, ...process.argv.slice(2)], {
   stdio: ['inherit', 'pipe', 'inherit'],
   env: { ...process.env, TEST_ADMIN_DATABASE_URL: adminUrl, TEST_TEMPLATE_DATABASE: template, DATABASE_URL: '' }
 })
@@ -112,7 +117,7 @@ const code: number = await new Promise((resolve) => tap.on('exit', (c, signal) =
 // The last chunks may still be on their way when tap has exited; a process tap left behind that
 // holds the pipe open must not hold the run, hence the bound.
 let bound: NodeJS.Timeout | undefined
-await Promise.race([ended, new Promise((resolve) => { bound = setTimeout(resolve, 5000) })])
+await Promise.race([ended, new Promise((resolve) => { bound = setTimeout(resolve, deadline(5000)) })])
 clearTimeout(bound)
 failures.end()
 if (failures.lines.length > 0) {

@@ -4,7 +4,8 @@ import type { FastifyInstance } from 'fastify'
 import type { AktorContext, ReaktorRegistration } from '../../src/sdk/types.js'
 import { build } from '../helpers/app.js'
 import { sessionToken, tokenHeader } from '../helpers/auth.js'
-import { waitFor, type TestContext } from '../helpers/context.js'
+import type { TestContext } from '../helpers/test-context.js'
+import { deadline, waitFor } from '../helpers/timing.js'
 import { FAST_SCHEDULER, probe } from '../helpers/scheduler.js'
 
 interface Probe { contexts: AktorContext[], params: unknown[], aborted: string[] }
@@ -219,7 +220,7 @@ t.test('timeout → 504, the aktor\'s signal is aborted', async (t) => {
   t.equal(slow.statusCode, 504)
   t.match(slow.json(), { statusCode: 504, error: 'Gateway Timeout', message: 'Aktor "slow" did not answer within 200ms' })
   t.match(probe.aborted, [/^slow:Aktor "slow" did not answer/], 'the signal carries the timeout')
-  t.ok(Date.now() - started < 5000)
+  t.ok(Date.now() - started < deadline(5000))
 
   const deaf = await call(app, 'deaf', token, {})
   t.equal(deaf.statusCode, 504, 'an aktor that ignores its signal is still cut off')

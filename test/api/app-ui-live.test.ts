@@ -6,12 +6,13 @@ import t, { type Test } from 'tap'
 import type { FastifyInstance, LightMyRequestResponse } from 'fastify'
 import { HELPER_SCRIPT } from '../../src/app-ui/helper-script.js'
 import { buildLogged, metric } from '../helpers/app.js'
-import { waitFor, type TestContext } from '../helpers/context.js'
+import type { TestContext } from '../helpers/test-context.js'
+import { deadline, waitFor } from '../helpers/timing.js'
 import { browse, writeApp, type Files } from '../helpers/app-ui.js'
 import { sessionToken } from '../helpers/auth.js'
 
 /** How often and how long a test looks for the new content (the service aims at under a second). */
-const POLL = { intervalMs: 25, timeoutMs: 10_000 }
+const POLL = { intervalMs: 25, timeoutMs: deadline(10_000) }
 
 const BR = { 'accept-encoding': 'br' }
 const APP_JS = (version: number): string => `window.version = ${version};\n${'// long enough to be worth compressing\n'.repeat(30)}`

@@ -9,7 +9,7 @@ import { sql } from 'kysely'
 import type { FastifyInstance } from 'fastify'
 import { build } from '../helpers/app.js'
 import { ADMIN, ADMIN_ENV, loginToken, sessionToken, tokenHeader } from '../helpers/auth.js'
-import { waitFor } from '../helpers/context.js'
+import { waitFor } from '../helpers/timing.js'
 
 interface Row { action: string, actor: string | null, address: string | null, node: string, targets: string[], details: Record<string, unknown> }
 

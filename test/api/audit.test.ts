@@ -12,7 +12,7 @@ import type { FastifyInstance } from 'fastify'
 import { STATEMENT_TIMEOUT_MS } from '../../src/db/index.js'
 import { ADMIN, apiLogin, loginToken, logout, sessionToken, tokenHeader } from '../helpers/auth.js'
 import { auditService } from '../helpers/audit.js'
-import { waitFor } from '../helpers/context.js'
+import { waitFor } from '../helpers/timing.js'
 
 async function get (app: FastifyInstance, token: string | undefined, query: string): Promise<{ statusCode: number, body: any }> {
   const res = await app.inject({ method: 'GET', url: `/api/v1/audit${query}`, headers: tokenHeader(token) })

@@ -8,7 +8,8 @@ import { hashPassword, verifyPassword } from '../../src/auth/password.js'
 import { SESSION_COOKIE } from '../../src/auth/types.js'
 import { build, testConfig } from '../helpers/app.js'
 import { ADMIN, ADMIN_ENV, apiLogin, formLogin, loginToken, logout, sessionCookie, whoami } from '../helpers/auth.js'
-import { tempDir, waitFor } from '../helpers/context.js'
+import { tempDir } from '../helpers/temp-dir.js'
+import { deadline, waitFor } from '../helpers/timing.js'
 import { createTestDatabase } from '../helpers/database.js'
 import { logOutput } from '../helpers/log.js'
 
@@ -110,7 +111,7 @@ t.test('a session expires after SESSION_TTL', async (t) => {
   const res = await apiLogin(app, ADMIN)
   const { token, expiresAt } = res.json()
   t.equal((await whoami(app, token)).statusCode, 200, 'valid right after login')
-  await waitFor(async () => (await whoami(app, token)).statusCode === 401, { timeoutMs: 10_000, what: 'the session to expire' })
+  await waitFor(async () => (await whoami(app, token)).statusCode === 401, { timeoutMs: deadline(10_000), what: 'the session to expire' })
   t.ok(Date.now() >= Date.parse(expiresAt) - 50, 'not before its expiresAt')
   t.equal((await logout(app, token)).statusCode, 401)
   t.equal(await app.sessions.verify(token), null)

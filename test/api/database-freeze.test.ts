@@ -9,16 +9,16 @@ import { performance } from 'node:perf_hooks'
 import pg from 'pg'
 import { build } from '../helpers/app.js'
 import { ADMIN, ADMIN_ENV, loggedIn } from '../helpers/auth.js'
-import { waitFor } from '../helpers/context.js'
+import { bound, deadline, waitFor } from '../helpers/timing.js'
 import { createTestDatabase } from '../helpers/database.js'
 import { freeze, ownPostgres } from '../helpers/own-postgres.js'
 import { FAST_SCHEDULER, probe } from '../helpers/scheduler.js'
 import { QUERY_GRACE_MS, STATEMENT_TIMEOUT_MS } from '../../src/db/index.js'
 
-/** README: /readyz answers within 2 s whatever the database does. */
-const READY_BOUND_MS = 2000
-/** README: a request waits for the database at most one statement's bound (5 s + 1 s), then 503; plus 2 s for two busy cores. */
-const API_BOUND_MS = STATEMENT_TIMEOUT_MS + QUERY_GRACE_MS + 2000
+/** README: /readyz answers within 2 s whatever the database does (it waits 1.5 s for it). */
+const READY_BOUND_MS = bound(2000, 'none')
+/** README: a request waits for the database at most one statement's bound (5 s + 1 s), then 503. */
+const API_BOUND_MS = bound(STATEMENT_TIMEOUT_MS + QUERY_GRACE_MS, 'seconds')
 
 const UNAVAILABLE = { statusCode: 503, error: 'Service Unavailable', message: 'The database is unavailable; retry shortly' }
 
@@ -80,20 +80,20 @@ t.test('frozen database: /readyz 503 within 2 s, the API 503 with the error body
   thaw()
   const thawedAt = performance.now()
   await waitFor(async () => (await app.inject({ method: 'GET', url: '/readyz' })).statusCode === 200,
-    { timeoutMs: 20_000, intervalMs: 100, what: '/readyz 200 after the thaw' })
+    { timeoutMs: deadline(20_000), intervalMs: 100, what: '/readyz 200 after the thaw' })
   t.comment(`ready again ${Math.round(performance.now() - thawedAt)} ms after the thaw`)
   // The connections whose statements timed out were discarded (not handed out again to wait behind
   // an answer that may never come): their backends are gone as soon as the server runs again, well
   // before the pool's 10 s idle timeout would close them.
   await waitFor(async () => (await poolBackends()).every((pid) => !beforeFreeze.includes(pid)),
-    { timeoutMs: 3000, intervalMs: 100, what: 'the timed-out pool connections to be gone' })
+    { timeoutMs: deadline(3000), intervalMs: 100, what: 'the timed-out pool connections to be gone' })
   t.pass(`the ${beforeFreeze.length} pool connection(s) that timed out were discarded`)
   // The start answered 503 may still have been applied: the frozen backend had its statement and
   // ran it at the thaw. Outcome unknown, as with any timeout; start is idempotent, so a retry is safe.
   const retried = await call('POST', '/api/v1/polling/freeze-probe/start')
   t.equal(retried.statusCode, 200, `the retried start: ${String(retried.body.message)}`)
   t.equal((await call('GET', '/api/v1/polling/freeze-probe/status')).body.state, 'running')
-  await waitFor(() => p.runs.length > 0, { timeoutMs: 10_000, what: 'a run after the thaw' })
+  await waitFor(() => p.runs.length > 0, { timeoutMs: deadline(10_000), what: 'a run after the thaw' })
   t.equal((await app.inject({ method: 'POST', url: '/api/v1/auth/login', payload: ADMIN })).statusCode, 200, 'login works again')
 })
 
@@ -117,13 +117,13 @@ t.test('the boot rules may wait longer than a request statement: a node starts w
     const { rows } = await watcher.query(`select 1 from pg_stat_activity where datname = current_database()
       and wait_event_type = 'Lock' and query like '%insert into polling_reaktors%'`)
     return rows.length > 0 ? performance.now() : undefined
-  }, { timeoutMs: 30_000, intervalMs: 50, what: 'the boot rules to wait for the row' })
+  }, { timeoutMs: deadline(30_000), intervalMs: 50, what: 'the boot rules to wait for the row' })
   // Held past the request bound (the fault injected: a lock held this long), then released.
   const holdMs = STATEMENT_TIMEOUT_MS + QUERY_GRACE_MS + 500
   await new Promise((resolve) => setTimeout(resolve, holdMs - (performance.now() - waitingSince)))
   await holder.query('rollback')
   const app = await building
   t.pass(`the node started after its boot rules waited ${Math.round(performance.now() - waitingSince)} ms for the row (request bound ${STATEMENT_TIMEOUT_MS + QUERY_GRACE_MS} ms)`)
-  await waitFor(() => p.runs.length > 0, { timeoutMs: 10_000, what: 'the autoStart reaktor to run' })
+  await waitFor(() => p.runs.length > 0, { timeoutMs: deadline(10_000), what: 'the autoStart reaktor to run' })
   t.equal((await app.inject({ method: 'GET', url: '/readyz' })).statusCode, 200)
 })

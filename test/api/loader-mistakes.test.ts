@@ -5,8 +5,9 @@ import { IMPORT_LIMIT_MS, loadAppsFromDir } from '../../src/apps/loader.js'
 import { buildRegistry } from '../../src/apps/registry.js'
 import { build } from '../helpers/app.js'
 import { compiledLoader, ESM, loadError, loadInChild, POLLING, writeApp } from '../helpers/app-folder.js'
-import { tempDir } from '../helpers/context.js'
+import { tempDir } from '../helpers/temp-dir.js'
 import { memoryLogger } from '../helpers/log.js'
+import { deadline } from '../helpers/timing.js'
 
 /** The message buildRegistry stops the start with for an app `x` whose index.js is `body`. */
 async function registryError (t: Test, body: string): Promise<string> {
@@ -407,7 +408,7 @@ t.test('under plain node: hooks that cannot be registered fail each load with th
     import module from 'node:module'
     module.register = () => { throw new Error('Access to this API has been restricted. Use --allow-worker to manage permissions.') }
     module.syncBuiltinESMExports()`
-  const { lines } = await loadInChild(loader, root, { prelude, runs: 2, timeoutMs: 10_000 })
+  const { lines } = await loadInChild(loader, root, { prelude, runs: 2, timeoutMs: deadline(10_000) })
   const expected = /^app x@1\.0\.0: entry module "index\.js" failed to import: the module hooks that let apps import reaktor-service\/sdk cannot be registered: Access to this API has been restricted/
   t.match(lines, [{ level: 'error', msg: expected }, { level: 'error', msg: expected }])
   t.equal(lines.length, 2)

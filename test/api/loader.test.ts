@@ -8,7 +8,7 @@ import { settingEnvName } from '../../src/apps/settings.js'
 import { MissingSettingError, type AktorContext, type AktorLogger } from '../../src/sdk/index.js'
 import { build } from '../helpers/app.js'
 import { ESM, loadError, POLLING, writeApp } from '../helpers/app-folder.js'
-import { tempDir } from '../helpers/context.js'
+import { tempDir } from '../helpers/temp-dir.js'
 import { memoryLogger, silentLogger } from '../helpers/log.js'
 import { EXAMPLE_APPS_DIR } from '../helpers/paths.js'
 

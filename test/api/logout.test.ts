@@ -9,7 +9,7 @@ import type { FastifyInstance } from 'fastify'
 import { SESSION_COOKIE } from '../../src/auth/types.js'
 import { ADMIN, ADMIN_ENV, formLogin, sessionCookie, sessionToken, twoNodes, untilCached, whoami } from '../helpers/auth.js'
 import { build } from '../helpers/app.js'
-import { waitFor } from '../helpers/context.js'
+import { bound, waitFor } from '../helpers/timing.js'
 
 /** `POST /logout` as the home page's form sends it (no fields), with the session cookie if any. */
 async function formLogout (app: FastifyInstance, cookie: string | undefined, headers: Record<string, string> = {}) {
@@ -109,8 +109,8 @@ t.test('a sign-out on one node ends the session on another node that had it cach
   const res = await formLogout(nodeA, cookie, { 'sec-fetch-site': 'same-origin' })
   t.equal(res.statusCode, 303)
   const answered = performance.now()
-  // The promise is 1 s; 1 s more of margin for two busy cores.
-  await waitFor(async () => (await whoami(nodeB, cookie)).statusCode === 401, { timeoutMs: 2000, intervalMs: 10, what: 'node B to refuse the session' })
+  // The promise is 1 s.
+  await waitFor(async () => (await whoami(nodeB, cookie)).statusCode === 401, { timeoutMs: bound(1000, 'second'), intervalMs: 10, what: 'node B to refuse the session' })
   const ms = performance.now() - answered
   t.comment(`node B refused the signed-out session ${ms.toFixed(0)} ms after node A answered the sign-out`)
 })

@@ -1,6 +1,6 @@
 import t from 'tap'
 import { build } from '../helpers/app.js'
-import { waitFor } from '../helpers/context.js'
+import { waitFor } from '../helpers/timing.js'
 import { ADMIN_ENV, loggedIn } from '../helpers/auth.js'
 
 const apps = [{

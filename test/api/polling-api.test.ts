@@ -2,7 +2,8 @@ import t from 'tap'
 import type { FastifyInstance } from 'fastify'
 import { ADMIN_ENV, loggedIn, type ApiCall } from '../helpers/auth.js'
 import { build } from '../helpers/app.js'
-import { waitFor, type TestContext } from '../helpers/context.js'
+import type { TestContext } from '../helpers/test-context.js'
+import { deadline, waitFor } from '../helpers/timing.js'
 import { FAST_SCHEDULER, probe, schedulerClock, work } from '../helpers/scheduler.js'
 import type { PollingReaktorRegistration } from '../../src/sdk/types.js'
 import type { SchedulerOverrides } from '../../src/plugins/scheduler.js'
@@ -85,7 +86,7 @@ t.test('the real 3 s minimum: an interval of 1s runs every 3s', async (t) => {
   const p = probe('heartbeat', () => false, { interval: '1s' })
   const { call } = await service(t, [p.registration], { reconcileIntervalMs: 200, flushIntervalMs: 50, now: schedulerClock })
   t.equal((await call('POST', '/api/v1/polling/heartbeat/start')).statusCode, 200)
-  await waitFor(() => p.runs.length >= 2, { what: 'two runs', timeoutMs: 15_000 })
+  await waitFor(() => p.runs.length >= 2, { what: 'two runs', timeoutMs: deadline(15_000) })
   t.ok(p.runs[1].start - p.runs[0].end! >= 2990, `3 s between the runs (${p.runs[1].start - p.runs[0].end!} ms)`)
   const status = (await call('GET', '/api/v1/polling/heartbeat/status')).body
   t.match(status, { interval: '1s', effectiveInterval: '3s' })

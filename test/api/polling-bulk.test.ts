@@ -11,7 +11,8 @@ import { MAX_REAKTOR_ID_LENGTH } from '../../src/apps/registry.js'
 import type { AppDefinition } from '../../src/apps/types.js'
 import { buildLogged } from '../helpers/app.js'
 import { ADMIN, ADMIN_ENV, loginToken, tokenHeader } from '../helpers/auth.js'
-import { waitFor, type TestContext } from '../helpers/context.js'
+import type { TestContext } from '../helpers/test-context.js'
+import { waitFor } from '../helpers/timing.js'
 import { probe } from '../helpers/scheduler.js'
 
 interface Service {

@@ -4,7 +4,7 @@ import { readStatuses } from '../../src/polling/status.js'
 import { PARTITION_LOCK_NAMESPACE } from '../../src/scheduler/index.js'
 import { ADMIN_ENV, loggedIn } from '../helpers/auth.js'
 import { build } from '../helpers/app.js'
-import { waitFor } from '../helpers/context.js'
+import { deadline, waitFor } from '../helpers/timing.js'
 import { openTestDatabase, probe, reaktorLocks, registry } from '../helpers/scheduler.js'
 
 const SUCCESS = '2026-11-25T08:00:00.000Z'
@@ -33,7 +33,7 @@ t.test('status and list show what the last runs did, from the row; runningSince 
   // what no notification announces is served from the status cache for at most 100 ms.
   const status = async (url: string): Promise<any> => { const body = (await call('GET', url)).body; return body.pollingReaktors?.[0] ?? body }
   const shown = async (url: string, outcome: string): Promise<any> =>
-    await waitFor(async () => { const body = await status(url); return body.lastOutcome === outcome ? body : undefined }, { what: `${url} to show ${outcome}`, timeoutMs: 5000 })
+    await waitFor(async () => { const body = await status(url); return body.lastOutcome === outcome ? body : undefined }, { what: `${url} to show ${outcome}`, timeoutMs: deadline(5000) })
   const expected = { lastSuccessAt: SUCCESS, lastFailureAt: FAILURE, lastError: 'boom', consecutiveFailures: 1, lastDurationMs: 1234, lastOutcome: 'failed', runningSince: RUNNING }
   t.match(await shown('/api/v1/polling/fields/status', 'failed'), expected)
   t.match(await shown('/api/v1/polling', 'failed'), expected, 'the list shows them too')

@@ -7,15 +7,16 @@ import t, { type Test } from 'tap'
 import type { FastifyInstance } from 'fastify'
 import { ADMIN_ENV, loggedIn, type ApiCall } from '../helpers/auth.js'
 import { build } from '../helpers/app.js'
-import { deferred, waitFor } from '../helpers/context.js'
+import { deferred } from '../helpers/deferred.js'
+import { deadline, waitFor } from '../helpers/timing.js'
 import { FAST_SCHEDULER, probe, untilAborted, type RunTrace } from '../helpers/scheduler.js'
 
 /**
  * A run's durationMs is measured by the scheduler's clock around the aktor call, which the probe's
  * own readings lie within: at least the probe's span, and more only by the scheduler's bookkeeping
- * around the call, which 1 s bounds generously on two busy cores.
+ * around the call: a few statements of its own, no time promised, so a generous limit.
  */
-const BOOKKEEPING_MS = 1000
+const BOOKKEEPING_MS = deadline(1000)
 
 interface Seen { runs: any[], nextBefore: string | null }
 
@@ -27,7 +28,7 @@ async function runs (call: ApiCall, id: string): Promise<Seen> {
 
 /** Polls the history until `ok` holds for its runs. */
 async function runsUntil (call: ApiCall, id: string, ok: (runs: any[]) => boolean, what: string): Promise<any[]> {
-  return await waitFor(async () => { const { runs: r } = await runs(call, id); return ok(r) ? r : undefined }, { what, timeoutMs: 10_000 })
+  return await waitFor(async () => { const { runs: r } = await runs(call, id); return ok(r) ? r : undefined }, { what, timeoutMs: deadline(10_000) })
 }
 
 async function status (call: ApiCall, id: string): Promise<any> {
@@ -37,7 +38,7 @@ async function status (call: ApiCall, id: string): Promise<any> {
 }
 
 async function statusUntil (call: ApiCall, id: string, ok: (s: any) => boolean, what: string): Promise<any> {
-  return await waitFor(async () => { const s = await status(call, id); return ok(s) ? s : undefined }, { what, timeoutMs: 10_000 })
+  return await waitFor(async () => { const s = await status(call, id); return ok(s) ? s : undefined }, { what, timeoutMs: deadline(10_000) })
 }
 
 /** The fields every run of the history must show for a run the probe saw (outcome and error checked by the caller). */

@@ -3,7 +3,7 @@ import type { AddressInfo } from 'node:net'
 import t from 'tap'
 import { ADMIN_ENV, loginToken, tokenHeader } from '../helpers/auth.js'
 import { build } from '../helpers/app.js'
-import { waitFor } from '../helpers/context.js'
+import { deadline, waitFor } from '../helpers/timing.js'
 import { FAST_SCHEDULER, probe, work } from '../helpers/scheduler.js'
 
 t.test('close: the scheduler stops at once, not after the HTTP drain; no run starts once close began', async (t) => {
@@ -51,7 +51,7 @@ t.test('close: the scheduler stops at once, not after the HTTP drain; no run sta
   const runsAtClose = drain.runs.length
   t.equal(runsAtClose, longRun, 'the long run is the latest')
   const closing = app.close()
-  await waitFor(() => inFlight.end !== undefined, { timeoutMs: 5000, what: 'the in-flight run to end while HTTP drains' })
+  await waitFor(() => inFlight.end !== undefined, { timeoutMs: deadline(5000), what: 'the in-flight run to end while HTTP drains' })
   t.ok(inFlight.context.signal.aborted, 'the in-flight run was aborted at once, through its signal')
   t.notOk(answered, 'while the HTTP request was still in flight')
   release()

@@ -12,7 +12,7 @@ import { migrations } from '../../src/db/migrations/index.js'
 import { USER_ADMIN_LOCK_KEY, USER_ADMIN_LOCK_NAMESPACE } from '../../src/auth/user-admin.js'
 import { build } from '../helpers/app.js'
 import { ADMIN, ADMIN_ENV, apiAs, apiLogin, loginToken, whoami, type ApiClient } from '../helpers/auth.js'
-import { waitFor } from '../helpers/context.js'
+import { waitFor } from '../helpers/timing.js'
 import { createTestDatabase } from '../helpers/database.js'
 
 const PASSWORD = 'a long enough password'

@@ -10,7 +10,8 @@ import path from 'node:path'
 import t from 'tap'
 import { browserSkip, launchChromium } from '../helpers/browser.js'
 import { build } from '../helpers/app.js'
-import { waitFor, type TestContext } from '../helpers/context.js'
+import type { TestContext } from '../helpers/test-context.js'
+import { deadline, waitFor } from '../helpers/timing.js'
 import { sessionToken } from '../helpers/auth.js'
 import { SESSION_COOKIE } from '../../src/auth/types.js'
 import { writeApp } from '../helpers/app-ui.js'
@@ -99,14 +100,14 @@ t.test('a browser session through the app UI', { skip }, async (t) => {
   const posts: string[] = []
   tab.on('response', (r) => { if (r.request().method() === 'POST') posts.push(`${r.status()} ${r.url()}`) })
   await Promise.all([
-    tab.waitForURL((url) => url.pathname.startsWith('/app-ui/'), { timeout: 20_000 }),
+    tab.waitForURL((url) => url.pathname.startsWith('/app-ui/'), { timeout: deadline(20_000) }),
     tab.click('[type="submit"]')
   ]).catch(async (err) => {
     t.comment(`login did not land on the app: ${posts.join(', ')} ${await tab.content()}`)
     throw err
   })
   t.equal(tab.url(), appUrl, 'after login the user lands on the same app page, query included')
-  await tab.waitForFunction(() => document.getElementById('api-status')?.textContent !== '…', undefined, { timeout: 10_000 })
+  await tab.waitForFunction(() => document.getElementById('api-status')?.textContent !== '…', undefined, { timeout: deadline(10_000) })
 
   // The token helper: defined before the app's own scripts, returns the live session token.
   t.equal(await tab.evaluate(() => (window as any).helperAtStart), 'function', 'defined before the app script ran')
@@ -219,7 +220,7 @@ t.test('the example app shipped in reaktor-apps/ works under its policy', { skip
   await tab.fill('input[name="username"]', USER.username)
   await tab.fill('input[name="password"]', USER.password)
   await Promise.all([
-    tab.waitForURL((url) => url.pathname.startsWith('/app-ui/'), { timeout: 20_000 }),
+    tab.waitForURL((url) => url.pathname.startsWith('/app-ui/'), { timeout: deadline(20_000) }),
     tab.click('[type="submit"]')
   ])
   t.equal(await tab.evaluate(() => typeof (window as any).getServiceAuthToken()), 'string', 'the helper has the session')

@@ -13,7 +13,7 @@ import { ADMIN, ADMIN_ENV, apiAs, createApiToken, loginToken } from '../helpers/
 import { EXAMPLE_APPS_DIR } from '../helpers/paths.js'
 import { FAST_SCHEDULER } from '../helpers/scheduler.js'
 import type { AppDefinition } from '../../src/apps/types.js'
-import { waitFor } from '../helpers/context.js'
+import { deadline, waitFor } from '../helpers/timing.js'
 
 const CONSOLE_DIR = path.join(EXAMPLE_APPS_DIR, 'reaktor-console')
 const CONSOLE: AppDefinition = { name: 'reaktor-console', version: '1.0.0', dir: CONSOLE_DIR, publicDir: path.join(CONSOLE_DIR, 'public') }
@@ -106,7 +106,7 @@ browserTests((browser) => {
     await page.goto(`${base}${CONSOLE_PATH}#/`)
     await page.locator('table.reaktors tbody tr').first().waitFor()
     await page.goto(`${base}${CONSOLE_PATH}#/reaktor/%E0%A4%A`)
-    await page.locator('.not-registered').waitFor({ timeout: 10_000 })
+    await page.locator('.not-registered').waitFor({ timeout: deadline(10_000) })
     t.pass('a malformed hash: the not-registered message, not a blank page')
 
     // The users and the tokens views.

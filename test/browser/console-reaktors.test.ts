@@ -16,7 +16,8 @@ import { ARTIFACTS_DIR, EXAMPLE_APPS_DIR } from '../helpers/paths.js'
 import { FAST_SCHEDULER } from '../helpers/scheduler.js'
 import { SESSION_COOKIE } from '../../src/auth/types.js'
 import type { AppDefinition } from '../../src/apps/types.js'
-import { waitFor, type TestContext } from '../helpers/context.js'
+import type { TestContext } from '../helpers/test-context.js'
+import { deadline, waitFor } from '../helpers/timing.js'
 
 const CONSOLE_DIR = path.join(EXAMPLE_APPS_DIR, 'reaktor-console')
 const CONSOLE: AppDefinition = { name: 'reaktor-console', version: '1.0.0', dir: CONSOLE_DIR, publicDir: path.join(CONSOLE_DIR, 'public') }
@@ -72,7 +73,7 @@ browserTests((browser) => {
 
   /** Waits until the list shows exactly `expected`, in this order. */
   async function expectIds (t: Test, page: Page, expected: string[], what: string): Promise<void> {
-    await page.waitForFunction((want) => JSON.stringify(Array.from(document.querySelectorAll('table.reaktors tbody tr')).map((tr) => (tr as HTMLElement).dataset.id)) === want, JSON.stringify(expected), { timeout: 10_000 })
+    await page.waitForFunction((want) => JSON.stringify(Array.from(document.querySelectorAll('table.reaktors tbody tr')).map((tr) => (tr as HTMLElement).dataset.id)) === want, JSON.stringify(expected), { timeout: deadline(10_000) })
     t.same(await ids(page), expected, what)
   }
 
@@ -142,7 +143,7 @@ browserTests((browser) => {
     await runNow.focus()
     const refreshes = async (): Promise<number> => await page.evaluate(() => performance.getEntriesByType('resource').filter((e) => e.name.includes('/api/v1/polling?')).length)
     const before = await refreshes()
-    await page.waitForFunction((n) => performance.getEntriesByType('resource').filter((e) => e.name.includes('/api/v1/polling?')).length >= n + 2, before, { timeout: 10_000 })
+    await page.waitForFunction((n) => performance.getEntriesByType('resource').filter((e) => e.name.includes('/api/v1/polling?')).length >= n + 2, before, { timeout: deadline(10_000) })
     t.equal(await runNow.evaluate((b) => b === document.activeElement), true, 'the focus stayed on the button')
     t.equal(await row(page, 'delta-idle').locator('td.select input').isChecked(), true, 'the selection stayed')
 
@@ -175,7 +176,7 @@ browserTests((browser) => {
     const runsBefore = await page.locator('table.runs tbody tr[data-run]').count()
 
     await page.getByRole('button', { name: 'Run Alpha now' }).press('Enter')
-    await page.waitForFunction((n) => document.querySelectorAll('table.runs tbody tr[data-run]').length === n + 1, runsBefore, { timeout: 10_000 })
+    await page.waitForFunction((n) => document.querySelectorAll('table.runs tbody tr[data-run]').length === n + 1, runsBefore, { timeout: deadline(10_000) })
     t.pass('run now shows as a new row of the history')
     const runs = await page.locator('table.runs tbody tr[data-run]').count()
     t.equal(await page.locator('svg.durations[role="img"] rect.bar').count(), runs, 'one chart bar per run')
@@ -263,7 +264,7 @@ browserTests((browser) => {
       await page.clock.runFor(250)
       pageMs += 250
       return lists.length >= shownAt + 5
-    }, { what: 'five more refreshes', timeoutMs: 30_000 })
+    }, { what: 'five more refreshes', timeoutMs: deadline(30_000) })
     t.ok(lists.length - shownAt <= pageMs / 1000 + 1, `at most one refresh a second (${lists.length - shownAt} in ${pageMs} ms of page time)`)
   })
 
@@ -323,7 +324,7 @@ browserTests((browser) => {
     await page.waitForSelector('dd[data-field="state"]')
     const res = await app.inject({ method: 'POST', url: '/api/v1/auth/logout', headers: { 'x-service-token': await sessionOf(context) } })
     t.equal(res.statusCode, 200)
-    await page.waitForURL(/\/login\?redirect=/, { timeout: 10_000 })
+    await page.waitForURL(/\/login\?redirect=/, { timeout: deadline(10_000) })
     t.equal(new URL(page.url()).searchParams.get('redirect'), `${CONSOLE_PATH}#/reaktor/gamma-idle`)
     t.equal(new URL(page.url()).origin, base)
   })

@@ -7,7 +7,7 @@ import t from 'tap'
 import { browserTests, CROSS_SITE_FLAG, crossSitePage, listeningApp } from '../helpers/browser.js'
 import { SESSION_COOKIE } from '../../src/auth/types.js'
 import { ADMIN, ADMIN_ENV } from '../helpers/auth.js'
-import type { TestContext } from '../helpers/context.js'
+import type { TestContext } from '../helpers/test-context.js'
 
 browserTests((browser) => {
 

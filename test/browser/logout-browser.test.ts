@@ -10,7 +10,8 @@ import type { BrowserContext, Page } from 'playwright-core'
 import { browserTests, CROSS_SITE_FLAG, crossSitePage, listeningApp, submitLogin } from '../helpers/browser.js'
 import { SESSION_COOKIE } from '../../src/auth/types.js'
 import { ADMIN, ADMIN_ENV } from '../helpers/auth.js'
-import { waitFor, type TestContext } from '../helpers/context.js'
+import type { TestContext } from '../helpers/test-context.js'
+import { margin, waitFor } from '../helpers/timing.js'
 import { ARTIFACTS_DIR, EXAMPLE_APPS_DIR } from '../helpers/paths.js'
 
 const APP_UI = '/app-ui/drain-demo@1.0.0/'
@@ -50,7 +51,7 @@ browserTests((browser) => {
     // the token still live.
     await appTab.clock.install()
     await signInThroughAppUi(appTab, base)
-    await appTab.clock.pauseAt(await appTab.evaluate(() => Date.now()) + 2000)
+    await appTab.clock.pauseAt(await appTab.evaluate(() => Date.now()) + margin('seconds'))
     const token = await appTab.evaluate(() => (window as any).getServiceAuthToken() as string | null)
     t.type(token, 'string', 'the app UI\'s helper has the session token')
     t.equal(await apiStatus(base, token!), 200, 'which the API accepts')

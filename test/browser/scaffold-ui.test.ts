@@ -10,8 +10,9 @@ import t from 'tap'
 import { browserTests, listeningApp, submitLogin } from '../helpers/browser.js'
 import { ADMIN, ADMIN_ENV } from '../helpers/auth.js'
 import { runCliInProcess } from '../helpers/cli.js'
-import { tempDir } from '../helpers/context.js'
+import { tempDir } from '../helpers/temp-dir.js'
 import { ARTIFACTS_DIR } from '../helpers/paths.js'
+import { deadline } from '../helpers/timing.js'
 
 const APP_UI = '/app-ui/my-app@0.1.0/'
 
@@ -58,7 +59,7 @@ browserTests((browser) => {
     await tab.route(status, async (route) => await route.fulfill({ status: 503, contentType: 'application/json', body: JSON.stringify({ message: 'down for a moment' }) }))
     await tab.locator('#message.error').filter({ hasText: 'down for a moment' }).waitFor()
     await tab.unroute(status)
-    await tab.locator('#message:not(.error)').filter({ hasText: /^$/ }).waitFor({ timeout: 20_000 })
+    await tab.locator('#message:not(.error)').filter({ hasText: /^$/ }).waitFor({ timeout: deadline(20_000) })
     t.pass('a refresh error is cleared once refreshing works again')
 
     // The session ends elsewhere (signed out from a script); the page still holds its cookie, so

@@ -10,7 +10,7 @@ import { SECURE_SESSION_COOKIE, SESSION_COOKIE } from '../../src/auth/types.js'
 import { ADMIN, ADMIN_ENV } from '../helpers/auth.js'
 import { build } from '../helpers/app.js'
 import { writeApp } from '../helpers/app-ui.js'
-import type { TestContext } from '../helpers/context.js'
+import type { TestContext } from '../helpers/test-context.js'
 
 const PAGE = '<!DOCTYPE html><html><head><title>Cookie demo</title></head><body><p>app</p></body></html>'
 const APP_PATH = '/app-ui/cookie-demo@1.0.0/'

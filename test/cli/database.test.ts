@@ -8,7 +8,7 @@ import { migrations } from '../../src/db/migrations/index.js'
 import { ADMIN, ADMIN_ENV, apiLogin } from '../helpers/auth.js'
 import { build } from '../helpers/app.js'
 import { cliHome, runCli, type CliResult } from '../helpers/cli.js'
-import type { TestContext } from '../helpers/context.js'
+import type { TestContext } from '../helpers/test-context.js'
 import { createEmptyDatabase, createTestDatabase } from '../helpers/database.js'
 
 const UNREACHABLE = 'postgres://reaktor@127.0.0.1:1/nothing'

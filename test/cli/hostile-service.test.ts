@@ -14,7 +14,8 @@ import { PassThrough } from 'node:stream'
 import { promisify } from 'node:util'
 import t from 'tap'
 import { cliHome } from '../helpers/cli.js'
-import type { TestContext } from '../helpers/context.js'
+import type { TestContext } from '../helpers/test-context.js'
+import { deadline } from '../helpers/timing.js'
 import { ApiClient } from '../../src/cli/client.js'
 import { main } from '../../src/cli/main.js'
 
@@ -156,8 +157,9 @@ t.test('--password-stdin with stdin a terminal: a usage error at once, not a wai
     const run = main(args, { env, stdin, stdout: { write: () => true, isTTY: true }, stderr: { write: (s: string) => { stderr += s }, isTTY: true } })
     // Nothing is typed: without the check the command would wait for an end of input forever.
     let timer: NodeJS.Timeout | undefined
-    const deadline = new Promise<string>((resolve) => { timer = setTimeout(() => resolve('still waiting after 5s'), 5000) })
-    const code = await Promise.race([run, deadline])
+    const limit = deadline(5000)
+    const late = new Promise<string>((resolve) => { timer = setTimeout(() => resolve(`still waiting after ${limit} ms`), limit) })
+    const code = await Promise.race([run, late])
     clearTimeout(timer)
     t.equal(code, 2, `${args.join(' ')}: ${stderr}`)
     t.match(stderr, '--password-stdin reads a pipe or a file, and stdin is a terminal')

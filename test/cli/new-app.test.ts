@@ -13,7 +13,8 @@ import { npmTestScript } from '../../src/cli/commands/apps.js'
 import { build } from '../helpers/app.js'
 import { ADMIN_ENV, loggedIn } from '../helpers/auth.js'
 import { runCli, runCliInProcess } from '../helpers/cli.js'
-import { tempDir, waitFor } from '../helpers/context.js'
+import { tempDir } from '../helpers/temp-dir.js'
+import { deadline, waitFor } from '../helpers/timing.js'
 import { ROOT } from '../helpers/paths.js'
 
 // Node 20 reports in TAP to a pipe, Node 24 in its spec format: the tests read TAP, so they ask for it.
@@ -139,7 +140,7 @@ t.test('reaktor test runs the app\'s own tests against this service and passes t
   t.equal((await runCliInProcess(['new-app', 'tested', '--dir', appsDir])).code, 0)
   const dir = path.join(appsDir, 'tested')
 
-  const passed = await runCli(['test', dir, '--', TAP], { timeoutMs: 60_000 })
+  const passed = await runCli(['test', dir, '--', TAP], { timeoutMs: deadline(60_000) })
   t.equal(passed.code, 0, passed.stderr)
   t.match(passed.stdout, /# pass 3\n/)
   t.match(passed.stdout, /# fail 0\n/)
@@ -147,7 +148,7 @@ t.test('reaktor test runs the app\'s own tests against this service and passes t
   // The aktor changed without its test: the test fails, and so does the command.
   const entry = path.join(dir, 'index.js')
   await fs.writeFile(entry, (await fs.readFile(entry, 'utf8')).replace('`${String(settings.greeting)}, ${name}!`', '`Bye, ${name}`'))
-  const failed = await runCli(['test', dir, '--', TAP], { timeoutMs: 60_000 })
+  const failed = await runCli(['test', dir, '--', TAP], { timeoutMs: deadline(60_000) })
   t.equal(failed.code, 1, 'exit 1: a test failed')
   t.match(failed.stdout, /not ok \d+ - hello greets with the greeting setting/)
   t.match(failed.stdout, /# fail 1\n/)
@@ -256,7 +257,7 @@ t.test('reaktor test finds TypeScript tests, passes node options on, and fails w
   await fs.mkdir(path.join(dir, 'node_modules', 'dep', 'test'), { recursive: true })
   await fs.writeFile(path.join(dir, 'node_modules', 'dep', 'test', 'x.test.js'), "throw new Error('a dependency\\'s test ran')\n")
 
-  const picked = await runCli(['test', dir, '--', TAP, '--test-name-pattern=typed|hello greets'], { timeoutMs: 60_000 })
+  const picked = await runCli(['test', dir, '--', TAP, '--test-name-pattern=typed|hello greets'], { timeoutMs: deadline(60_000) })
   t.equal(picked.code, 0, picked.stderr)
   t.match(picked.stdout, /ok \d+ - typed test\n/)
   // Node 20 lists a test the pattern leaves out as skipped, Node 24 not at all: either way it does not pass.
@@ -291,10 +292,10 @@ t.test('interrupting reaktor test ends node --test and the test processes, and s
   child.stderr.setEncoding('utf8').on('data', (s: string) => { stderr += s })
   child.stdout.resume()
   const closed = new Promise((resolve) => child.on('close', resolve))
-  const testPid = Number(await waitFor(async () => await fs.readFile(pidFile, 'utf8').catch(() => undefined), { timeoutMs: 60_000, what: 'the test process to start' }))
+  const testPid = Number(await waitFor(async () => await fs.readFile(pidFile, 'utf8').catch(() => undefined), { timeoutMs: deadline(60_000), what: 'the test process to start' }))
   child.kill('SIGTERM')
   t.equal(await closed, 1)
   t.match(stderr, /reaktor: node --test was killed by SIGTERM\n/)
   const alive = (): boolean => { try { process.kill(testPid, 0); return true } catch { return false } }
-  t.ok(await waitFor(() => !alive(), { timeoutMs: 10_000, what: 'the test process to end' }), 'no test process left running')
+  t.ok(await waitFor(() => !alive(), { timeoutMs: deadline(10_000), what: 'the test process to end' }), 'no test process left running')
 })

@@ -10,7 +10,7 @@ import t from 'tap'
 import { ADMIN_ENV, apiAs, createApiToken, loginToken } from '../helpers/auth.js'
 import { listeningApp } from '../helpers/browser.js'
 import { cliHome, runCli, runCliInProcess, type CliResult } from '../helpers/cli.js'
-import { waitFor } from '../helpers/context.js'
+import { waitFor } from '../helpers/timing.js'
 import { ROOT } from '../helpers/paths.js'
 import { FAST_SCHEDULER, probe } from '../helpers/scheduler.js'
 

@@ -13,6 +13,7 @@ import t from 'tap'
 import { ADMIN, ADMIN_ENV, apiAs, loginToken, tokenHeader } from '../helpers/auth.js'
 import { listeningApp } from '../helpers/browser.js'
 import { cliHome, runCli, runCliInProcess } from '../helpers/cli.js'
+import { deadline } from '../helpers/timing.js'
 import { main } from '../../src/cli/main.js'
 
 const BOB = { username: 'bob', password: 'bob has a long password' }
@@ -214,9 +215,10 @@ async function terminalLogin (env: Record<string, string>, answers: Map<string, 
   }
   // A prompt that lost an answer would wait for ever: fail instead, with what it wrote.
   let timer: NodeJS.Timeout | undefined
-  const deadline = new Promise<never>((_resolve, reject) => { timer = setTimeout(() => reject(new Error(`login still waiting after 15 s; stderr: ${JSON.stringify(stderr)}`)), 15_000) })
+  const limit = deadline(15_000)
+  const late = new Promise<never>((_resolve, reject) => { timer = setTimeout(() => reject(new Error(`login still waiting after ${limit} ms; stderr: ${JSON.stringify(stderr)}`)), limit) })
   try {
-    const code = await Promise.race([main(['login'], io), deadline])
+    const code = await Promise.race([main(['login'], io), late])
     return { code, stdout, stderr, rawModes }
   } finally {
     clearTimeout(timer)

@@ -9,7 +9,7 @@ import fs from 'node:fs/promises'
 import os from 'node:os'
 import path from 'node:path'
 import { startEmbeddedPostgres, type EmbeddedPostgres } from '../../src/db/embedded.js'
-import { waitFor } from '../helpers/context.js'
+import { deadline, waitFor } from '../helpers/timing.js'
 import { ALL_REAKTORS, BUSY, Cluster, firstRuns, overlappingRuns } from '../helpers/cluster.js'
 import { silentLogger } from '../helpers/log.js'
 
@@ -43,12 +43,12 @@ t.test('database restart: nodes reconnect by themselves, /readyz is 503 meanwhil
   t.equal((await cluster.api('node-a', 'POST', '/polling/manual/start')).status, 200)
   t.equal((await cluster.api('node-b', 'POST', '/polling/paced/stop')).status, 200)
   const running = ALL_REAKTORS.filter((id) => id !== 'paced')
-  await waitFor(async () => (await cluster.lockHolders()).size === running.length, { timeoutMs: 10_000, intervalMs: 200, what: 'every running reaktor owned' })
+  await waitFor(async () => (await cluster.lockHolders()).size === running.length, { timeoutMs: deadline(10_000), intervalMs: 200, what: 'every running reaktor owned' })
   await waitFor(async () => {
     const ran = new Set((await cluster.ledger()).map((r) => r.reaktor_id))
     return running.every((id) => ran.has(id))
   },
-    { timeoutMs: 10_000, intervalMs: 200, what: 'runs of every running reaktor' })
+    { timeoutMs: deadline(10_000), intervalMs: 200, what: 'runs of every running reaktor' })
   const { rows: before } = await cluster.sql.query('select reaktor_id, state, state_version from polling_reaktors order by reaktor_id')
   const runsBefore = (await cluster.ledger()).length
 
@@ -57,7 +57,7 @@ t.test('database restart: nodes reconnect by themselves, /readyz is 503 meanwhil
   for (const nodeId of ['node-a', 'node-b']) {
     const node = cluster.node(nodeId)
     const seen: string[] = []
-    await waitFor(async () => await readyz(node.url, seen) === 503, { timeoutMs: 10_000, intervalMs: 100, what: `${nodeId} /readyz 503` })
+    await waitFor(async () => await readyz(node.url, seen) === 503, { timeoutMs: deadline(10_000), intervalMs: 100, what: `${nodeId} /readyz 503` })
       .catch((err) => { throw new Error(`${String(err)}; last answers: ${seen.slice(-3).join(' | ')}; exit code ${node.child.exitCode}; errors logged: ${errorLines(node.output())}`) })
     t.match(node.output(), /all runs aborted \(fencing\)/, `${nodeId}: fenced when the database went away`)
   }
@@ -67,7 +67,7 @@ t.test('database restart: nodes reconnect by themselves, /readyz is 503 meanwhil
     const retries = await waitFor(() => {
       const delays = [...node.output().matchAll(/"retryInMs":(\d+).*reconnect failed/g)].map((m) => Number(m[1]))
       return delays.length >= 3 ? delays : undefined
-    }, { timeoutMs: 20_000, intervalMs: 100, what: `${nodeId} to log three reconnect attempts` })
+    }, { timeoutMs: deadline(20_000), intervalMs: 100, what: `${nodeId} to log three reconnect attempts` })
     t.ok(retries[2] > retries[0], `${nodeId}: reconnect backoff grows (${retries.join(', ')} ms)`)
   }
   t.pass('/readyz answers 503 on every node while the database is gone, and the nodes retry with backoff')
@@ -77,25 +77,25 @@ t.test('database restart: nodes reconnect by themselves, /readyz is 503 meanwhil
   t.comment(`database down for ${upAt - downAt} ms`)
   for (const nodeId of ['node-a', 'node-b']) {
     const node = cluster.node(nodeId)
-    await waitFor(async () => await readyz(node.url) === 200, { timeoutMs: 20_000, intervalMs: 100, what: `${nodeId} /readyz 200 again` })
+    await waitFor(async () => await readyz(node.url) === 200, { timeoutMs: deadline(20_000), intervalMs: 100, what: `${nodeId} /readyz 200 again` })
     // The log line travels through the child's stdout, which may trail its HTTP answer.
-    await waitFor(() => /lock connection re-established/.test(node.output()), { timeoutMs: 10_000, intervalMs: 50, what: `${nodeId} to log its reconnect` })
+    await waitFor(() => /lock connection re-established/.test(node.output()), { timeoutMs: deadline(10_000), intervalMs: 50, what: `${nodeId} to log its reconnect` })
     t.pass(`${nodeId}: reconnected by itself`)
   }
   const firsts = await waitFor(async () => {
     const first = firstRuns(await cluster.ledger('started_at > $1', [new Date(upAt)]))
     return BUSY.every((id) => first.has(id)) ? first : undefined
-  }, { timeoutMs: 20_000, intervalMs: 100, what: 'every busy reaktor to run again' })
+  }, { timeoutMs: deadline(20_000), intervalMs: 100, what: 'every busy reaktor to run again' })
   const resumeMs = Math.max(...BUSY.map((id) => firsts.get(id)!.started_at.getTime() - upAt))
-  t.ok(resumeMs < 10_000, `every busy reaktor ran again ${resumeMs} ms after the database was back`)
+  t.ok(resumeMs < deadline(10_000), `every busy reaktor ran again ${resumeMs} ms after the database was back`)
 
   const { rows: after } = await cluster.sql.query('select reaktor_id, state, state_version from polling_reaktors order by reaktor_id')
   t.same(after, before, 'no state lost or changed by the restart (paced stays stopped, manual running)')
-  await waitFor(async () => (await cluster.lockHolders()).size === running.length, { timeoutMs: 10_000, intervalMs: 200, what: 'every running reaktor owned again' })
+  await waitFor(async () => (await cluster.lockHolders()).size === running.length, { timeoutMs: deadline(10_000), intervalMs: 200, what: 'every running reaktor owned again' })
   const spread = await waitFor(async () => {
     const s = await cluster.spread()
     return Object.values(s).every((c) => c >= 1 && c <= Math.ceil(running.length / 2) + 1) ? s : undefined
-  }, { timeoutMs: 15_000, intervalMs: 200, what: 'the spread to settle again' })
+  }, { timeoutMs: deadline(15_000), intervalMs: 200, what: 'the spread to settle again' })
   t.pass(`spread after the restart: ${JSON.stringify(spread)}`)
 
   for (const nodeId of ['node-a', 'node-b']) t.equal(await cluster.stop(nodeId), 0, `${nodeId} stopped`)

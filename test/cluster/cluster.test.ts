@@ -6,7 +6,7 @@
  * The database-restart case is in cluster-db-restart.test.ts (it needs its own server).
  */
 import t from 'tap'
-import { waitFor } from '../helpers/context.js'
+import { bound, deadline, waitFor } from '../helpers/timing.js'
 import { createTestDatabase } from '../helpers/database.js'
 import { ALL_REAKTORS, BUSY, Cluster, firstRuns, ms, overlappingRuns, some } from '../helpers/cluster.js'
 import { endSessionAndWakeNodes } from '../helpers/scheduler.js'
@@ -38,7 +38,7 @@ t.test('a cluster of real processes: spread, control, failover, fencing, rolling
 
   t.equal((await cluster.api('node-b', 'POST', '/polling/manual/start')).status, 200)
   const n = ALL_REAKTORS.length // busy-1..6 and paced start by themselves, manual was started
-  const two = await waitFor(async () => await settled(cluster, n), { timeoutMs: 10_000, intervalMs: 200, what: 'the spread over two nodes' })
+  const two = await waitFor(async () => await settled(cluster, n), { timeoutMs: deadline(10_000), intervalMs: 200, what: 'the spread over two nodes' })
   t.pass(`two nodes: ${JSON.stringify(two)}`)
 
   await t.test('a joining node takes its share; handover happens between runs, aborting nothing', async (t) => {
@@ -46,16 +46,16 @@ t.test('a cluster of real processes: spread, control, failover, fencing, rolling
     await cluster.start('node-c')
     const listening = Date.now()
     t.match(cluster.node('node-c').output(), /joined a live cluster/)
-    const three = await waitFor(async () => await settled(cluster, n), { timeoutMs: 10_000, intervalMs: 100, what: 'the spread over three nodes' })
+    const three = await waitFor(async () => await settled(cluster, n), { timeoutMs: deadline(10_000), intervalMs: 100, what: 'the spread over three nodes' })
     figures.spreadAfterJoin = three
     figures.joinSettledMs = Date.now() - listening
     t.ok(three['node-c'] >= 1, `node-c took its share: ${JSON.stringify(three)} in ${String(figures.joinSettledMs)} ms`)
     for (const c of Object.values(three)) t.ok(c <= Math.ceil(n / 3) + 1, `at most ceil(n/k)+1 = ${Math.ceil(n / 3) + 1}`)
     await waitFor(async () => some(await cluster.ledger("started_at >= $1 and node_id = 'node-c'", [joinedAt])),
-      { timeoutMs: 5000, intervalMs: 100, what: 'node-c to run reaktors' })
+      { timeoutMs: deadline(5000), intervalMs: 100, what: 'node-c to run reaktors' })
     // Every run since the join ended on its own: a handover waits for the run to end.
     await waitFor(async () => (await cluster.ledger('started_at >= $1 and ended_at is null and started_at < now() - interval \'3 s\'', [joinedAt])).length === 0,
-      { timeoutMs: 10_000, intervalMs: 200, what: 'the ends of the runs to be recorded' })
+      { timeoutMs: deadline(10_000), intervalMs: 200, what: 'the ends of the runs to be recorded' })
     const aborted = await cluster.ledger("started_at >= $1 and outcome is not null and outcome <> 'ok'", [joinedAt])
     t.same(aborted.map((r) => `${r.reaktor_id}@${r.node_id}: ${String(r.outcome)}`), [], 'no run was aborted by the handovers')
 
@@ -66,7 +66,7 @@ t.test('a cluster of real processes: spread, control, failover, fencing, rolling
         const statuses = await cluster.statuses(nodeId)
         const current = await cluster.lockHolders()
         return ALL_REAKTORS.every((id) => statuses.get(id)?.owner === current.get(id))
-      }, { timeoutMs: 5000, intervalMs: 200, what: `the owners as node ${nodeId} shows them` })
+      }, { timeoutMs: deadline(5000), intervalMs: 200, what: `the owners as node ${nodeId} shows them` })
     }
     t.equal(holders.size, n, 'status/list show the lock holder as owner, from every node')
   })
@@ -76,7 +76,7 @@ t.test('a cluster of real processes: spread, control, failover, fencing, rolling
     // the moment its owner aborted it.
     const inFlight = await waitFor(async () => (await cluster.ledger(
       "reaktor_id = 'manual' and ended_at is null and started_at < now() - interval '100 ms' and started_at > now() - interval '1 s'"))[0],
-    { timeoutMs: 10_000, intervalMs: 50, what: 'a manual run in flight' })
+    { timeoutMs: deadline(10_000), intervalMs: 50, what: 'a manual run in flight' })
     const owner = inFlight.node_id
     const via = [...cluster.nodes.keys()].find((id) => id !== owner)!
     const sent = Date.now()
@@ -85,16 +85,19 @@ t.test('a cluster of real processes: spread, control, failover, fencing, rolling
     t.equal(res.status, 200)
     t.match(res.body.message, /"manual" stopped successfully/)
     const [aborted] = await waitFor(async () => some(await cluster.ledger('run_id = $1 and ended_at is not null', [inFlight.run_id])),
-      { timeoutMs: 5000, intervalMs: 20, what: 'the in-flight run to end' })
+      { timeoutMs: deadline(5000), intervalMs: 20, what: 'the in-flight run to end' })
     t.equal(aborted.outcome, 'run aborted: stopped', 'the in-flight run was aborted')
     // From the request being sent: HTTP, the write + NOTIFY, the owner's reaction and the abort.
     figures.stopToAbortMs = ms(aborted.ended_at) - sent
     figures.stopAnswerMs = answered - sent
-    // docs/cluster.md promises the abort within 50 ms of the request; 50 ms of margin for two busy cores.
-    t.ok(ms(aborted.ended_at) - sent <= 100, `owner ${owner} aborted the run ${ms(aborted.ended_at) - sent} ms after the stop was sent to ${via} (answered after ${answered - sent} ms)`)
+    // docs/cluster.md promises the abort within 50 ms of the request. 100 ms at scale 1, and it cannot
+    // be wider: it checks that promise (a bound five times it would pass an abort five times as
+    // slow), and docs/cluster.md gives this test's 50 ms of margin beside the figures measured.
+    t.ok(ms(aborted.ended_at) - sent <= bound(50, 'notify'), `owner ${owner} aborted the run ${ms(aborted.ended_at) - sent} ms after the stop was sent to ${via} (answered after ${answered - sent} ms)`)
 
-    // A back-to-back reaktor: no run may start once the stop is answered (docs/cluster.md), with
-    // 50 ms of margin for the owner hearing the NOTIFY on two busy cores.
+    // A back-to-back reaktor: no run may start once the stop is answered (docs/cluster.md); the
+    // margin is for the owner hearing the NOTIFY. 50 ms at scale 1, and it cannot be wider: the
+    // promise is "none after the answer", and docs/cluster.md gives these 50 ms.
     const holders = await cluster.lockHolders()
     const busyOwner = holders.get('busy-1')!
     const busyVia = [...cluster.nodes.keys()].find((id) => id !== busyOwner)!
@@ -105,22 +108,22 @@ t.test('a cluster of real processes: spread, control, failover, fencing, rolling
     const after = await waitFor(async () => Date.now() - busyAnswered > 2000
       ? some(await cluster.ledger("reaktor_id = 'busy-1' and started_at > $1", [new Date(busyAnswered - 1000)]))
       : undefined,
-    { timeoutMs: 10_000, intervalMs: 100, what: 'the observation window' })
+    { timeoutMs: deadline(10_000), intervalMs: 100, what: 'the observation window' })
     const latest = Math.max(...after.map((r) => ms(r.started_at)))
     figures.lastBusyStartAfterStopMs = latest - busyAnswered
-    t.ok(latest - busyAnswered <= 50, `last busy-1 run started ${latest - busyAnswered} ms relative to the answer (owner ${busyOwner}, via ${busyVia})`)
+    t.ok(latest - busyAnswered <= bound(0, 'notify'), `last busy-1 run started ${latest - busyAnswered} ms relative to the answer (owner ${busyOwner}, via ${busyVia})`)
     const statuses = await cluster.statuses(busyOwner)
     t.match(statuses.get('busy-1'), { state: 'stopped', owner: null, nextRun: null })
 
     t.equal((await cluster.api(busyVia, 'POST', '/polling/busy-1/start')).status, 200)
     t.equal((await cluster.api(via, 'POST', '/polling/manual/start')).status, 200)
-    await waitFor(async () => (await cluster.lockHolders()).size === n, { timeoutMs: 5000, intervalMs: 100, what: 'both to run again' })
+    await waitFor(async () => (await cluster.lockHolders()).size === n, { timeoutMs: deadline(5000), intervalMs: 100, what: 'both to run again' })
   })
 
   await t.test('kill -9 of an owner: its reaktors run elsewhere within about 1 s, from the stored nextRun', async (t) => {
     const failovers: number[] = []
     for (let round = 0; round < 3; round++) {
-      await waitFor(async () => await settled(cluster, n), { timeoutMs: 15_000, intervalMs: 200, what: `the spread before kill ${round + 1}` })
+      await waitFor(async () => await settled(cluster, n), { timeoutMs: deadline(15_000), intervalMs: 200, what: `the spread before kill ${round + 1}` })
       const holders = await cluster.lockHolders()
       const victim = holders.get(BUSY[round])!
       const victimsBusy = BUSY.filter((id) => holders.get(id) === victim)
@@ -128,12 +131,12 @@ t.test('a cluster of real processes: spread, control, failover, fencing, rolling
       const firsts = await waitFor(async () => {
         const first = firstRuns(await cluster.ledger('started_at > $1 and node_id <> $2 and reaktor_id = any($3)', [new Date(killedAt), victim, victimsBusy]))
         return first.size === victimsBusy.length ? first : undefined
-      }, { timeoutMs: 10_000, intervalMs: 50, what: `${victim}'s reaktors to run elsewhere` })
+      }, { timeoutMs: deadline(10_000), intervalMs: 50, what: `${victim}'s reaktors to run elsewhere` })
       const worst = Math.max(...[...firsts.values()].map((r) => ms(r.started_at) - killedAt))
       failovers.push(worst)
       // The README promises a takeover about 1 s after a crash (the others' next reconcile pass,
-      // every second, then the fencing grace of 200 ms); 500 ms of margin for two busy cores.
-      t.ok(worst <= 1700, `round ${round + 1}: ${victim} killed; ${victimsBusy.join(', ')} ran elsewhere after ${worst} ms at worst`)
+      // every second; the first run then waits the fencing grace of 200 ms, inside the margin).
+      t.ok(worst <= bound(1000, 'takeover'), `round ${round + 1}: ${victim} killed; ${victimsBusy.join(', ')} ran elsewhere after ${worst} ms at worst`)
       const statuses = await cluster.statuses([...cluster.nodes.keys()][0])
       for (const id of victimsBusy) {
         const owner = statuses.get(id)?.owner
@@ -149,7 +152,7 @@ t.test('a cluster of real processes: spread, control, failover, fencing, rolling
     const takeovers: number[] = []
     const fencedEnds: number[] = []
     for (let round = 0; round < 3; round++) {
-      await waitFor(async () => await settled(cluster, n), { timeoutMs: 15_000, intervalMs: 200, what: `the spread before termination ${round + 1}` })
+      await waitFor(async () => await settled(cluster, n), { timeoutMs: deadline(15_000), intervalMs: 200, what: `the spread before termination ${round + 1}` })
       const holders = await cluster.lockHolders()
       const victim = holders.get(BUSY[3 + round])!
       const pid = (await cluster.lockConnectionPid(victim))!
@@ -159,7 +162,7 @@ t.test('a cluster of real processes: spread, control, failover, fencing, rolling
       // Terminated while a run is in flight with most of its 100 ms still ahead, so that there is
       // a run to fence (between two back-to-back runs there would be none).
       await waitFor(async () => some(await cluster.ledger("node_id = $1 and reaktor_id = any($2) and started_at >= $3 and ended_at is null and started_at > now() - interval '40 ms'",
-        [victim, victimsBusy, since])), { timeoutMs: 5000, intervalMs: 10, what: `a run in flight on ${victim}` })
+        [victim, victimsBusy, since])), { timeoutMs: deadline(5000), intervalMs: 10, what: `a run in flight on ${victim}` })
       const terminatedAt = Date.now()
       lockLosses.push(terminatedAt)
       // The last round wakes the other nodes as soon as the locks are free: one of them takes the
@@ -174,21 +177,21 @@ t.test('a cluster of real processes: spread, control, failover, fencing, rolling
         const runs = await cluster.ledger('node_id = $1 and reaktor_id = any($2) and started_at between $4 and $3 and (ended_at is null or ended_at > $3)',
           [victim, victimsBusy, new Date(terminatedAt), since])
         return runs.length > 0 && runs.every((r) => r.ended_at !== null) ? runs : undefined
-      }, { timeoutMs: 5000, intervalMs: 50, what: 'the fenced runs to end' })
+      }, { timeoutMs: deadline(5000), intervalMs: 50, what: 'the fenced runs to end' })
       for (const r of fenced) {
         // A run may also have ended by itself before the node heard of the loss: within the
         // fencing grace (200 ms, the longest a live node is expected to take to hear of it), plus
-        // 50 ms for the termination's own round trip on two busy cores.
+        // the termination's own round trip.
         const endedIn = ms(r.ended_at) - terminatedAt
         if (r.outcome === 'run aborted: lock connection lost') fencedEnds.push(endedIn)
-        t.ok(r.outcome === 'run aborted: lock connection lost' || (r.outcome === 'ok' && endedIn <= 250),
+        t.ok(r.outcome === 'run aborted: lock connection lost' || (r.outcome === 'ok' && endedIn <= bound(200, 'notify')),
           `${r.reaktor_id}: ${String(r.outcome)} ${endedIn} ms after the termination`)
       }
       t.ok(fenced.some((r) => r.outcome === 'run aborted: lock connection lost'), `round ${round + 1}: at least one run in flight was fenced (${fenced.length} in flight)`)
       const resumed = await waitFor(async () => {
         const ids = firstRuns(await cluster.ledger('started_at > $1 and reaktor_id = any($2)', [new Date(terminatedAt), victimsBusy]))
         return ids.size === victimsBusy.length ? ids : undefined
-      }, { timeoutMs: 10_000, intervalMs: 50, what: 'the reaktors to run again' })
+      }, { timeoutMs: deadline(10_000), intervalMs: 50, what: 'the reaktors to run again' })
       const worst = Math.max(...[...resumed.values()].map((r) => ms(r.started_at) - terminatedAt))
       resumes.push(worst)
       if (wake) {
@@ -204,18 +207,18 @@ t.test('a cluster of real processes: spread, control, failover, fencing, rolling
         }
       }
       // The node reconnects after 250 ms (±20 %) and locks again, or another node takes over at its
-      // next reconcile pass, every second, and starts after the fencing grace (200 ms): 1.2 s, with
-      // 500 ms of margin for two busy cores.
-      t.ok(worst <= 1700, `round ${round + 1}: ${victim}'s lock connection terminated; ${victimsBusy.join(', ')} ran again after ${worst} ms at worst`)
+      // next reconcile pass, every second, and starts after the fencing grace (200 ms): a takeover's
+      // about 1 s, as after a crash.
+      t.ok(worst <= bound(1000, 'takeover'), `round ${round + 1}: ${victim}'s lock connection terminated; ${victimsBusy.join(', ')} ran again after ${worst} ms at worst`)
       await waitFor(async () => {
         const now = await cluster.lockConnectionPid(victim)
         return now !== undefined && now !== pid
-      }, { timeoutMs: 10_000, intervalMs: 100, what: `${victim} to reconnect` })
+      }, { timeoutMs: deadline(10_000), intervalMs: 100, what: `${victim} to reconnect` })
       // The new lock session can show in pg_locks before its log line has crossed the child's stdout.
       const log = await waitFor(() => {
         const since = cluster.node(victim).output().slice(before)
         return /lock connection re-established/.test(since) ? since : undefined
-      }, { timeoutMs: 5000, intervalMs: 20, what: `${victim} to log its reconnect` })
+      }, { timeoutMs: deadline(5000), intervalMs: 20, what: `${victim} to log its reconnect` })
       t.match(log, /all runs aborted \(fencing\)/, 'the fencing is logged')
       t.pass('and the reconnect')
     }
@@ -238,7 +241,7 @@ t.test('a cluster of real processes: spread, control, failover, fencing, rolling
     const statuses = await cluster.statuses('node-b')
     for (const id of ALL_REAKTORS) t.equal(statuses.get(id)?.state, 'running', `${id} still running`)
     await waitFor(async () => (await cluster.ledger("reaktor_id = 'manual' and started_at > $1", [restartedAt])).length > 0,
-      { timeoutMs: 10_000, intervalMs: 200, what: 'manual to run after the rolling restart' })
+      { timeoutMs: deadline(10_000), intervalMs: 200, what: 'manual to run after the rolling restart' })
     t.pass('manual (autoStart false) runs after the rolling restart')
   })
 

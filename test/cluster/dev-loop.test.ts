@@ -14,7 +14,8 @@ import os from 'node:os'
 import path from 'node:path'
 import { setTimeout as pause } from 'node:timers/promises'
 import { postmasterPid } from '../../src/db/embedded.js'
-import { waitFor, type TestContext } from '../helpers/context.js'
+import type { TestContext } from '../helpers/test-context.js'
+import { deadline, waitFor } from '../helpers/timing.js'
 import { ROOT } from '../helpers/paths.js'
 import { alive, freePort, stopLeftoverPostgres } from '../helpers/server.js'
 
@@ -121,7 +122,7 @@ async function startDev (t: DevTest, appsDir: string): Promise<Dev> {
   const dev = spawnDev(t, appsDir, port)
   const { seen } = dev
   await waitFor(async () => seen(/ready in \d+\.\d s/) && (await fetch(`${url}/healthz`).catch(() => undefined))?.status === 200,
-    { timeoutMs: 120_000, what: 'npm run dev to serve' })
+    { timeoutMs: deadline(120_000), what: 'npm run dev to serve' })
 
   const password = (await fs.readFile(path.join(dataDir, 'initial-admin-password'), 'utf8')).trim()
   const login = await fetch(`${url}/api/v1/auth/login`, {
@@ -151,13 +152,13 @@ const seconds = (ms: number): string => `${(ms / 1000).toFixed(2)} s`
 
 t.test('npm run dev: Ctrl-C while the database starts stops, and is no failure', async (t) => {
   const dev = spawnDev(t, path.join(work, 'apps'), await freePort())
-  await waitFor(() => dev.seen(/initialising embedded PostgreSQL/), { timeoutMs: 60_000, what: 'the database to be initialised' })
+  await waitFor(() => dev.seen(/initialising embedded PostgreSQL/), { timeoutMs: deadline(60_000), what: 'the database to be initialised' })
   process.kill(-dev.pid, 'SIGINT')
   const end = await dev.exited
   t.ok(end.signal === 'SIGINT' || end.code === 130 || end.code === 0, `Ctrl-C ends npm run dev (${JSON.stringify(end)})`)
   t.match(dev.output(), /INFO: stopping\n(.|\n)*INFO: stopped\n/, 'the supervisor says it stopped')
   t.notMatch(dev.output(), /failed to start/, 'not that it failed')
-  await waitFor(async () => (await processesWith(`DATA_DIR=${dataDir}`)).length === 0, { timeoutMs: 20_000, what: 'every process of the dev loop to end' })
+  await waitFor(async () => (await processesWith(`DATA_DIR=${dataDir}`)).length === 0, { timeoutMs: deadline(20_000), what: 'every process of the dev loop to end' })
 })
 
 t.test('npm run dev: reloads an edited app on the same database with the process started ahead, survives a broken edit, and Ctrl-C ends it all', async (t) => {
@@ -189,11 +190,11 @@ t.test('npm run dev: reloads an edited app on the same database with the process
   for (const next of ['two', 'three', 'four']) {
     // As between an author's edits: the supervisor has the next service processes ready, and the
     // first one started ahead is the next to take over.
-    const ahead = await waitFor(() => { const pids = waitingToStart(output()); return pids.length === AHEAD ? pids[0] : undefined }, { timeoutMs: 30_000, what: 'the next service processes' })
+    const ahead = await waitFor(() => { const pids = waitingToStart(output()); return pids.length === AHEAD ? pids[0] : undefined }, { timeoutMs: deadline(30_000), what: 'the next service processes' })
     const from = output().length
     const editedAt = Date.now()
     await fs.writeFile(path.join(jsDir, 'index.js'), jsModule(next))
-    await waitFor(async () => await answer('js-answer') === next, { timeoutMs: 20_000, intervalMs: 25, what: `the edited app to answer ${next}` })
+    await waitFor(async () => await answer('js-answer') === next, { timeoutMs: deadline(20_000), intervalMs: 25, what: `the edited app to answer ${next}` })
     reloadTimes.push(Date.now() - editedAt)
     await waitFor(() => seen(/ready in \d+\.\d s/, from), { what: 'the supervisor to report the reload' })
     const since = output().slice(from)
@@ -207,19 +208,19 @@ t.test('npm run dev: reloads an edited app on the same database with the process
   t.equal(await answer('ts-greet', { name: 'again' }), 'hello again', 'and every app is loaded again')
 
   // A build in watch mode: the source saved, then the module it compiles to, a moment later.
-  await waitFor(() => waitingToStart(output()).length === AHEAD, { timeoutMs: 30_000, what: 'the next service processes' })
+  await waitFor(() => waitingToStart(output()).length === AHEAD, { timeoutMs: deadline(30_000), what: 'the next service processes' })
   // Not index.ts: tsx would load it for main: index.js.
   await fs.writeFile(path.join(jsDir, 'source.ts'), '// the source of index.js\n')
   // The pace of a compiler's write after the save, not a wait for anything.
   await pause(460)
   await fs.writeFile(path.join(jsDir, 'index.js'), jsModule('compiled'))
   const compiledAt = Date.now()
-  await waitFor(async () => await answer('js-answer') === 'compiled', { timeoutMs: 30_000, intervalMs: 25, what: 'the compiled module to answer' })
+  await waitFor(async () => await answer('js-answer') === 'compiled', { timeoutMs: deadline(30_000), intervalMs: 25, what: 'the compiled module to answer' })
   t.comment(`a source saved, then its compiled module 460 ms later: the compiled module answered ${seconds(Date.now() - compiledAt)} after its write`)
 
   // Saves in quick succession (a build in watch mode, an editor saving on each keystroke): the
   // last one counts, soon after it.
-  await waitFor(() => waitingToStart(output()).length === AHEAD, { timeoutMs: 30_000, what: 'the next service processes' })
+  await waitFor(() => waitingToStart(output()).length === AHEAD, { timeoutMs: deadline(30_000), what: 'the next service processes' })
   let from = output().length
   const saves = 15
   for (let n = 1; n <= saves; n++) {
@@ -228,7 +229,7 @@ t.test('npm run dev: reloads an edited app on the same database with the process
     if (n < saves) await pause(200)
   }
   const lastSaveAt = Date.now()
-  await waitFor(async () => await answer('js-answer') === `burst ${saves}`, { timeoutMs: 30_000, intervalMs: 25, what: 'the last save of the burst to answer' })
+  await waitFor(async () => await answer('js-answer') === `burst ${saves}`, { timeoutMs: deadline(30_000), intervalMs: 25, what: 'the last save of the burst to answer' })
   const afterBurst = Date.now() - lastSaveAt
   const burstReloads = output().slice(from).match(/reloading: /g)?.length ?? 0
   t.comment(`${saves} saves 200 ms apart: ${burstReloads} reloads; the last save answered ${seconds(afterBurst)} after it`)
@@ -239,23 +240,23 @@ t.test('npm run dev: reloads an edited app on the same database with the process
   from = output().length
   await fs.writeFile(path.join(jsDir, 'public', 'index.html'), '<p>two</p>')
   await fs.writeFile(path.join(jsDir, 'index.js'), jsModule('five'))
-  await waitFor(async () => await answer('js-answer') === 'five', { timeoutMs: 20_000, what: 'the app to answer five' })
+  await waitFor(async () => await answer('js-answer') === 'five', { timeoutMs: deadline(20_000), what: 'the app to answer five' })
   t.notMatch(output().slice(from), /reloading: .*public/, 'a public/ file is no reason to reload')
 
   from = output().length
   await fs.writeFile(path.join(jsDir, 'index.js'), 'export const reaktors = [\n')
-  await waitFor(() => seen(/the service did not start; waiting for a change to reload/, from), { timeoutMs: 30_000, what: 'the broken start to be reported' })
+  await waitFor(() => seen(/the service did not start; waiting for a change to reload/, from), { timeoutMs: deadline(30_000), what: 'the broken start to be reported' })
   t.match(output().slice(from), /failed to start: app js-app@1\.0\.0: entry module "index\.js" failed to import/, 'the service says why it did not start')
   t.ok(dev.running(), 'the dev loop keeps running after a broken edit')
   t.equal(await postmasterPid(clusterDir), database, 'and so does its database')
 
   await fs.writeFile(path.join(jsDir, 'index.js'), jsModule('fixed'))
-  await waitFor(async () => await answer('js-answer') === 'fixed', { timeoutMs: 30_000, what: 'the fixed app to answer' })
+  await waitFor(async () => await answer('js-answer') === 'fixed', { timeoutMs: deadline(30_000), what: 'the fixed app to answer' })
   t.pass('the fix brings the service back')
   t.equal(await postmasterPid(clusterDir), database)
 
   // Each load of the app started a sleep; the reloads ended those of the services before.
-  await waitFor(async () => (await sleepers(SLEEP_SECONDS)).length === 1, { timeoutMs: 15_000, what: "only the running service's app process to be left" })
+  await waitFor(async () => (await sleepers(SLEEP_SECONDS)).length === 1, { timeoutMs: deadline(15_000), what: "only the running service's app process to be left" })
   t.pass("the processes an app started went with each service it ran in; the running service's remains")
 
   process.kill(-dev.pid, 'SIGINT')
@@ -264,7 +265,7 @@ t.test('npm run dev: reloads an edited app on the same database with the process
   t.ok(end.signal === 'SIGINT' || end.code === 130 || end.code === 0, `Ctrl-C ends npm run dev (${JSON.stringify(end)})`)
   t.match(output(), /INFO: stopping\n(.|\n)*INFO: stopped\n/, 'the supervisor stopped the service and the database, gracefully')
   await waitFor(async () => !alive(database!) && (await processesWith(`DATA_DIR=${dataDir}`)).length === 0 && (await sleepers(SLEEP_SECONDS)).length === 0,
-    { timeoutMs: 15_000, what: 'the database, every process of the dev loop and those of its app to end' })
+    { timeoutMs: deadline(15_000), what: 'the database, every process of the dev loop and those of its app to end' })
   t.equal(await postmasterPid(clusterDir), undefined, 'no PostgreSQL is left in DATA_DIR')
 })
 
@@ -281,10 +282,10 @@ t.test('npm run dev: an apps folder made after the start, and an app linked into
 
   await fs.mkdir(appsDir)
   await fs.symlink(linkedDir, path.join(appsDir, 'linked-app'))
-  await waitFor(async () => await answer('linked-answer') === 'linked one', { timeoutMs: 30_000, what: 'the app linked into the new apps folder to answer' })
+  await waitFor(async () => await answer('linked-answer') === 'linked one', { timeoutMs: deadline(30_000), what: 'the app linked into the new apps folder to answer' })
   t.pass('the apps folder made after the start is watched, and an app linked into it is loaded')
   await fs.writeFile(path.join(linkedDir, 'index.js'), linkedModule('linked two'))
-  await waitFor(async () => await answer('linked-answer') === 'linked two', { timeoutMs: 30_000, what: 'the edited linked app to answer' })
+  await waitFor(async () => await answer('linked-answer') === 'linked two', { timeoutMs: deadline(30_000), what: 'the edited linked app to answer' })
   t.match(output(), /reloading: .*later-apps\/linked-app\/index\.js changed/, 'an edit in the linked folder reloads, named by the link')
 
   const clusterDir = await fs.realpath(path.join(dataDir, 'postgres'))
@@ -294,7 +295,7 @@ t.test('npm run dev: an apps folder made after the start, and an app linked into
   process.kill(dev.pid, 'SIGTERM')
   await dev.exited
   await waitFor(async () => !alive(database!) && (await processesWith(`DATA_DIR=${dataDir}`)).length === 0,
-    { timeoutMs: 20_000, what: 'the supervisor, the service and the database to end' })
+    { timeoutMs: deadline(20_000), what: 'the supervisor, the service and the database to end' })
   t.match(output(), /INFO: stopped\n/, 'the supervisor saw npm end, and stopped the service and the database, gracefully')
   t.equal(await postmasterPid(clusterDir), undefined, 'no PostgreSQL is left in DATA_DIR')
 })

@@ -11,7 +11,7 @@ import t from 'tap'
 import { performance } from 'node:perf_hooks'
 import { build, metric } from '../helpers/app.js'
 import { ADMIN_ENV, loginToken, tokenHeader } from '../helpers/auth.js'
-import { waitFor } from '../helpers/context.js'
+import { bound, deadline, waitFor } from '../helpers/timing.js'
 import { createTestDatabase } from '../helpers/database.js'
 import { dropTcpPorts, netfilterSkip } from '../helpers/netfilter.js'
 import { database, probe } from '../helpers/scheduler.js'
@@ -20,11 +20,10 @@ import { revokeSession, tokenDigest } from '../../src/auth/sessions.js'
 import { writeStart, writeStop } from '../../src/scheduler/reaktor-store.js'
 
 /** README: a dedicated connection is pinged every second and dead when a round trip goes unanswered for 5 s; the reconnect follows within 1 s. */
-const RECONNECT_BOUND_MS = PING_EVERY_MS + DEAD_AFTER_MS + 1000
-/** Two busy cores. */
-const MARGIN_MS = 2000
-/** README: a logout takes effect on every node within 1 s. */
-const LOGOUT_BOUND_MS = 1000
+const RECONNECT_PROMISE_MS = PING_EVERY_MS + DEAD_AFTER_MS + 1000
+const RECONNECT_BOUND_MS = bound(RECONNECT_PROMISE_MS, 'seconds')
+/** README: a logout takes effect on every node within 1 s (kept bare: 15 ms measured during the cut). */
+const LOGOUT_BOUND_MS = bound(1000, 'none')
 /** The status cache's wait for a confirmation before it reads the database (status-cache.ts). */
 const SYNC_TIMEOUT_MS = 500
 
@@ -49,12 +48,12 @@ t.test('listeners on a dropping network reconnect within the bound; the caches s
   await waitFor(async () => {
     await get('/api/v1/polling/drop-probe/status', doomed)
     return await metric(app, 'reaktor_session_cache_trusted') === 1 && await metric(app, 'reaktor_session_cache_hits_total') > 0
-  }, { timeoutMs: 10_000, intervalMs: 50, what: 'the session cache in use' })
+  }, { timeoutMs: deadline(10_000), intervalMs: 50, what: 'the session cache in use' })
   const statusHits = await metric(app, 'reaktor_status_cache_hits_total')
   await waitFor(async () => {
     await Promise.all([get('/api/v1/polling/drop-probe/status'), get('/api/v1/polling/drop-probe/status')])
     return await metric(app, 'reaktor_status_cache_hits_total') > statusHits
-  }, { timeoutMs: 10_000, intervalMs: 20, what: 'the status cache in use' })
+  }, { timeoutMs: deadline(10_000), intervalMs: 20, what: 'the status cache in use' })
 
   const listeners = async (): Promise<Map<string, Listener[]>> => {
     const { rows } = await other.pool.query<{ name: string, pid: number, port: number }>(
@@ -105,11 +104,11 @@ t.test('listeners on a dropping network reconnect within the bound; the caches s
       if (!reconnected.has(name) && conns.some((c) => !cutPorts.includes(c.port))) reconnected.set(name, performance.now() - cutAt)
     }
     return reconnected.size === 2 && revokedSeenAt !== undefined
-  }, { timeoutMs: RECONNECT_BOUND_MS + MARGIN_MS + 5000, intervalMs: 20, what: 'both listeners to reconnect' })
+  }, { timeoutMs: RECONNECT_BOUND_MS + deadline(5000), intervalMs: 20, what: 'both listeners to reconnect' })
     .catch((err: Error) => { throw new Error(`${err.message}; reconnected: ${JSON.stringify(Object.fromEntries(reconnected))}`) })
 
   for (const [name, ms] of reconnected) {
-    t.ok(ms <= RECONNECT_BOUND_MS + MARGIN_MS, `${name} reconnected ${Math.round(ms)} ms after the cut (bound ${RECONNECT_BOUND_MS} ms + ${MARGIN_MS} ms)`)
+    t.ok(ms <= RECONNECT_BOUND_MS, `${name} reconnected ${Math.round(ms)} ms after the cut (bound ${RECONNECT_PROMISE_MS} ms + ${RECONNECT_BOUND_MS - RECONNECT_PROMISE_MS} ms)`)
   }
   t.same(stale, [], `every one of ${flips} starts and stops written elsewhere during the cut showed in the very next status answer`)
   t.ok(revokedSeenAt! - revokedAt! <= LOGOUT_BOUND_MS, `a logout elsewhere during the cut took effect here after ${Math.round(revokedSeenAt! - revokedAt!)} ms (bound ${LOGOUT_BOUND_MS} ms)`)
@@ -117,16 +116,18 @@ t.test('listeners on a dropping network reconnect within the bound; the caches s
   const sorted = [...statusMs].sort((a, b) => a - b)
   const median = sorted[Math.floor(sorted.length / 2)]
   const max = sorted[sorted.length - 1]
-  t.ok(max <= SYNC_TIMEOUT_MS + MARGIN_MS / 4, `status answers during the cut: median ${median.toFixed(1)} ms, max ${max.toFixed(1)} ms (a confirmation is awaited at most ${SYNC_TIMEOUT_MS} ms)`)
-  t.ok(median < SYNC_TIMEOUT_MS / 5, 'most status answers did not wait for the dead listener')
+  t.ok(max <= bound(SYNC_TIMEOUT_MS, 'notice'), `status answers during the cut: median ${median.toFixed(1)} ms, max ${max.toFixed(1)} ms (a confirmation is awaited at most ${SYNC_TIMEOUT_MS} ms)`)
+  // An answer that waited for a confirmation took at least SYNC_TIMEOUT_MS: a median under half of
+  // it says most did not. Not a margin, so never scaled: at SYNC_TIMEOUT_MS it could no longer fail.
+  t.ok(median < SYNC_TIMEOUT_MS / 2, 'most status answers did not wait for the dead listener')
 
   // ---- back in use on the new connections, while the old sockets are still cut.
-  await waitFor(async () => await metric(app, 'reaktor_session_cache_trusted') === 1, { timeoutMs: 5000, intervalMs: 50, what: 'the session cache trusted again' })
+  await waitFor(async () => await metric(app, 'reaktor_session_cache_trusted') === 1, { timeoutMs: deadline(5000), intervalMs: 50, what: 'the session cache trusted again' })
   const hitsAfter = await metric(app, 'reaktor_status_cache_hits_total')
   await waitFor(async () => {
     await Promise.all([get('/api/v1/polling/drop-probe/status'), get('/api/v1/polling/drop-probe/status')])
     return await metric(app, 'reaktor_status_cache_hits_total') > hitsAfter
-  }, { timeoutMs: 5000, intervalMs: 20, what: 'the status cache serving from memory again' })
+  }, { timeoutMs: deadline(5000), intervalMs: 20, what: 'the status cache serving from memory again' })
   t.pass('both caches serve from memory again')
   t.comment(`measured: ${JSON.stringify({
     reconnectMs: Object.fromEntries([...reconnected].map(([n, ms]) => [n, Math.round(ms)])),

@@ -8,7 +8,7 @@ import t from 'tap'
 import { sql } from 'kysely'
 import type { PollingReaktorRegistration } from '../../src/sdk/types.js'
 import type { Scheduler } from '../../src/scheduler/index.js'
-import { waitFor } from '../helpers/context.js'
+import { deadline, waitFor } from '../helpers/timing.js'
 import { openTestDatabase, registry, scheduler, work } from '../helpers/scheduler.js'
 
 interface LedgerRun { id: string, node: string, start: number, end?: number, aborted?: string }
@@ -50,11 +50,11 @@ t.test('handover under load: nodes join and leave, no run overlaps, none is abor
   await waitFor(() => allRanSince(0), { what: 'every reaktor to run on node-a' })
   let mark = performance.now()
   await join('node-b')
-  await waitFor(settled, { timeoutMs: 20_000, what: 'the spread over two nodes' })
+  await waitFor(settled, { timeoutMs: deadline(20_000), what: 'the spread over two nodes' })
   await waitFor(() => allRanSince(mark), { what: 'every reaktor to run after node-b joined' })
   mark = performance.now()
   await join('node-c')
-  await waitFor(settled, { timeoutMs: 20_000, what: 'the spread over three nodes' })
+  await waitFor(settled, { timeoutMs: deadline(20_000), what: 'the spread over three nodes' })
   await waitFor(() => allRanSince(mark), { what: 'every reaktor to run after node-c joined' })
   const spread = [...nodes].map(([node, s]) => `${node} ${s.ownedReaktorIds().length}`).join(', ')
   t.pass(`three nodes: ${spread}`)
@@ -74,7 +74,7 @@ t.test('handover under load: nodes join and leave, no run overlaps, none is abor
   mark = performance.now()
   await nodes.get('node-a')!.stop()
   nodes.delete('node-a')
-  await waitFor(settled, { timeoutMs: 20_000, what: 'the spread over the two survivors' })
+  await waitFor(settled, { timeoutMs: deadline(20_000), what: 'the spread over the two survivors' })
   await waitFor(() => allRanSince(mark), { what: 'every reaktor to run after node-a left' })
   t.same(ledger.filter((r) => r.aborted !== undefined && !(r.node === 'node-a' && /shutdown/.test(r.aborted))).map((r) => `${r.id}@${r.node}: ${String(r.aborted)}`), [],
     'only the leaving node\'s shutdown aborted runs')

@@ -13,7 +13,7 @@ import { startEmbeddedPostgres } from '../../src/db/embedded.js'
 import { DEFAULT_PARTITIONS } from '../../src/scheduler/index.js'
 import type { PollingReaktorRegistration } from '../../src/sdk/types.js'
 import { build } from '../helpers/app.js'
-import { waitFor } from '../helpers/context.js'
+import { deadline, waitFor } from '../helpers/timing.js'
 import { memoryLogger, silentLogger } from '../helpers/log.js'
 import { database, openTestDatabase, partitionLocks, registry, scheduler } from '../helpers/scheduler.js'
 
@@ -36,7 +36,7 @@ t.test('20,000 reaktors on one node: all of them run, under one lock per partiti
   const s = scheduler(t, db, url, { reaktors, log, flushIntervalMs: 200 })
   const started = Date.now()
   await s.start()
-  await waitFor(() => runs.every((r) => r >= 1), { timeoutMs: 60_000, intervalMs: 100, what: 'every reaktor to run once' }).catch((err: Error) => {
+  await waitFor(() => runs.every((r) => r >= 1), { timeoutMs: deadline(60_000), intervalMs: 100, what: 'every reaktor to run once' }).catch((err: Error) => {
     throw new Error(`${err.message}: ${runs.filter((r) => r >= 1).length} ran, ${s.ownedReaktorIds().length} owned, ${s.heldPartitions().length} partitions held`)
   })
   t.pass(`all 20,000 ran once ${Date.now() - started} ms after start()`)
@@ -45,7 +45,7 @@ t.test('20,000 reaktors on one node: all of them run, under one lock per partiti
   t.ok(rows[0].locks <= DEFAULT_PARTITIONS + 2, `the node holds ${rows[0].locks} advisory locks: its partitions and its membership, not one per reaktor`)
   t.same(log.lines.filter((l) => l.level === 'error'), [], 'no error logged')
   await waitFor(async () => (await sql<{ n: number }>`select count(*)::int as n from polling_reaktors where last_run is not null`.execute(db)).rows[0].n === 20_000,
-    { timeoutMs: 30_000, intervalMs: 200, what: 'every run result persisted' })
+    { timeoutMs: deadline(30_000), intervalMs: 200, what: 'every run result persisted' })
   t.ok(s.flushStats.flushes < 200, `in batches (${s.flushStats.flushes} statements for ${s.flushStats.rows} results)`)
 })
 
@@ -81,7 +81,7 @@ t.test('a full lock table: the node keeps what it holds, backs off, says what to
   // No error loop: over the next 2 s the node retries a few times with a growing backoff.
   const before = app.scheduler.lockRefusals
   const until = Date.now() + 2000
-  await waitFor(() => Date.now() >= until, { timeoutMs: 5000, what: 'two seconds' })
+  await waitFor(() => Date.now() >= until, { timeoutMs: deadline(5000), what: 'two seconds' })
   const retries = app.scheduler.lockRefusals - before
   t.ok(retries <= 3, `${retries} retries in 2 s (backoff 400 ms, doubling)`)
   t.ok(app.scheduler.connected, 'its lock connection is still up')

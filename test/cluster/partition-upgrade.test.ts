@@ -11,7 +11,7 @@ import { migrateToLatest } from '../../src/db/migrate.js'
 import { migrations } from '../../src/db/migrations/index.js'
 import { MEMBERSHIP_KEY, PARTITIONED_PROTOCOL_KEY } from '../../src/scheduler/ownership/keys.js'
 import { CLUSTER_LOCK_NAMESPACE, DEFAULT_PARTITIONS, LegacyNodeRunning, partitionOf, PartitionCountMismatch, REAKTOR_LOCK_NAMESPACE } from '../../src/scheduler/index.js'
-import { waitFor } from '../helpers/context.js'
+import { waitFor } from '../helpers/timing.js'
 import { openTestDatabase, probe, registry, row, scheduler } from '../helpers/scheduler.js'
 
 t.test('PARTITIONS: validated, stored at the first start, and a node configured differently refuses to start', async (t) => {

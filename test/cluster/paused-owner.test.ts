@@ -15,14 +15,15 @@
  */
 import t from 'tap'
 import { readFile } from 'node:fs/promises'
-import { waitFor, type TestContext } from '../helpers/context.js'
+import type { TestContext } from '../helpers/test-context.js'
+import { bound, deadline, waitFor } from '../helpers/timing.js'
 import { createTestDatabase } from '../helpers/database.js'
 import { ALL_REAKTORS, BUSY, Cluster, firstRuns, ms, overlappingRuns, some, watchLocksKept, type LedgerRun, type NodeProcess } from '../helpers/cluster.js'
 
 /** docs/cluster.md: a statement unanswered for 5 s fences the node, about 6 s after it last answered; the pause is longer than that. */
 const PAUSE_MS = 9000
-/** docs/cluster.md: a free partition is taken at the next pass (every second), paced then runs at its stored nextRun (up to its 3 s interval); 2 s margin for two busy cores. */
-const TAKEOVER_MS = 6000
+/** docs/cluster.md: a free partition is taken at the next pass (every second), paced then runs at its stored nextRun (up to its 3 s interval). */
+const TAKEOVER_MS = bound(1000 + 3000, 'seconds')
 
 /** The process state letter of /proc/<pid>/stat ('T': stopped). */
 async function processState (pid: number): Promise<string> {
@@ -32,14 +33,14 @@ async function processState (pid: number): Promise<string> {
 
 async function pause (node: NodeProcess): Promise<number> {
   node.child.kill('SIGSTOP')
-  await waitFor(async () => await processState(node.child.pid!) === 'T', { timeoutMs: 5000, intervalMs: 5, what: `${node.nodeId} to stop` })
+  await waitFor(async () => await processState(node.child.pid!) === 'T', { timeoutMs: deadline(5000), intervalMs: 5, what: `${node.nodeId} to stop` })
   return Date.now()
 }
 
 async function resume (node: NodeProcess): Promise<number> {
   const at = Date.now()
   node.child.kill('SIGCONT')
-  await waitFor(async () => await processState(node.child.pid!) !== 'T', { timeoutMs: 5000, intervalMs: 5, what: `${node.nodeId} to resume` })
+  await waitFor(async () => await processState(node.child.pid!) !== 'T', { timeoutMs: deadline(5000), intervalMs: 5, what: `${node.nodeId} to resume` })
   return at
 }
 
@@ -57,10 +58,10 @@ async function spreadCluster (t: TestContext): Promise<{ cluster: Cluster, victi
     const stable = key === previous
     previous = key
     return stable && h.size === running.length && a.length >= 1 && a.length < running.length && a.some((id) => BUSY.includes(id)) ? h : undefined
-  }, { timeoutMs: 15_000, intervalMs: 200, what: 'the reaktors spread over both nodes' })
+  }, { timeoutMs: deadline(15_000), intervalMs: 200, what: 'the reaktors spread over both nodes' })
   const victims = [...holders].filter(([, n]) => n === 'node-a').map(([id]) => id).sort()
   await waitFor(async () => (await cluster.ledger("node_id = 'node-a' and reaktor_id = any($1) and started_at > now() - interval '300 ms'",
-    [victims.filter((id) => BUSY.includes(id))])).length > 0, { timeoutMs: 10_000, intervalMs: 50, what: 'node-a to run its busy reaktors' })
+    [victims.filter((id) => BUSY.includes(id))])).length > 0, { timeoutMs: deadline(10_000), intervalMs: 50, what: 'node-a to run its busy reaktors' })
   return { cluster, victims }
 }
 
@@ -108,7 +109,7 @@ t.test('paused past the fencing bound, PostgreSQL keeps its session: nobody take
   const again = await waitFor(async () => {
     const first = firstRuns(await cluster.ledger("node_id = 'node-a' and reaktor_id = any($1) and started_at > $2", [victims, new Date(resumedAt)]))
     return first.size === victims.length ? first : undefined
-  }, { timeoutMs: 15_000, intervalMs: 50, what: 'node-a to run its reaktors again' })
+  }, { timeoutMs: deadline(15_000), intervalMs: 50, what: 'node-a to run its reaktors again' })
   t.ok([...again.values()].every((r) => r.lock_held), `node-a ran ${victims.join(', ')} again, holding their locks`)
   const after = await cluster.ledger('started_at > $1', [new Date(resumedAt)])
   t.same(after.filter((r) => !r.lock_held).map((r) => `${r.reaktor_id}@${r.node_id}`), [], `every run after the resume started under its lock (${after.length} runs)`)
@@ -140,15 +141,15 @@ t.test('paused past the fencing bound, its session ended meanwhile: the other no
   }, { timeoutMs: TAKEOVER_MS, intervalMs: 50, what: "node-b to run node-a's reaktors" })
   const takeoverMs = Math.max(...[...taken.values()].map((r) => ms(r.started_at) - terminatedAt))
   t.ok([...taken.values()].every((r) => r.lock_held), `node-b took ${victims.join(', ')} over ${takeoverMs} ms after the session ended, holding their locks`)
-  await waitFor(() => Date.now() - pausedAt >= PAUSE_MS, { timeoutMs: PAUSE_MS + 5000, intervalMs: 100, what: 'the pause' })
+  await waitFor(() => Date.now() - pausedAt >= PAUSE_MS, { timeoutMs: PAUSE_MS + deadline(5000), intervalMs: 100, what: 'the pause' })
 
   const resumedAt = await resume(nodeA)
   const fencedAt = await waitFor(() => /all runs aborted \(fencing\)/.test(nodeA.output().slice(logOffset)) ? Date.now() : undefined,
-    { timeoutMs: 10_000, intervalMs: 20, what: 'node-a to notice its lost session' })
-  await waitFor(() => /lock connection re-established/.test(nodeA.output().slice(logOffset)), { timeoutMs: 15_000, intervalMs: 50, what: 'node-a to reconnect' })
+    { timeoutMs: deadline(10_000), intervalMs: 20, what: 'node-a to notice its lost session' })
+  await waitFor(() => /lock connection re-established/.test(nodeA.output().slice(logOffset)), { timeoutMs: deadline(15_000), intervalMs: 50, what: 'node-a to reconnect' })
   // Rejoined, node-a gets its share back (handed over between runs) and runs under its locks.
   const back = await waitFor(async () => some(await cluster.ledger("node_id = 'node-a' and started_at > $1 and lock_held", [new Date(resumedAt)])),
-    { timeoutMs: 15_000, intervalMs: 100, what: 'node-a to run again under its locks' })
+    { timeoutMs: deadline(15_000), intervalMs: 100, what: 'node-a to run again under its locks' })
 
   const resumedRuns = await cluster.ledger("node_id = 'node-a' and started_at > $1", [new Date(pausedAt)])
   t.same(resumedRuns.filter((r) => !r.lock_held).map((r) => `${r.reaktor_id} ${ms(r.started_at) - resumedAt} ms after the resume`), [],

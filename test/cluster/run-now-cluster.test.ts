@@ -7,7 +7,7 @@
  * next run the dead owner had planned.
  */
 import t from 'tap'
-import { waitFor } from '../helpers/context.js'
+import { bound, deadline, waitFor } from '../helpers/timing.js'
 import { createTestDatabase } from '../helpers/database.js'
 import { ALL_REAKTORS, Cluster, ms, overlappingRuns, some, type LedgerRun } from '../helpers/cluster.js'
 
@@ -16,14 +16,13 @@ const WORK_MS = 2000
 const INTERVAL_MS = 3000
 /**
  * README: a requested run starts right after the run in flight ends, on the next turn of the event
- * loop; measured from the end the aktor wrote to the ledger, which includes that write's round
- * trip. 250 ms of margin for two busy cores.
+ * loop; measured from the end the aktor wrote to the ledger, which includes that write's round trip.
  */
-const RIGHT_AFTER_MS = 250
-/** README: the owner starts the run within 50 ms of the request (measured from its sending); 200 ms of margin for two busy cores. */
-const RUN_STARTS_WITHIN_MS = 250
-/** README: a takeover about 1 s after a crash; 700 ms of margin for two busy cores (as the cluster test). */
-const TAKEOVER_MS = 1700
+const RIGHT_AFTER_MS = bound(0, 'turns')
+/** README: the owner starts the run within 50 ms of the request (measured from its sending). */
+const RUN_STARTS_WITHIN_MS = bound(50, 'request')
+/** README: a takeover about 1 s after a crash (as the cluster test). */
+const TAKEOVER_MS = bound(1000, 'takeover')
 
 t.test('run now through non-owners: one extra run right after the run in flight, at once when idle, and after a crash by the next owner', async (t) => {
   const databaseUrl = await createTestDatabase(t)
@@ -34,14 +33,14 @@ t.test('run now through non-owners: one extra run right after the run in flight,
   await waitFor(async () => {
     const counts = Object.values(await cluster.spread())
     return counts.reduce((a, b) => a + b, 0) === ALL_REAKTORS.length && counts.every((c) => c >= 1 && c <= Math.ceil(ALL_REAKTORS.length / 3))
-  }, { timeoutMs: 20_000, intervalMs: 200, what: 'the spread over three nodes' })
+  }, { timeoutMs: deadline(20_000), intervalMs: 200, what: 'the spread over three nodes' })
   const figures: Record<string, unknown> = {}
   const manualRuns = async (where = 'true', values: unknown[] = []): Promise<LedgerRun[]> =>
     await cluster.ledger(`reaktor_id = 'manual' and ${where}`, values)
 
   await t.test('six requests through the two non-owners while a run is in flight: exactly one extra run, right after it', async (t) => {
     const inFlight = await waitFor(async () => (await manualRuns("ended_at is null and started_at > now() - interval '300 ms'"))[0],
-      { timeoutMs: 15_000, intervalMs: 20, what: 'a run of manual just started' })
+      { timeoutMs: deadline(15_000), intervalMs: 20, what: 'a run of manual just started' })
     const owner = inFlight.node_id
     const others = [...cluster.nodes.keys()].filter((n) => n !== owner)
     const answers = await Promise.all(Array.from({ length: 6 }, async (_v, i) => await cluster.api(others[i % 2], 'POST', '/polling/manual/run')))
@@ -50,14 +49,14 @@ t.test('run now through non-owners: one extra run right after the run in flight,
     t.same(answers[0].body, { message: 'Polling reaktor "manual": run requested' })
 
     const [ended] = await waitFor(async () => some(await manualRuns('run_id = $1 and ended_at is not null', [inFlight.run_id])),
-      { timeoutMs: 10_000, what: 'the run in flight to end' })
+      { timeoutMs: deadline(10_000), what: 'the run in flight to end' })
     t.ok(ms(ended.ended_at) > answeredAt, 'every request was answered while that run was in flight')
     t.equal(ended.outcome, 'ok', 'the run in flight was not disturbed')
     // The extra run, and the one its interval brings.
     const [extra, next] = await waitFor(async () => {
       const runs = await manualRuns('started_at > $1', [inFlight.started_at])
       return runs.length >= 2 && runs[0].ended_at !== null ? runs : undefined
-    }, { timeoutMs: 15_000, intervalMs: 50, what: 'the extra run and the next one' })
+    }, { timeoutMs: deadline(15_000), intervalMs: 50, what: 'the extra run and the next one' })
     figures.extraAfterEndMs = ms(extra.started_at) - ms(ended.ended_at)
     t.equal(extra.node_id, owner, 'the owner ran it')
     t.ok(ms(extra.started_at) >= ms(ended.ended_at) && ms(extra.started_at) - ms(ended.ended_at) <= RIGHT_AFTER_MS,
@@ -70,12 +69,12 @@ t.test('run now through non-owners: one extra run right after the run in flight,
     const last = await waitFor(async () => {
       const run = (await manualRuns("ended_at is not null and ended_at > now() - interval '500 ms'")).at(-1)
       return run !== undefined && (await manualRuns('ended_at is null')).length === 0 ? run : undefined
-    }, { timeoutMs: 15_000, intervalMs: 20, what: 'a run of manual just ended' })
+    }, { timeoutMs: deadline(15_000), intervalMs: 20, what: 'a run of manual just ended' })
     const via = [...cluster.nodes.keys()].find((n) => n !== last.node_id)!
     const sent = Date.now()
     const res = await cluster.api(via, 'POST', '/polling/manual/run')
     t.equal(res.status, 202)
-    const [run] = await waitFor(async () => some(await manualRuns('started_at > $1', [last.started_at])), { timeoutMs: 5000, intervalMs: 10, what: 'the requested run' })
+    const [run] = await waitFor(async () => some(await manualRuns('started_at > $1', [last.started_at])), { timeoutMs: deadline(5000), intervalMs: 10, what: 'the requested run' })
     figures.idleRequestToStartMs = ms(run.started_at) - sent
     t.ok(ms(run.started_at) - sent <= RUN_STARTS_WITHIN_MS, `${run.node_id} started it ${ms(run.started_at) - sent} ms after the request was sent to ${via}`)
     t.ok(ms(run.started_at) < ms(last.ended_at) + INTERVAL_MS, 'before its interval was up')
@@ -88,13 +87,13 @@ t.test('run now through non-owners: one extra run right after the run in flight,
       if (run === undefined || (await manualRuns('ended_at is null')).length > 0) return undefined
       const { rows } = await cluster.sql.query<{ next_run: Date }>("select next_run from polling_reaktors where reaktor_id = 'manual' and last_run_id = $1", [run.run_id])
       return rows.length > 0 && ms(rows[0].next_run) - Date.now() > TAKEOVER_MS + 500 ? { last: run, nextRun: ms(rows[0].next_run) } : undefined
-    }, { timeoutMs: 20_000, intervalMs: 20, what: 'a run of manual just ended and stored' })
+    }, { timeoutMs: deadline(20_000), intervalMs: 20, what: 'a run of manual just ended and stored' })
     const victim = last.node_id
     const killedAt = await cluster.kill9(victim)
     const via = [...cluster.nodes.keys()][0]
     const res = await cluster.api(via, 'POST', '/polling/manual/run')
     t.equal(res.status, 202, `accepted by ${via} while nobody owns manual`)
-    const [run] = await waitFor(async () => some(await manualRuns('started_at > $1', [last.started_at])), { timeoutMs: 10_000, intervalMs: 20, what: 'the next run of manual' })
+    const [run] = await waitFor(async () => some(await manualRuns('started_at > $1', [last.started_at])), { timeoutMs: deadline(10_000), intervalMs: 20, what: 'the next run of manual' })
     figures.crashRequestRunAfterKillMs = ms(run.started_at) - killedAt
     figures.crashRequestRunBeforePlannedMs = nextRun - ms(run.started_at)
     t.not(run.node_id, victim, `run by ${run.node_id}, the next owner`)

@@ -6,7 +6,7 @@ import t from 'tap'
 import fs from 'node:fs/promises'
 import net from 'node:net'
 import path from 'node:path'
-import { tempDir } from '../helpers/context.js'
+import { tempDir } from '../helpers/temp-dir.js'
 import { listeningUrl, startServer } from '../helpers/server.js'
 
 t.test('a bad variable stops the start with exit 1 and one line naming it', async (t) => {

@@ -7,7 +7,7 @@ import { sql } from 'kysely'
 import { SESSION_REVOKED_CHANNEL } from '../../src/auth/session-cache.js'
 import { build, metric } from '../helpers/app.js'
 import { ADMIN_ENV, loginToken, logout, whoami } from '../helpers/auth.js'
-import { waitFor } from '../helpers/context.js'
+import { bound, deadline, waitFor } from '../helpers/timing.js'
 import { createTestDatabase } from '../helpers/database.js'
 
 t.test('a logout on one instance makes the token fail on another within 1 s', async (t) => {
@@ -28,8 +28,9 @@ t.test('a logout on one instance makes the token fail on another within 1 s', as
   t.equal(out.statusCode, 200)
   const loggedOutAt = Date.now()
   t.equal((await whoami(a, token)).statusCode, 401, 'at once on the instance that logged out')
-  await waitFor(async () => (await whoami(b, token)).statusCode === 401, { timeoutMs: 1000, intervalMs: 10, what: 'the token to fail on the other instance' })
-  t.ok(Date.now() - loggedOutAt <= 1000, `refused on B ${Date.now() - loggedOutAt} ms after the logout`)
+  // README: a logout takes effect on every node within 1 s.
+  await waitFor(async () => (await whoami(b, token)).statusCode === 401, { timeoutMs: bound(1000, 'none'), intervalMs: 10, what: 'the token to fail on the other instance' })
+  t.ok(Date.now() - loggedOutAt <= bound(1000, 'none'), `refused on B ${Date.now() - loggedOutAt} ms after the logout`)
   t.equal((await whoami(b, other)).statusCode, 200, 'other sessions stay valid (and cached)')
 })
 
@@ -52,6 +53,6 @@ t.test('without a confirmed revocation listener, nothing is answered from the ca
     const before = await metric(app, 'reaktor_session_cache_hits_total')
     await whoami(app, second)
     return await metric(app, 'reaktor_session_cache_hits_total') > before
-  }, { timeoutMs: 10_000, what: 'the cache to be trusted again after a reconnect' })
+  }, { timeoutMs: deadline(10_000), what: 'the cache to be trusted again after a reconnect' })
   t.equal((await whoami(app, token)).statusCode, 401)
 })

@@ -5,9 +5,10 @@ import type { Test } from 'tap'
 import ts from 'typescript'
 import { loadAppsFromDir } from '../../src/apps/loader.js'
 import { RegistrationError } from '../../src/apps/registry.js'
-import { tempDir } from './context.js'
+import { tempDir } from './temp-dir.js'
 import { memoryLogger } from './log.js'
 import { ROOT } from './paths.js'
+import { deadline } from './timing.js'
 
 export const ESM = { type: 'module' }
 export const POLLING = `export const pollingReaktors = [{ reaktorDefinitionId: 'poll', interval: '5s', createReaktor: () => async () => false }]`
@@ -61,7 +62,7 @@ export async function compiledLoader (t: Test): Promise<string> {
  * call to stdout; stderr is kept apart. A child still running after `timeoutMs` is killed and fails
  * the load: a hang shows as a failure, not as a stuck test.
  */
-export async function loadInChild (loader: string, root: string, { prelude = '', runs = 1, timeoutMs = 20_000 }: { prelude?: string, runs?: number, timeoutMs?: number } = {}): Promise<{ stdout: string, stderr: string, lines: Array<{ level: string, obj: Record<string, unknown>, msg: string }> }> {
+export async function loadInChild (loader: string, root: string, { prelude = '', runs = 1, timeoutMs = deadline(20_000) }: { prelude?: string, runs?: number, timeoutMs?: number } = {}): Promise<{ stdout: string, stderr: string, lines: Array<{ level: string, obj: Record<string, unknown>, msg: string }> }> {
   const script = `${prelude}
     const { loadAppsFromDir } = await import(${JSON.stringify(loader)})
     const line = (level) => (obj, msg) => console.log(JSON.stringify({ level, obj, msg }))

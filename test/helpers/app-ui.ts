@@ -4,7 +4,8 @@ import path from 'node:path'
 import type { FastifyInstance, LightMyRequestResponse } from 'fastify'
 import { SESSION_COOKIE } from '../../src/auth/types.js'
 import type { AppDefinition } from '../../src/apps/types.js'
-import { tempDir, type TestContext } from './context.js'
+import { tempDir } from './temp-dir.js'
+import type { TestContext } from './test-context.js'
 
 export type Files = Record<string, string | Buffer>
 

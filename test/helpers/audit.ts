@@ -1,6 +1,6 @@
 import { buildLogged, type LoggedApp } from './app.js'
 import { ADMIN_ENV } from './auth.js'
-import type { TestContext } from './context.js'
+import type { TestContext } from './test-context.js'
 import { probe } from './scheduler.js'
 
 /** The service with `ADMIN_ENV` (plus `env`), its log kept, and the app `audit-app` of two hourly reaktors `a` and `b`. */

@@ -2,7 +2,8 @@ import type { FastifyInstance, LightMyRequestResponse } from 'fastify'
 import { SESSION_COOKIE } from '../../src/auth/types.js'
 import { usernameKey } from '../../src/lib/user-rules.js'
 import { build, metric } from './app.js'
-import { waitFor, type TestContext } from './context.js'
+import type { TestContext } from './test-context.js'
+import { waitFor } from './timing.js'
 import { createTestDatabase } from './database.js'
 
 export const ADMIN = { username: 'alice', password: 'correct horse battery staple' }

@@ -6,7 +6,7 @@ import t from 'tap'
 import { chromium, type Browser, type Page } from 'playwright-core'
 import { build, type BuildOptions } from './app.js'
 import type { Credentials } from './auth.js'
-import type { TestContext } from './context.js'
+import type { TestContext } from './test-context.js'
 
 /** Debian's Chromium (never a browser downloaded by npm). */
 export const CHROMIUM = process.env.CHROMIUM_PATH ?? '/usr/bin/chromium'

@@ -2,7 +2,7 @@ import type { FastifyInstance } from 'fastify'
 import { ADMIN_ENV, apiAs, apiLogin, loginToken } from './auth.js'
 import { listeningApp } from './browser.js'
 import { cliHome, runCli, runCliInProcess, type CliResult } from './cli.js'
-import type { TestContext } from './context.js'
+import type { TestContext } from './test-context.js'
 
 /** A listening service with ADMIN_ENV, a config home of its own, and the admin's login session. */
 export interface CliService {

@@ -3,8 +3,10 @@ import os from 'node:os'
 import path from 'node:path'
 import { Readable } from 'node:stream'
 import { main } from '../../src/cli/main.js'
-import { tempDir, type TestContext } from './context.js'
+import { tempDir } from './temp-dir.js'
+import type { TestContext } from './test-context.js'
 import { ROOT } from './paths.js'
+import { deadline } from './timing.js'
 
 export interface CliResult { code: number | null, stdout: string, stderr: string }
 
@@ -29,7 +31,7 @@ export async function runCli (args: readonly string[], opts: { env?: Record<stri
   child.stdout.setEncoding('utf8').on('data', (s: string) => { stdout += s })
   child.stderr.setEncoding('utf8').on('data', (s: string) => { stderr += s })
   child.stdin.end(opts.stdin ?? '')
-  const timer = setTimeout(() => child.kill('SIGKILL'), opts.timeoutMs ?? 30_000)
+  const timer = setTimeout(() => child.kill('SIGKILL'), opts.timeoutMs ?? deadline(30_000))
   const code = await new Promise<number | null>((resolve) => child.on('close', resolve))
   clearTimeout(timer)
   return { code, stdout, stderr }

@@ -8,7 +8,9 @@ import pg from 'pg'
 import { PARTITION_LOCK_NAMESPACE } from '../../src/scheduler/index.js'
 import { survivesLostConnections } from '../../src/db/index.js'
 import { ADMIN, ADMIN_ENV, tokenHeader } from './auth.js'
-import { tempDir, waitFor, type TestContext } from './context.js'
+import { tempDir } from './temp-dir.js'
+import type { TestContext } from './test-context.js'
+import { deadline, waitFor } from './timing.js'
 import { CLUSTER_APPS_DIR, ROOT } from './paths.js'
 import { listeningUrl, startServer } from './server.js'
 
@@ -226,7 +228,7 @@ export async function watchLocksKept (cluster: Cluster, nodeId: string, ids: rea
     const gone = ids.filter((id) => holders.get(id) !== nodeId)
     if (gone.length > 0) lost.push(`${Date.now() - since} ms: ${gone.join(', ')}`)
     return Date.now() >= until
-  }, { timeoutMs: until - Date.now() + 5000, intervalMs: 250, what })
+  }, { timeoutMs: until - Date.now() + deadline(5000), intervalMs: 250, what })
   return { lost, checks }
 }
 

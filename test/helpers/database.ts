@@ -1,6 +1,6 @@
 import { randomBytes } from 'node:crypto'
 import pg from 'pg'
-import type { TestContext } from './context.js'
+import type { TestContext } from './test-context.js'
 
 /** The same server, another database. */
 export function databaseUrlFor (url: string, database: string): string {

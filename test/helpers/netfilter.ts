@@ -7,7 +7,7 @@
 import { execFile } from 'node:child_process'
 import { randomBytes } from 'node:crypto'
 import { promisify } from 'node:util'
-import type { TestContext } from './context.js'
+import type { TestContext } from './test-context.js'
 
 const execFileAsync = promisify(execFile)
 

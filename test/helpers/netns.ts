@@ -7,7 +7,7 @@
 import { execFile } from 'node:child_process'
 import { randomBytes, randomInt } from 'node:crypto'
 import { promisify } from 'node:util'
-import type { TestContext } from './context.js'
+import type { TestContext } from './test-context.js'
 import { missingCommand, nft, tableName } from './netfilter.js'
 
 const execFileAsync = promisify(execFile)

@@ -6,7 +6,7 @@ import fs from 'node:fs/promises'
 import os from 'node:os'
 import path from 'node:path'
 import { postmasterPid as postmasterPidIn, startEmbeddedPostgres, type EmbeddedOptions, type EmbeddedPostgres } from '../../src/db/embedded.js'
-import type { TestContext } from './context.js'
+import type { TestContext } from './test-context.js'
 import { silentLogger } from './log.js'
 
 export interface OwnPostgres extends EmbeddedPostgres {

@@ -9,7 +9,7 @@ import type { PollingStatusType } from '../../src/schemas/polling.js'
 import { Scheduler, PARTITION_CHANNEL, PARTITION_LOCK_NAMESPACE, type SchedulerLogger, type SchedulerOptions } from '../../src/scheduler/index.js'
 import type { AktorContext, PollingReaktorRegistration } from '../../src/sdk/types.js'
 import type { SchedulerOverrides } from '../../src/plugins/scheduler.js'
-import type { TestContext } from './context.js'
+import type { TestContext } from './test-context.js'
 import { createTestDatabase } from './database.js'
 import { memoryLogger, silentLogger } from './log.js'
 

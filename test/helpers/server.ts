@@ -4,7 +4,7 @@ import path from 'node:path'
 import { promisify } from 'node:util'
 import { DEFAULT_EMBEDDED_POSTGRES_DIR } from '../../src/config.js'
 import { postgresBinaries, postmasterPid } from '../../src/db/embedded.js'
-import { waitFor } from './context.js'
+import { deadline, waitFor } from './timing.js'
 import { silentLogger } from './log.js'
 import { ROOT } from './paths.js'
 
@@ -38,7 +38,7 @@ export async function listeningUrl (server: ServerProcess, name = 'the server'):
   const match = await waitFor(() => {
     if (server.child.exitCode !== null) throw new Error(`${name} exited: ${server.output()}`)
     return LISTENING.exec(server.output())
-  }, { timeoutMs: 60_000, what: `${name} to listen` })
+  }, { timeoutMs: deadline(60_000), what: `${name} to listen` })
   return match[1]
 }
 
@@ -48,7 +48,7 @@ export async function startOutcome (server: ServerProcess): Promise<{ url: strin
     const match = LISTENING.exec(server.output())
     if (match !== null) return { url: match[1] }
     return server.child.exitCode !== null ? { code: server.child.exitCode } : undefined
-  }, { timeoutMs: 60_000, what: 'the server to listen or exit' })
+  }, { timeoutMs: deadline(60_000), what: 'the server to listen or exit' })
 }
 
 /** Whether a process of that PID runs. */

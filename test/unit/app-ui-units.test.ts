@@ -13,7 +13,7 @@ import { cacheKey, Site } from '../../src/app-ui/site.js'
 import { helperInsertionOffset } from '../../src/app-ui/helper-script.js'
 import { hasDotSegment, parseAppUiUrl } from '../../src/app-ui/url.js'
 import { memoryLogger } from '../helpers/log.js'
-import { waitFor } from '../helpers/context.js'
+import { waitFor } from '../helpers/timing.js'
 
 function entry (bytes: number): CachedFile {
   return { contentType: 'text/plain', identity: { body: Buffer.alloc(bytes), etag: '"x"' }, bytes }

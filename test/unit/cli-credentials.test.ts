@@ -7,7 +7,7 @@ import fs from 'node:fs/promises'
 import path from 'node:path'
 import t from 'tap'
 import { credentialsPath, readStoredLogin, writeStoredLogin, type StoredLogin } from '../../src/cli/credentials.js'
-import { tempDir } from '../helpers/context.js'
+import { tempDir } from '../helpers/temp-dir.js'
 
 const LOGIN: StoredLogin = { url: 'http://127.0.0.1:3000', username: 'alice', token: 'reaktor_pat_' + 'x'.repeat(43), tokenId: '6f1c0000-0000-4000-8000-000000000000' }
 // A user id that is not this process's (the tests run as root; `nobody` on most systems).

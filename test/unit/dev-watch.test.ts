@@ -7,7 +7,8 @@ import fsSync from 'node:fs'
 import fs from 'node:fs/promises'
 import path from 'node:path'
 import { restartsFor, watchChanges, watchFailure, type Change, type WatchedFolder } from '../../src/dev/watch.js'
-import { tempDir, waitFor } from '../helpers/context.js'
+import { tempDir } from '../helpers/temp-dir.js'
+import { waitFor } from '../helpers/timing.js'
 
 t.test('which changed files restart the service', async (t) => {
   const apps = { dir: '/apps', publicAt: 1 as const }

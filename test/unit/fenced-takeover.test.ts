@@ -2,7 +2,7 @@ import net from 'node:net'
 import { performance } from 'node:perf_hooks'
 import t from 'tap'
 import pg from 'pg'
-import { waitFor } from '../helpers/context.js'
+import { deadline, waitFor } from '../helpers/timing.js'
 import { memoryLogger } from '../helpers/log.js'
 import { endSessionAndWakeNodes, openTestDatabase, registry, scheduler, work } from '../helpers/scheduler.js'
 import type { PollingReaktorRegistration } from '../../src/sdk/types.js'
@@ -104,14 +104,14 @@ t.test('a partition taken over from an ended lock session: no run starts beside 
   await endSessionAndWakeNodes(admin, lockPid)
   const freedAt = performance.now()
 
-  const first = await waitFor(() => runs.find((r) => r.node === 'node-b'), { timeoutMs: 5000, what: 'node-b to run the reaktor' })
-  const fenced = await waitFor(() => runs.find((r) => r.node === 'node-a' && r.aborted !== undefined), { timeoutMs: 5000, what: 'node-a to fence its run' })
+  const first = await waitFor(() => runs.find((r) => r.node === 'node-b'), { timeoutMs: deadline(5000), what: 'node-b to run the reaktor' })
+  const fenced = await waitFor(() => runs.find((r) => r.node === 'node-a' && r.aborted !== undefined), { timeoutMs: deadline(5000), what: 'node-a to fence its run' })
   t.equal(fenced.aborted, 'run aborted: lock connection lost', 'node-a fenced its run')
   t.ok(fenced.end! - freedAt >= LATE_MS / 2, `node-a heard of its ended session late: its run ended ${Math.round(fenced.end! - freedAt)} ms after the session ended`)
   t.ok(first.start >= fenced.end!,
     `node-b's first run started ${Math.round(first.start - freedAt)} ms after the session ended, node-a's run ended ${Math.round(fenced.end! - freedAt)} ms after it: no overlap`)
   // The takeover still comes at once after the grace: node-b's pass began right after the session ended.
-  t.ok(first.start - freedAt <= 1000, `node-b took over ${Math.round(first.start - freedAt)} ms after the session ended`)
+  t.ok(first.start - freedAt <= deadline(1000), `node-b took over ${Math.round(first.start - freedAt)} ms after the session ended`)
   const overlapping = runs.filter((x) => runs.some((y) => y !== x && y.start < x.start && (y.end === undefined || y.end > x.start)))
   t.same(overlapping.map((r) => `${r.node} at ${Math.round(r.start - freedAt)} ms`), [], 'no two runs of the reaktor overlapped')
 })
@@ -130,7 +130,7 @@ t.test('a partition released by its holder (a shutdown) is run by the next holde
   await waitFor(() => b.ownershipShare.members === 2, { what: 'node-b to see both nodes' })
   await a.stop()
   const releasedAt = performance.now()
-  const first = await waitFor(() => runs.find((r) => r.node === 'node-b'), { timeoutMs: graceMs + 5000, what: 'node-b to run the reaktor' })
+  const first = await waitFor(() => runs.find((r) => r.node === 'node-b'), { timeoutMs: graceMs + deadline(5000), what: 'node-b to run the reaktor' })
   const last = runs.find((r) => r.node === 'node-a')!
   t.ok(last.end !== undefined && first.start >= last.end, 'node-b started after node-a\'s run had ended')
   t.ok(first.start - releasedAt < graceMs, `node-b ran the reaktor ${Math.round(first.start - releasedAt)} ms after node-a released it (the grace would be ${graceMs} ms)`)

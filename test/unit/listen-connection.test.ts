@@ -5,7 +5,7 @@
  */
 import t from 'tap'
 import type pg from 'pg'
-import { waitFor } from '../helpers/context.js'
+import { waitFor } from '../helpers/timing.js'
 import { createTestDatabase } from '../helpers/database.js'
 import { memoryLogger } from '../helpers/log.js'
 import { ListenConnection } from '../../src/db/listen-connection.js'

@@ -6,7 +6,7 @@ import type { Database, PollingRunRow } from '../../src/db/schema.js'
 import { MAX_PENDING_HISTORY, RunResultBatcher } from '../../src/scheduler/batcher.js'
 import { HistoryPruner } from '../../src/scheduler/history-pruner.js'
 import type { RunRecord } from '../../src/scheduler/reaktor-store.js'
-import { waitFor } from '../helpers/context.js'
+import { deadline, waitFor } from '../helpers/timing.js'
 import { memoryLogger } from '../helpers/log.js'
 import { openTestDatabase, probe, registry, row, scheduler, untilAborted, work } from '../helpers/scheduler.js'
 
@@ -73,7 +73,7 @@ t.test('status columns: last success and failure starts, last outcome and durati
   t.equal(stored.last_failure_at.getTime(), p.runs[0].lastRun, 'last_failure_at: the start of the failed run')
   t.equal(stored.last_success_at.getTime(), p.runs[2].lastRun, 'last_success_at: the start of the last successful run')
   t.equal(stored.last_outcome, 'no_work')
-  t.ok(stored.last_duration_ms >= 195 && stored.last_duration_ms < 5000, `last_duration_ms (${stored.last_duration_ms})`)
+  t.ok(stored.last_duration_ms >= 195 && stored.last_duration_ms < deadline(5000), `last_duration_ms (${stored.last_duration_ms})`)
   t.equal(stored.last_error, 'Error: first', 'the last failure\'s message stays after successes')
   t.equal(stored.consecutive_failures, 0)
   const since = await waitFor(async () => (await row(db, 'mixed'))?.running_since, { what: 'running_since of run 4' })
@@ -341,11 +341,11 @@ t.test('after a pruning statement timed out, the smaller statements that follow 
   const pruner = new HistoryPruner({ db: new Kysely<Database>({ dialect: new PostgresDialect({ pool }), plugins: [timeoutOnce] }), keep: 1, log: memoryLogger() })
   t.teardown(async () => await pruner.stop())
   pruner.start()
-  // The retry comes a second after the failure; 10 s of margin for two busy cores.
+  // The retry comes a second after the failure.
   const left = await waitFor(async () => {
     const { rows: [r] } = await sql<{ n: number }>`select count(*)::int as n from (select reaktor_id from polling_runs group by reaktor_id having count(*) > 1) as over`.execute(db)
     return failed && r.n === 0 ? r : undefined
-  }, { what: 'every reaktor pruned to 1 row', timeoutMs: 10_000 }).catch((err: Error) => err)
+  }, { what: 'every reaktor pruned to 1 row', timeoutMs: deadline(10_000) }).catch((err: Error) => err)
   t.notOk(left instanceof Error, 'every reaktor pruned after the retry')
   t.equal(pruner.deleted, 500, 'one row deleted per reaktor')
 })

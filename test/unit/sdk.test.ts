@@ -1,6 +1,6 @@
 import t from 'tap'
 import { branch, constant, MissingSettingError, parallel, pipe, setting, type Aktor, type AktorContext } from '../../src/sdk/index.js'
-import { deferred } from '../helpers/context.js'
+import { deferred } from '../helpers/deferred.js'
 import { silentLogger } from '../helpers/log.js'
 
 const log = silentLogger

@@ -1,6 +1,6 @@
 import t, { type Test } from 'tap'
 import pg from 'pg'
-import { waitFor } from '../helpers/context.js'
+import { deadline, waitFor } from '../helpers/timing.js'
 import { memoryLogger } from '../helpers/log.js'
 import { openTestDatabase, registry, scheduler } from '../helpers/scheduler.js'
 
@@ -59,9 +59,9 @@ async function noRunOnEndedSession (t: Test, node: Awaited<ReturnType<typeof rec
   const { s, log, starts, lockPid } = node
   const { stallStart, stallEnd } = stall
   t.ok((await stall.terminated).rows[0].ok, 'the lock session was terminated during the stall')
-  await waitFor(() => log.lines.some((l) => /lock connection lost/.test(l.msg ?? '')), { timeoutMs: 5000, what: 'the node to fence itself' })
+  await waitFor(() => log.lines.some((l) => /lock connection lost/.test(l.msg ?? '')), { timeoutMs: deadline(5000), what: 'the node to fence itself' })
   await waitFor(() => s.lockConnectionPid !== undefined && s.lockConnectionPid !== lockPid && starts.some((r) => r.at > stallEnd && r.lockPid === s.lockConnectionPid),
-    { timeoutMs: 10_000, what: 'runs again on a new lock session' })
+    { timeoutMs: deadline(10_000), what: 'runs again on a new lock session' })
   const stale = starts.filter((r) => r.at >= from && r.lockPid === lockPid)
   t.same(stale.map((r) => `${r.at - stallEnd} ms after the stall`), [], 'no run started on the ended session after the stall')
   t.ok(stallEnd - stallStart >= STALL_MS, `the loop stalled for ${stallEnd - stallStart} ms`)
@@ -88,7 +88,7 @@ t.test('runs still start while every turn of the loop comes late (a sustained lo
   t.teardown(() => { busy = false })
   const before = starts.length
   const loadStart = Date.now()
-  await waitFor(() => starts.length >= before + 3, { timeoutMs: 10_000, what: 'runs during the load' })
+  await waitFor(() => starts.length >= before + 3, { timeoutMs: deadline(10_000), what: 'runs during the load' })
   busy = false
   t.pass(`3 runs started within ${Date.now() - loadStart} ms of a loop late on every turn`)
 })

@@ -1,7 +1,8 @@
 import t from 'tap'
 import { sql, type Kysely } from 'kysely'
 import type { Database } from '../../src/db/schema.js'
-import { waitFor, type TestContext } from '../helpers/context.js'
+import type { TestContext } from '../helpers/test-context.js'
+import { bound, deadline, waitFor } from '../helpers/timing.js'
 import { memoryLogger } from '../helpers/log.js'
 import { DEFAULT_PARTITIONS, partitionOf as partitionIn } from '../../src/scheduler/ownership/partitions.js'
 import { FAST_SCHEDULER, openTestDatabase, probe, reaktorLocks, registry, row, scheduler, untilAborted, type TestScheduler } from '../helpers/scheduler.js'
@@ -14,8 +15,8 @@ const partitionOf = (id: string): number => partitionIn(id, DEFAULT_PARTITIONS)
  */
 
 const TIMEOUT_MS = 150
-/** The failure is written by the next batched flush after the timeout; margin for two busy cores. */
-const RECORDED_WITHIN_MS = TIMEOUT_MS + FAST_SCHEDULER.flushIntervalMs + 1000
+/** The failure is written by the next batched flush after the timeout. */
+const RECORDED_WITHIN_MS = bound(TIMEOUT_MS + FAST_SCHEDULER.flushIntervalMs, 'second')
 
 /** A started scheduler with `deaf`: its run 1 ignores its signal and settles when the test calls `release`; later runs return false at once. */
 async function stuckReaktor (t: TestContext): Promise<{ db: Kysely<Database>, s: TestScheduler, deaf: ReturnType<typeof probe>, release: (value: boolean) => void }> {
@@ -60,7 +61,7 @@ t.test('a run that ignores its signal past its timeout is recorded as failed at 
   const healthy = await waitFor(async () => {
     const status = await s.status('deaf')
     return status.lastRun !== null && Date.parse(status.lastRun) >= deaf.runs[0].end! ? status : undefined
-  }, { timeoutMs: 5000, what: 'the next run recorded' })
+  }, { timeoutMs: deadline(5000), what: 'the next run recorded' })
   t.match(healthy, { state: 'running', blocked: false, consecutiveFailures: 0 })
   t.match(healthy.lastError, /timed out after 150 ms; it settled \d+ ms after it started/, 'the last failure stays on record, as it ended (not "still settling")')
   t.equal(deaf.maxActive(), 1, 'never two runs at once')
@@ -103,7 +104,7 @@ t.test('shutdown: a run still in flight after the grace keeps its partition lock
   t.ok(log.lines.some((l) => l.level === 'warn' && /stay locked until those runs settle/.test(l.msg ?? '')), 'a warning says so')
 
   release(false)
-  await waitFor(async () => (await reaktorLocks(db, 'deaf')).length === 0, { timeoutMs: 5000, what: 'the lock released once the run settled' })
+  await waitFor(async () => (await reaktorLocks(db, 'deaf')).length === 0, { timeoutMs: deadline(5000), what: 'the lock released once the run settled' })
   t.equal(deaf.runs.length, 1, 'nothing ran again')
 })
 
@@ -114,12 +115,12 @@ t.test('a node that lost its lock session and took its partition back still show
   const { rows: [terminated] } = await sql<{ ok: boolean }>`select pg_terminate_backend(${lockPid}) as ok`.execute(db)
   t.ok(terminated.ok, 'lock session terminated')
   await waitFor(async () => s.lockConnectionPid !== undefined && s.lockConnectionPid !== lockPid &&
-    (await reaktorLocks(db, 'deaf')).some((l) => l.pid === s.lockConnectionPid), { timeoutMs: 10_000, what: 'the partition taken back on a new session' })
+    (await reaktorLocks(db, 'deaf')).some((l) => l.pid === s.lockConnectionPid), { timeoutMs: deadline(10_000), what: 'the partition taken back on a new session' })
   t.match(await s.status('deaf'), { state: 'running', blocked: true }, 'still blocked: the stuck run still holds the reaktor back on this node')
   t.equal(deaf.runs.length, 1, 'and nothing else ran')
 
   release(true)
-  await waitFor(() => deaf.runs.length >= 2, { timeoutMs: 5000, what: 'the reaktor to run again' })
-  await waitFor(async () => !(await s.status('deaf')).blocked, { timeoutMs: 5000, what: 'the block lifted' })
+  await waitFor(() => deaf.runs.length >= 2, { timeoutMs: deadline(5000), what: 'the reaktor to run again' })
+  await waitFor(async () => !(await s.status('deaf')).blocked, { timeoutMs: deadline(5000), what: 'the block lifted' })
   t.equal(deaf.maxActive(), 1, 'never two runs at once')
 })

@@ -7,6 +7,7 @@ import type { SessionCache } from '../../src/auth/session-cache.js'
 import { createSessionService } from '../../src/auth/sessions.js'
 import { TokenTagger } from '../../src/auth/token-tag.js'
 import type { AuthSession } from '../../src/auth/types.js'
+import { deadline } from '../helpers/timing.js'
 
 /** A tagger that counts the tags it checks (an HMAC each). */
 class CountingTagger extends TokenTagger {
@@ -43,8 +44,8 @@ t.test('untagged tokens: past the known untagged_until it is read again, at most
   // An earlier-version node issues a session: untagged_until moves on; read again a second later.
   until = new Date(Date.now() + 60_000)
   const accepted = await (async () => {
-    const deadline = performance.now() + 3000
-    while (performance.now() < deadline) {
+    const end = performance.now() + deadline(3000)
+    while (performance.now() < end) {
       if (await tagger.mayBeLive(madeUp())) return performance.now()
       await new Promise((resolve) => setTimeout(resolve, 20))
     }
@@ -76,7 +77,7 @@ t.test('while a re-read of untagged_until hangs (a frozen database), other check
   let timer: NodeJS.Timeout | undefined
   const others = await Promise.race([
     Promise.all(Array.from({ length: 100 }, async () => await tagger.mayBeLive(madeUp()))),
-    new Promise<'held'>((resolve) => { timer = setTimeout(() => resolve('held'), 2000) })
+    new Promise<'held'>((resolve) => { timer = setTimeout(() => resolve('held'), deadline(2000)) })
   ])
   clearTimeout(timer)
   t.same(others, Array(100).fill(false), '100 checks answered at once, refused, while the read is out')

@@ -15,9 +15,9 @@ import { freeze, ownPostgres } from '../helpers/own-postgres.js'
 import { FAST_SCHEDULER, probe } from '../helpers/scheduler.js'
 import { QUERY_GRACE_MS, STATEMENT_TIMEOUT_MS } from '../../src/db/index.js'
 
-/** README: /readyz answers within 2 s whatever the database does (it waits 1.5 s for it). */
+/** docs/operating.md: /readyz answers within 2 s whatever the database does (it waits 1.5 s for it). */
 const READY_BOUND_MS = bound(2000, 'none')
-/** README: a request waits for the database at most one statement's bound (5 s + 1 s), then 503. */
+/** docs/operating.md: a request waits for the database at most one statement's bound (5 s + 1 s), then 503. */
 const API_BOUND_MS = bound(STATEMENT_TIMEOUT_MS + QUERY_GRACE_MS, 'seconds')
 
 const UNAVAILABLE = { statusCode: 503, error: 'Service Unavailable', message: 'The database is unavailable; retry shortly' }

@@ -13,7 +13,7 @@ import type { TestContext } from '../helpers/test-context.js'
 import { bound, deadline, waitFor } from '../helpers/timing.js'
 import { probe } from '../helpers/scheduler.js'
 
-/** README: the owner hears the request's NOTIFY and starts the run within 50 ms. */
+/** docs/operating.md ("Run now"): the owner hears the request's NOTIFY and starts the run within 50 ms. */
 const RUN_STARTS_WITHIN_MS = bound(50, 'request')
 
 interface Service { app: FastifyInstance, call: ApiCall, audit: () => Array<Record<string, any>> }

@@ -134,7 +134,7 @@ t.test('a cluster of real processes: spread, control, failover, fencing, rolling
       }, { timeoutMs: deadline(10_000), intervalMs: 50, what: `${victim}'s reaktors to run elsewhere` })
       const worst = Math.max(...[...firsts.values()].map((r) => ms(r.started_at) - killedAt))
       failovers.push(worst)
-      // The README promises a takeover about 1 s after a crash (the others' next reconcile pass,
+      // docs/cluster.md promises a takeover about 1 s after a crash (the others' next reconcile pass,
       // every second; the first run then waits the fencing grace of 200 ms, inside the margin).
       t.ok(worst <= bound(1000, 'takeover'), `round ${round + 1}: ${victim} killed; ${victimsBusy.join(', ')} ran elsewhere after ${worst} ms at worst`)
       const statuses = await cluster.statuses([...cluster.nodes.keys()][0])

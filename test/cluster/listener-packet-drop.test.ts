@@ -19,10 +19,10 @@ import { DEAD_AFTER_MS, PING_EVERY_MS } from '../../src/db/dedicated-connection.
 import { revokeSession, tokenDigest } from '../../src/auth/sessions.js'
 import { writeStart, writeStop } from '../../src/scheduler/reaktor-store.js'
 
-/** README: a dedicated connection is pinged every second and dead when a round trip goes unanswered for 5 s; the reconnect follows within 1 s. */
+/** docs/cluster.md: a dedicated connection is pinged every second and dead when a round trip goes unanswered for 5 s; the reconnect follows within 1 s. */
 const RECONNECT_PROMISE_MS = PING_EVERY_MS + DEAD_AFTER_MS + 1000
 const RECONNECT_BOUND_MS = bound(RECONNECT_PROMISE_MS, 'seconds')
-/** README: a logout takes effect on every node within 1 s (kept bare: 15 ms measured during the cut). */
+/** docs/accounts.md: a logout takes effect on every node within 1 s (kept bare: 15 ms measured during the cut). */
 const LOGOUT_BOUND_MS = bound(1000, 'none')
 /** The status cache's wait for a confirmation before it reads the database (status-cache.ts). */
 const SYNC_TIMEOUT_MS = 500

@@ -21,7 +21,7 @@ const STOPPED = 'mc-stopped'
 const REGISTERED = [...OK, FAILING, STOPPED].sort()
 /** The test's scrape rounds come this far apart: what it sees is up to one round late. */
 const SCRAPE_ROUND_MS = 250
-/** README: a crashed node's partitions are held by none for about 1 s (a takeover, as the other cluster tests'), seen at the next scrape round. */
+/** docs/cluster.md: a crashed node's partitions are held by none for about 1 s (a takeover, as the other cluster tests'), seen at the next scrape round. */
 const EXPORTED_AGAIN_MS = bound(1000, 'takeover') + SCRAPE_ROUND_MS
 const GAUGES = ['reaktor_polling_last_success_timestamp_seconds', 'reaktor_polling_consecutive_failures', 'reaktor_polling_running']
 

@@ -15,13 +15,13 @@ import { ALL_REAKTORS, Cluster, ms, overlappingRuns, some, type LedgerRun } from
 const WORK_MS = 2000
 const INTERVAL_MS = 3000
 /**
- * README: a requested run starts right after the run in flight ends, on the next turn of the event
+ * docs/operating.md ("Run now"): a requested run starts right after the run in flight ends, on the next turn of the event
  * loop; measured from the end the aktor wrote to the ledger, which includes that write's round trip.
  */
 const RIGHT_AFTER_MS = bound(0, 'turns')
-/** README: the owner starts the run within 50 ms of the request (measured from its sending). */
+/** docs/operating.md ("Run now"): the owner starts the run within 50 ms of the request (measured from its sending). */
 const RUN_STARTS_WITHIN_MS = bound(50, 'request')
-/** README: a takeover about 1 s after a crash (as the cluster test). */
+/** docs/cluster.md: a takeover about 1 s after a crash (as the cluster test). */
 const TAKEOVER_MS = bound(1000, 'takeover')
 
 t.test('run now through non-owners: one extra run right after the run in flight, at once when idle, and after a crash by the next owner', async (t) => {

@@ -28,7 +28,7 @@ t.test('a logout on one instance makes the token fail on another within 1 s', as
   t.equal(out.statusCode, 200)
   const loggedOutAt = Date.now()
   t.equal((await whoami(a, token)).statusCode, 401, 'at once on the instance that logged out')
-  // README: a logout takes effect on every node within 1 s.
+  // docs/accounts.md: a logout takes effect on every node within 1 s.
   await waitFor(async () => (await whoami(b, token)).statusCode === 401, { timeoutMs: bound(1000, 'none'), intervalMs: 10, what: 'the token to fail on the other instance' })
   t.ok(Date.now() - loggedOutAt <= bound(1000, 'none'), `refused on B ${Date.now() - loggedOutAt} ms after the logout`)
   t.equal((await whoami(b, other)).statusCode, 200, 'other sessions stay valid (and cached)')

@@ -67,7 +67,7 @@ t.test('made-up tokens cost no query; a login on one instance is accepted on ano
   const revoked = await loginToken(a)
   t.equal((await whoami(b, revoked)).statusCode, 200)
   t.equal((await logout(a, revoked)).statusCode, 200)
-  // README: a logout takes effect on every node within 1 s.
+  // docs/accounts.md: a logout takes effect on every node within 1 s.
   await waitFor(async () => (await whoami(b, revoked)).statusCode === 401, { timeoutMs: bound(1000, 'none'), intervalMs: 10, what: 'the revoked token to fail on B' })
   const replayStart = queries.count
   for (let i = 0; i < 200; i++) if ((await whoami(b, revoked)).statusCode !== 401) t.fail('a revoked token was accepted')

@@ -1,5 +1,5 @@
 /**
- * SIGTERM of a node whose run ignores its signal, with real processes (README "Operations": SIGTERM
+ * SIGTERM of a node whose run ignores its signal, with real processes (docs/operating.md, "Health, metrics, logs and shutdown": SIGTERM
  * and SHUTDOWN_GRACE). After the grace period the node must not give up the lock of that run's
  * partition while the run may still be going: another node would start the same reaktor next to
  * it. It keeps that lock until the process exits, and releases the others at the grace.

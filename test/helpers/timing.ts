@@ -45,7 +45,7 @@ function timeScale (value: string | undefined): number {
  * that names it.
  */
 export const MARGIN_MS = {
-  /** The promise alone, where the product keeps far inside it (README: a logout took effect elsewhere within 15 ms; promised within 1 s). */
+  /** The promise alone, where the product keeps far inside it (docs/accounts.md: a logout took effect elsewhere within 15 ms; promised within 1 s). */
   none: 0,
   /** A NOTIFY or an ended session heard by the node that acts on it (a stop's abort: 5–64 ms on two busy cores, docs/cluster.md, which quotes these 50 ms). */
   notify: 50,
@@ -56,7 +56,7 @@ export const MARGIN_MS = {
   /** A change on one node noticed by another: a revocation or a role reaching its cache, a confirmation's round trip. */
   notice: 500,
   /**
-   * A takeover of a crashed node's partitions, beyond the README's "about 1 s" (the others' next pass,
+   * A takeover of a crashed node's partitions, beyond docs/cluster.md's "about 1 s" (the others' next pass,
    * every second). A taken partition's first run also waits the 200 ms fencing grace, which
    * docs/cluster.md counts apart: 1 s + 200 ms + 0.5 s, the same 1.7 s.
    */

@@ -440,7 +440,7 @@ t.test('a request that comes while the owner hands the reaktor over between runs
 
 /**
  * A request's notification may reach the owner after the run that serves it has started (the
- * owner reads its lock connection a moment late): that run still serves it, as the README says
+ * owner reads its lock connection a moment late): that run still serves it, as docs/operating.md says
  * ("served by the first run that starts after it"), and no extra run follows. Played here with
  * requests stamped before the run's start, written (and so heard) after it.
  */

@@ -255,11 +255,11 @@ export class RunWindow {
   /**
    * The window's runs and gaps, and the process's CPU time in it and its memory at its end.
    *
-   * A reaktor `considered` here (one this process should have run throughout the window) that
-   * started no run in it, though by the window's end its last start was more than an interval plus
-   * `lateMs` ago (or it never ran), did not run again: it counts as an infinite gap in the gap
-   * statistics and in `stalled`. Counting only the gaps of the reaktors that ran again would let a
-   * stall pass unseen.
+   * A reaktor `considered` here (one this process should have run throughout the window) whose
+   * last start was, by the window's end, more than an interval plus `lateMs` ago (or that never
+   * ran) did not run again: it counts as an infinite gap in the gap statistics and in `stalled`,
+   * whether it ran earlier in the window or not. Counting only the gaps of the reaktors that ran
+   * again would let a stall pass unseen: a gap is recorded only when the next run starts.
    */
   end (lateMs = 0, considered: (i: number) => boolean = () => true): { runs: number, gapCount: number, stalled: number, gapP50: number, gapP99: number, gapMax: number, cycles: number, at: number, cpuMs: number, rss: number, heapUsed: number } {
     this.measuring = false
@@ -287,10 +287,8 @@ export class RunWindow {
     if (this.intervalMs <= 0) return 0
     let count = 0
     for (let i = 0; i < this.lastStart.length; i++) {
-      const last = this.lastStart[i]
-      // 0: never ran in this process.
-      const ranInWindow = last !== 0 && last >= this.beganAt
-      if (!ranInWindow && endAt - last > this.intervalMs + lateMs && considered(i)) count++
+      // lastStart 0: never ran in this process, so the difference is past any bound.
+      if (endAt - this.lastStart[i] > this.intervalMs + lateMs && considered(i)) count++
     }
     return count
   }

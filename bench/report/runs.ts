@@ -63,7 +63,7 @@ export function chosenRun (runs: readonly Run[], named?: string): Run {
 }
 
 /** A full run of every scenario (no --only, no --quick). */
-export function isFull (run: Run): boolean {
+function isFull (run: Run): boolean {
   return run.json.mode === 'full' && run.json.results !== undefined && run.json.commit !== undefined && (run.json.args ?? []).length === 0
 }
 
@@ -72,7 +72,7 @@ export function fullRuns (runs: readonly Run[]): Run[] {
   return runs.filter(isFull).sort((a, b) => String(a.json.at).localeCompare(String(b.json.at)))
 }
 
-export function newestFull (runs: readonly Run[]): Run {
+function newestFull (runs: readonly Run[]): Run {
   const full = fullRuns(runs)
   if (full.length === 0) throw new Error(`no full run in ${RESULTS}/`)
   return full[full.length - 1]
@@ -89,7 +89,7 @@ export function httpRow (run: Run, scenario: string, server: string): Row | unde
 }
 
 /** Ours / the ceiling: the leading number of the "of ceiling" cell ("0.79x (0.76–0.84)"). */
-export function ratioOf (row: Row | undefined): number {
+function ratioOf (row: Row | undefined): number {
   return row === undefined ? NaN : Number.parseFloat(String(row['of ceiling']))
 }
 

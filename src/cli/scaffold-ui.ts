@@ -15,14 +15,15 @@ const SHIPPED_APPS = new URL('../../reaktor-apps/', import.meta.url)
  * The `public/` of a new app (`reaktor new-app --ui`), by where each file comes from under
  * reaktor-apps/. The page is real files, not strings here, so that its script is linted and
  * type-checked as the example apps' are; it lives in a dot-folder, where the service finds no app.
- * The stylesheet is the drain demo's own, the look of the example apps, rather than a copy that
- * drifts. What the page's script shares with the drain demo's (the API wrapper and its login
- * redirect) test/unit/app-ui-copies.test.ts holds byte-identical.
+ * The stylesheet is the look of the example apps: the template's and the drain demo's are one text,
+ * and so is what the page's script shares with the drain demo's (the API wrapper and its login
+ * redirect); test/unit/app-ui-copies.test.ts holds them byte-identical. The template keeps its own
+ * copy so that an operator who deletes the example apps keeps `new-app --ui`.
  */
 const UI_SOURCES = {
   'public/index.html': '.new-app/public/index.html',
   'public/app.js': '.new-app/public/app.js',
-  'public/style.css': 'drain-demo/public/style.css',
+  'public/style.css': '.new-app/public/style.css',
   // Without an icon of its own a browser asks the service for /favicon.ico, which it has not.
   'public/favicon.svg': '.new-app/public/favicon.svg'
 }

@@ -45,7 +45,7 @@ export interface ApiTokensTable {
   expires_at: Date | null
 }
 
-/** One privileged action (src/audit.ts); pruned after AUDIT_RETENTION. */
+/** One privileged action (src/audit/record.ts); pruned after AUDIT_RETENTION. */
 export interface AuditTable {
   /** Insertion order: the API reads newest first by id. */
   id: ColumnType<string, never, never>

@@ -37,6 +37,7 @@ t.test('the login redirect, #hash kept, is one text in the console, the drain de
   const reference = read(NEW_APP)
   t.match(declaration(reference, 'goToLogin'), /window\.location\.search \+ window\.location\.hash\n/, 'the place in the page goes along')
   for (const name of ['goToLogin', 'LoginRequired']) {
+    t.ok(declaration(reference, name), `the new app declares ${name}`)
     for (const file of [DRAIN_DEMO, CONSOLE_API]) {
       t.equal(declaration(read(file), name), declaration(reference, name), `${name} of ${file}`)
     }
@@ -52,9 +53,10 @@ t.test('the drain demo and the new app share the API wrapper and the page helper
   }
 })
 
-t.test('new-app --ui fills in the template and takes the drain demo\'s stylesheet as it is', async (t) => {
+t.test('new-app --ui fills in the template, and its stylesheet is the drain demo\'s', async (t) => {
   const files = uiFiles(planApp('@acme/x'))
-  t.equal(files['public/style.css'], read('drain-demo/public/style.css'))
+  t.equal(files['public/style.css'], read('.new-app/public/style.css'))
+  t.equal(read('drain-demo/public/style.css'), read('.new-app/public/style.css'), 'the drain demo\'s stylesheet and the template\'s are one text')
   t.equal(files['public/favicon.svg'], read('.new-app/public/favicon.svg'))
   for (const file of ['public/index.html', 'public/app.js']) t.notMatch(files[file], /\{\{\w+\}\}/, `${file}: every placeholder filled in`)
   t.match(files['public/app.js'], '\nconst AKTOR_ID = "acme-x-hello"\nconst POLLER_ID = "acme-x-poll"\n')

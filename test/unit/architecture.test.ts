@@ -252,3 +252,8 @@ t.test('docs/architecture.md lists these layers, in this order', async (t) => {
   const listed = [...section.matchAll(/^\d+\. (.*?):/gm)].map((m) => [...m[1].matchAll(/`([^`]+)`/g)].map((n) => n[1]))
   t.same(listed, LAYERS.map(({ nodes }) => [...nodes]))
 })
+
+t.test('sdk/ is a leaf: what apps import reaches no other part of the service', async (t) => {
+  t.same([...folderEdges.get('sdk') ?? []].flatMap(([, imports]) => imports), [])
+  t.ok(files.some((f) => nodeOf(f) === 'sdk'), 'and sdk/ has files')
+})

@@ -133,7 +133,8 @@ export function listedOrder (text: string, heading: string): string[] {
 /** The folders of src/ that a text does not name, as `src/<folder>/` or `<folder>/` (not inside a longer path). */
 export function unnamedFolders (text: string, folders: string[]): string[] {
   const escape = (s: string): string => s.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')
-  return folders.filter((folder) => !new RegExp(`(?<![\\w./-])(?:src/)?${escape(folder)}/`).test(text))
+  // A row of its own, its first cell the folder: a mention in passing says nothing of what it holds.
+  return folders.filter((folder) => !new RegExp(`^\\|\\s*\`(?:src/)?${escape(folder)}/\`\\s*\\|`, 'm').test(withoutFences(text)))
 }
 
 /**
@@ -196,7 +197,7 @@ t.test('the checks catch what they are for', async (t) => {
     ['missing.md: no such file', 'cluster.md#no-such-heading: no heading with that anchor', '#gone: no heading with that anchor'])
   t.same(brokenLinks(page, '`[a](missing.md)`\n```\n[b](missing.md)\n```\n'), [], 'code is not a link')
   t.same(missingSourcePaths('`src/app.ts`, `src/nowhere.ts`, `src/scheduler/*`, `src/gone/*`, `app src/x.ts`'), ['src/nowhere.ts', 'src/gone/*'])
-  t.same(unnamedFolders('`src/db/` and scheduler/ownership/ in reaktor-apps/', ['db', 'scheduler/ownership', 'apps', 'ownership']), ['apps', 'ownership'])
+  t.same(unnamedFolders('| `src/db/` | x |\n| `src/scheduler/ownership/` | y |\n`src/apps/` in passing, and reaktor-apps/\n', ['db', 'scheduler/ownership', 'apps', 'ownership']), ['apps', 'ownership'])
   t.same(missingTableFiles('| `src/db/` | `index.ts`, `gone.ts`; `src/app.ts`, `src/gone.ts` |\n'), ['src/db/gone.ts', 'src/gone.ts'])
   const app = "import a from './plugins/a.js'\nimport b, { type B } from '@fastify/b'\nimport fp from 'fastify-plugin'\nimport c from './routes/c.js'\n" +
     'f.register(fp(x))\nf.register(b)\nf.register(async (api) => { await api.register(c) })\nf.register(a)\n'

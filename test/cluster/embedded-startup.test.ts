@@ -71,7 +71,7 @@ t.test('a checkout inside a 0700 folder starts, serves, and starts again on its 
   t.teardown(() => { first.child.kill('SIGKILL') })
   const url = await listeningUrl(first)
   t.equal((await fetch(`${url}/readyz`)).status, 200, 'ready on the embedded database')
-  const exampleApps = (await fs.readdir(path.join(checkout, 'reaktor-apps'), { withFileTypes: true })).filter((e) => e.isDirectory()).length
+  const exampleApps = (await fs.readdir(path.join(checkout, 'reaktor-apps'), { withFileTypes: true })).filter((e) => e.isDirectory() && !e.name.startsWith('.')).length
   t.ok(exampleApps >= 3, 'the checkout has the example apps (the console among them)')
   t.equal([...first.output().matchAll(/"msg":"reaktor app loaded"/g)].length, exampleApps, 'the example apps are loaded')
   t.equal(await login(url, dataDir), 200, 'the printed admin password logs in')

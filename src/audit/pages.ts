@@ -52,16 +52,8 @@ export interface AuditPage {
   nextBefore: string | null
 }
 
-interface Row {
-  id: string
-  at: Date
-  action: string
-  actor: string | null
-  address: string | null
-  node: string
-  targets: string[]
-  details: Record<string, unknown>
-}
+/** A row as pg returns it: the bigint id as a string, the time as a Date. */
+type Row = Omit<AuditEntry, 'id' | 'at'> & { id: string, at: Date }
 
 /** What `before` must be, for messages. */
 export const BEFORE_RULE = 'before must be the nextBefore of a previous page'

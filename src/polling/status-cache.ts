@@ -22,6 +22,9 @@ interface Entry<V> { value: V, until: number }
 
 interface Deferred { promise: Promise<boolean>, resolve: (ok: boolean) => void }
 
+/** What `sync` answers when no round trip can vouch for the cache. */
+const UNCONFIRMED = Promise.resolve(false)
+
 /** Resolves with what resolve() is given, or false after `timeoutMs`: whichever comes first. */
 function deferred (timeoutMs: number): Deferred {
   let settle!: (ok: boolean) => void
@@ -136,17 +139,18 @@ export class StatusCache<V = string> {
    * listening connection, sent after this call, was answered. False when the connection cannot
    * vouch for that (none, lost, too slow): the caller reads the database.
    */
-  async sync (): Promise<boolean> {
-    if (this.client === undefined) return false
+  // Not an async function: every caller of one round trip gets its one promise, not a promise of its own around it.
+  sync (): Promise<boolean> {
+    if (this.client === undefined) return UNCONFIRMED
     // A round trip unanswered for longer than a caller may wait: the connection is suspect (the
     // dead-connection rule ends it after 5 s); meanwhile nobody waits for it again.
-    if (this.inflightSince !== undefined && performance.now() - this.inflightSince > this.syncTimeoutMs) return false
+    if (this.inflightSince !== undefined && performance.now() - this.inflightSince > this.syncTimeoutMs) return UNCONFIRMED
     let waiting = this.queued
     if (waiting === undefined) {
       waiting = this.queued = deferred(this.syncTimeoutMs)
       if (this.inflightSince === undefined) this.sendQueued()
     }
-    return await waiting.promise
+    return waiting.promise
   }
 
   private sendQueued (): void {

@@ -59,7 +59,6 @@ export class SessionCache {
   /** Grows with every revocation seen and every lost connection. */
   generation = 0
   hits = 0
-  misses = 0
 
   constructor (private readonly opts: SessionCacheOptions) {
     this.maxStalenessMs = opts.maxStalenessMs ?? 500
@@ -108,15 +107,9 @@ export class SessionCache {
   /** The cached session of a token, if the cache may be trusted right now and it has not expired. */
   get (token: string): AuthSession | undefined {
     const entry = this.entries.get(token)
-    if (entry === undefined) {
-      this.misses++
-      return undefined
-    }
+    if (entry === undefined) return undefined
     const expiresAt = entry.session.expiresAt
-    if (!this.trusted || (expiresAt !== null && expiresAt.getTime() <= Date.now())) {
-      this.misses++
-      return undefined
-    }
+    if (!this.trusted || (expiresAt !== null && expiresAt.getTime() <= Date.now())) return undefined
     this.hits++
     return entry.session
   }

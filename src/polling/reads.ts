@@ -44,13 +44,10 @@ export class PollingReads {
 
   async statusJson (reaktorId: string, serializer: Serializer): Promise<string> {
     if (!this.source.reaktors.has(reaktorId)) throw new UnknownReaktorError(reaktorId)
-    // fromCache, written out: the answer of most requests then waits on one promise fewer.
-    if (this.cache.get(reaktorId) !== undefined && await this.cache.sync()) {
-      const cached = this.cache.get(reaktorId)
-      if (typeof cached === 'string') {
-        this.hits++
-        return cached
-      }
+    const confirming = this.confirm(reaktorId)
+    if (confirming !== undefined && await confirming) {
+      const cached = this.confirmed(reaktorId)
+      if (typeof cached === 'string') return cached
     }
     const shared = this.readStatus(reaktorId)
     const value = await shared.value
@@ -78,8 +75,11 @@ export class PollingReads {
   }
 
   private async currentList (): Promise<ReaktorList> {
-    const cached = await this.fromCache(LIST)
-    if (cached instanceof ReaktorList) return cached
+    const confirming = this.confirm(LIST)
+    if (confirming !== undefined && await confirming) {
+      const cached = this.confirmed(LIST)
+      if (cached instanceof ReaktorList) return cached
+    }
     const shared = this.readList(LIST)
     const list = await shared.value
     if (shared.cached !== true) {
@@ -90,9 +90,17 @@ export class PollingReads {
     return list
   }
 
-  /** The cached answer of `key`, once the cache has confirmed that no start/stop before now was missed. */
-  private async fromCache (key: string): Promise<CachedAnswer | undefined> {
-    if (this.cache.get(key) === undefined || !await this.cache.sync()) return undefined
+  /**
+   * With a cached answer of `key`, the cache's confirmation that no start/stop before now was
+   * missed (the round trip's own promise: a cached answer waits on nothing more); without one,
+   * undefined.
+   */
+  private confirm (key: string): Promise<boolean> | undefined {
+    return this.cache.get(key) === undefined ? undefined : this.cache.sync()
+  }
+
+  /** The cached answer of `key` once confirmed (it may have been dropped meanwhile), counted as a hit. */
+  private confirmed (key: string): CachedAnswer | undefined {
     const cached = this.cache.get(key)
     if (cached !== undefined) this.hits++
     return cached

@@ -7,6 +7,7 @@
 import t from 'tap'
 import fs from 'node:fs'
 import path from 'node:path'
+import { codeSpans, section } from '../helpers/markdown.js'
 
 const SRC = path.resolve(import.meta.dirname, '../../src')
 const MAX_LINES = 450
@@ -135,9 +136,12 @@ const folderEdges = new Map<string, Map<string, string[]>>()
 for (const f of files) {
   for (const s of specifiers(f)) {
     const target = resolveLocal(f, s)
-    if (target === undefined || nodeOf(target) === nodeOf(f)) continue
-    const from = folderEdges.get(nodeOf(f)) ?? new Map<string, string[]>()
-    folderEdges.set(nodeOf(f), from.set(nodeOf(target), [...from.get(nodeOf(target)) ?? [], `${rel(f)} → ${s}`]))
+    if (target === undefined) continue
+    const [from, to] = [nodeOf(f), nodeOf(target)]
+    if (from === to) continue
+    const edges = folderEdges.get(from) ?? folderEdges.set(from, new Map()).get(from)!
+    const imports = edges.get(to) ?? edges.set(to, []).get(to)!
+    imports.push(`${rel(f)} → ${s}`)
   }
 }
 
@@ -182,9 +186,9 @@ function shortestCycle (component: readonly string[]): string[] {
       }
       frontier = next
     }
-    const path = [start]
-    for (let node = found; node !== undefined && node !== start; node = cameFrom.get(node)) path.splice(1, 0, node)
-    if (best.length === 0 || path.length < best.length) best = path
+    const cycle = [start]
+    for (let node = found; node !== undefined && node !== start; node = cameFrom.get(node)) cycle.splice(1, 0, node)
+    if (best.length === 0 || cycle.length < best.length) best = cycle
   }
   return best
 }
@@ -246,10 +250,9 @@ t.test('the reaktor command starts light: it loads no package of the server (the
 })
 
 t.test('docs/architecture.md lists these layers, in this order', async (t) => {
-  const page = fs.readFileSync(path.resolve(SRC, '../docs/architecture.md'), 'utf8')
-  const section = page.slice(page.indexOf('\n## Layers'), page.indexOf('\n## ', page.indexOf('\n## Layers') + 1))
+  const layers = section(fs.readFileSync(path.resolve(SRC, '../docs/architecture.md'), 'utf8'), 'Layers')
   // Each numbered item starts with its nodes in backticks, before the colon.
-  const listed = [...section.matchAll(/^\d+\. (.*?):/gm)].map((m) => [...m[1].matchAll(/`([^`]+)`/g)].map((n) => n[1]))
+  const listed = [...layers.matchAll(/^\d+\. (.*?):/gm)].map((m) => codeSpans(m[1]))
   t.same(listed, LAYERS.map(({ nodes }) => [...nodes]))
 })
 

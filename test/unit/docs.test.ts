@@ -7,13 +7,18 @@
 import t from 'tap'
 import fs from 'node:fs'
 import path from 'node:path'
+import { codeSpans, prose, section, withoutFences } from '../helpers/markdown.js'
 
 const ROOT = path.resolve(import.meta.dirname, '../..')
 const SRC = path.join(ROOT, 'src')
 const README_MAX_LINES = 400
 
 const rel = (file: string): string => path.relative(ROOT, file)
-const read = (file: string): string => fs.readFileSync(file, 'utf8')
+/** Each page is read once, however many checks and links look at it. */
+const texts = new Map<string, string>()
+const read = (file: string): string => texts.get(file) ?? texts.set(file, fs.readFileSync(file, 'utf8')).get(file)!
+/** The anchors of the pages links lead into, each computed once. */
+const anchorsOf = new Map<string, Set<string>>()
 
 /** README.md and every page of docs/. */
 function documents (): string[] {
@@ -21,30 +26,8 @@ function documents (): string[] {
   return [path.join(ROOT, 'README.md'), ...fs.readdirSync(docs).filter((f) => f.endsWith('.md')).sort().map((f) => path.join(docs, f))]
 }
 
-/** The text without fenced code blocks (their lines blanked, so line numbers hold). */
-function withoutFences (text: string): string {
-  let fenced = false
-  return text.split('\n').map((line) => {
-    if (/^\s*```/.test(line)) {
-      fenced = !fenced
-      return ''
-    }
-    return fenced ? '' : line
-  }).join('\n')
-}
-
-/** The contents of the inline code spans of a text outside its fenced blocks. */
-function codeSpans (text: string): string[] {
-  return [...withoutFences(text).matchAll(/(`+)([\s\S]*?[^`])\1(?!`)/g)].map((m) => m[2].trim())
-}
-
-/** The text outside fenced blocks with its code spans emptied: what is left can hold real links. */
-function prose (text: string): string {
-  return withoutFences(text).replace(/(`+)[\s\S]*?[^`]\1(?!`)/g, '``')
-}
-
 /** GitHub's anchor of a heading: markup dropped, lower case, punctuation but `-` and `_` dropped, each space a `-`. */
-export function slug (heading: string): string {
+function slug (heading: string): string {
   return heading
     .replace(/\[([^\]]*)\]\([^)]*\)/g, '$1')
     .replace(/`/g, '')
@@ -55,7 +38,7 @@ export function slug (heading: string): string {
 }
 
 /** Every anchor a page has: its headings' slugs, a repeated one numbered as GitHub numbers it. */
-export function anchors (text: string): Set<string> {
+function anchors (text: string): Set<string> {
   const seen = new Map<string, number>()
   const result = new Set<string>()
   for (const m of withoutFences(text).matchAll(/^#{1,6}\s+(.*?)\s*#*\s*$/gm)) {
@@ -68,7 +51,7 @@ export function anchors (text: string): Set<string> {
 }
 
 /** The relative links of a Markdown file (inline links and images) that lead nowhere: `target: why`. */
-export function brokenLinks (file: string, text: string): string[] {
+function brokenLinks (file: string, text: string): string[] {
   const broken: string[] = []
   for (const m of prose(text).matchAll(/!?\[[^\]]*\]\(\s*<?([^)\s>]+)>?(?:\s+"[^"]*")?\s*\)/g)) {
     const target = m[1]
@@ -80,7 +63,8 @@ export function brokenLinks (file: string, text: string): string[] {
       continue
     }
     if (anchor === undefined || !resolved.endsWith('.md')) continue
-    if (!anchors(resolved === file ? text : read(resolved)).has(anchor)) broken.push(`${target}: no heading with that anchor`)
+    const targetAnchors = resolved === file ? anchors(text) : anchorsOf.get(resolved) ?? anchorsOf.set(resolved, anchors(read(resolved))).get(resolved)!
+    if (!targetAnchors.has(anchor)) broken.push(`${target}: no heading with that anchor`)
   }
   return broken
 }
@@ -89,7 +73,7 @@ export function brokenLinks (file: string, text: string): string[] {
  * The `src/…` paths a text names in code spans that do not exist. A glob (`src/scheduler/*`)
  * counts when the folder before its first `*` exists.
  */
-export function missingSourcePaths (text: string): string[] {
+function missingSourcePaths (text: string): string[] {
   return codeSpans(text)
     .filter((span) => /^src\/[^\s`]*$/.test(span))
     .filter((span) => !fs.existsSync(path.join(ROOT, span.split('*')[0])))
@@ -114,7 +98,7 @@ function testAndBenchFolders (): string[] {
  * The modules `src/app.ts` registers, in its order: `plugins/config.ts`, `@fastify/sensible`,
  * `routes/health.ts`, … (the encapsulating functions between them are not modules, and pass).
  */
-export function registrationOrder (source: string): string[] {
+function registrationOrder (source: string): string[] {
   const modules = new Map([...source.matchAll(/^import\s+(\w+)(?:\s*,\s*\{[^}]*\})?\s+from\s+'([^']+)'/gm)].map((m) => [m[1], m[2]]))
   return [...source.matchAll(/\.register\((\w+)/g)]
     .map((m) => modules.get(m[1]))
@@ -123,18 +107,16 @@ export function registrationOrder (source: string): string[] {
 }
 
 /** The modules a page's section lists as registered, in the order it lists them. */
-export function listedOrder (text: string, heading: string): string[] {
-  const start = text.indexOf(`\n## ${heading}\n`)
-  if (start === -1) return []
-  const end = text.indexOf('\n## ', start + 1)
-  return codeSpans(text.slice(start, end === -1 ? undefined : end)).filter((span) => /^(?:(?:plugins|routes)\/[\w-]+\.ts|@fastify\/[\w-]+)$/.test(span))
+function listedOrder (text: string, heading: string): string[] {
+  return codeSpans(section(text, heading)).filter((span) => /^(?:(?:plugins|routes)\/[\w-]+\.ts|@fastify\/[\w-]+)$/.test(span))
 }
 
 /** The folders of src/ that a text does not name, as `src/<folder>/` or `<folder>/` (not inside a longer path). */
-export function unnamedFolders (text: string, folders: string[]): string[] {
+function unnamedFolders (text: string, folders: string[]): string[] {
   const escape = (s: string): string => s.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')
+  const body = withoutFences(text)
   // A row of its own, its first cell the folder: a mention in passing says nothing of what it holds.
-  return folders.filter((folder) => !new RegExp(`^\\|\\s*\`(?:src/)?${escape(folder)}/\`\\s*\\|`, 'm').test(withoutFences(text)))
+  return folders.filter((folder) => !new RegExp(`^\\|\\s*\`(?:src/)?${escape(folder)}/\`\\s*\\|`, 'm').test(body))
 }
 
 /**
@@ -142,7 +124,7 @@ export function unnamedFolders (text: string, folders: string[]): string[] {
  * src/ (`| \`src/db/\` | … |`), each code span ending in `.ts` is a file of that folder (or, written
  * as `src/…`, of the tree).
  */
-export function missingTableFiles (text: string): string[] {
+function missingTableFiles (text: string): string[] {
   const missing: string[] = []
   for (const m of withoutFences(text).matchAll(/^\|\s*`(src\/[^`]*\/)`\s*\|(.*)$/gm)) {
     for (const span of codeSpans(m[2])) {

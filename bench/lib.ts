@@ -308,3 +308,8 @@ export class RunWindow {
     return sum
   }
 }
+
+/** A small per-run figure to 3 significant digits (the tables' own format keeps 2 decimals). */
+export function sig (value: number): string {
+  return value.toLocaleString('en-US', { maximumSignificantDigits: 3 })
+}

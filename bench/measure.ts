@@ -18,11 +18,6 @@ export interface DatabaseLoad { transactions: number, rows: number, transactions
  */
 export interface Throughput { runs: number, cycles: number, allRanOnce: boolean, windowMs: number, gapCount: number, stalled: number, gapP50: number, gapP99: number, gapMax: number, rss: number, startMs: number, cpuMs: number, load?: DatabaseLoad, flushes?: number, flushedRows?: number }
 
-/** A small per-run figure to 3 significant digits (the tables' own format keeps 2 decimals). */
-export function sig (value: number): string {
-  return value.toLocaleString('en-US', { maximumSignificantDigits: 3 })
-}
-
 /** What one run cost the database on average in the window (undefined without counters or runs). */
 export function perRun (r: Throughput): { transactions: number, rows: number, walBytes: number } | undefined {
   if (r.load === undefined || r.runs === 0) return undefined

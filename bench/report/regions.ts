@@ -44,12 +44,13 @@ export function rewrite (text: string, render: (name: string) => string): string
   for (const name of names) {
     const begin = `<!-- bench-report:begin ${name} -->\n`
     const end = `\n<!-- bench-report:end ${name} -->`
+    const content = asContent(render(name))
     let from = 0
     for (;;) {
       const start = out.indexOf(begin, from)
       if (start === -1) break
       const stop = out.indexOf(end, start)
-      const replaced = `${begin}${asContent(render(name))}${end}`
+      const replaced = `${begin}${content}${end}`
       out = out.slice(0, start) + replaced + out.slice(stop + end.length)
       from = start + replaced.length
     }

@@ -12,8 +12,7 @@
  * Links are relative to the page the region is on.
  */
 import path from 'node:path'
-import { formatTable, median, num, type Row } from '../lib.js'
-import { sig } from '../measure.js'
+import { formatTable, median, num, sig, type Row } from '../lib.js'
 import { metCell, SCENARIO, TARGETS, type Judgment } from '../targets.js'
 import { renderHistory } from './history.js'
 import { wrapMarkdown } from './regions.js'

@@ -128,7 +128,7 @@ export async function httpScenarios (tmp: string): Promise<void> {
   const publicDir = await writeBenchApp(path.join(tmp, 'bench-app'))
   const databaseUrl = await createDatabase('bench_http')
   const dataDir = path.join(tmp, 'http-data')
-  const pin = pinning() ? { core: CORES.server } : {}
+  const pin = { core: CORES.server }
   const service = forkChild('service', 'servers.ts', ['service', JSON.stringify({ publicDir, databaseUrl, dataDir })], { execArgv: profileArgv(), ...pin })
   cleanups.push(async () => await service.shutdown())
   const ours = String((await service.ready).url)

@@ -5,8 +5,8 @@
  * writes results in batches, a job queue makes every run a durable job.
  */
 import { cleanups, createDatabase, INTERVAL_MS, note, P, print, results } from '../context.js'
-import { forkChild, round, type Row } from '../lib.js'
-import { measureRuns, perRun, sig, type Throughput } from '../measure.js'
+import { forkChild, round, sig, type Row } from '../lib.js'
+import { measureRuns, perRun, type Throughput } from '../measure.js'
 import { describeGraphile, describePgBoss, GRAPHILE, installedVersion, PGBOSS, type GraphileSettings, type PgBossSettings } from '../peers.js'
 import { TARGETS } from '../targets.js'
 

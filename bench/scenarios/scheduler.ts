@@ -7,10 +7,10 @@ import pg from 'pg'
 import { Kysely, PostgresDialect, sql } from 'kysely'
 import { migrateToLatest } from '../../src/db/migrate.js'
 import { DEFAULT_PARTITIONS } from '../../src/scheduler/ownership/partitions.js'
-import { createDatabase, flags, INTERVAL_MS, judge, nodeOptions, note, P, print, results, runs, startNode } from '../context.js'
+import { createDatabase, flags, INTERVAL_MS, judge, nodeOptions, note, P, print, results, runs, startNode, until } from '../context.js'
 import { ADMIN, reaktorId } from '../fixture.js'
-import { percentile, median, round, wallNow, type ChildHandle, type Message } from '../lib.js'
-import { measureRuns, perRun, sig, type Throughput } from '../measure.js'
+import { percentile, median, round, sig, wallNow, type ChildHandle, type Message } from '../lib.js'
+import { measureRuns, perRun, type Throughput } from '../measure.js'
 import type { NodeOptions } from '../node.js'
 import { atLeastJudgment, latencyJudgments, p99Judgment, SCENARIO, shareJudgment, stallJudgment, TARGETS } from '../targets.js'
 
@@ -145,10 +145,7 @@ export async function scenario6 (tmp: string): Promise<void> {
   // a partition not yet held waits for the next ownership pass (about 1 s). That is start-up, not
   // what this scenario measures: it samples once node a holds every partition (b does not compete).
   const settling = wallNow()
-  for (const deadline = settling + 30_000; Number((await a.request({ type: 'stats' })).partitions) < DEFAULT_PARTITIONS;) {
-    if (wallNow() > deadline) throw new Error(`node a held fewer than ${DEFAULT_PARTITIONS} partitions 30 s after it was ready`)
-    await new Promise((resolve) => setTimeout(resolve, 50))
-  }
+  await until(`node a to hold all ${DEFAULT_PARTITIONS} partitions`, 30_000, async () => Number((await a.request({ type: 'stats' })).partitions) >= DEFAULT_PARTITIONS)
   note(`scenario 6: node a held all ${DEFAULT_PARTITIONS} partitions ${Math.round(wallNow() - settling)} ms after both nodes were ready`)
   const measure = async (via: string, i: number): Promise<number> => {
     const id = reaktorId(i)

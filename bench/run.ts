@@ -23,7 +23,8 @@ import fs from 'node:fs/promises'
 import os from 'node:os'
 import path from 'node:path'
 import { args, cleanups, flags, judge, judgments, P, runs, startDatabase, writeResults } from './context.js'
-import { formatTable, ROOT, round } from './lib.js'
+import { verdictText } from './targets.js'
+import { ROOT, round } from './lib.js'
 import { pinning, removeScripts } from './load.js'
 import { httpScenarios } from './scenarios/http.js'
 import { scenario10 } from './scenarios/queues.js'
@@ -65,14 +66,8 @@ async function main (): Promise<void> {
 /** The verdict, last: the missed targets (each on its own row), or that every one was met. */
 function verdict (): number {
   const all = judgments()
-  const missed = all.filter((j) => j.met === false)
-  if (missed.length === 0) {
-    process.stdout.write(`\nevery target met (${all.length})\n`)
-    return 0
-  }
-  const rows = missed.map((j) => ({ scenario: j.scenario, what: j.what, target: j.target, measured: j.measured }))
-  process.stdout.write(`\n${formatTable(`MISSED: ${missed.length} of ${all.length} targets`, rows)}`)
-  return 1
+  process.stdout.write(`\n${verdictText(all)}\n`)
+  return all.some((j) => j.met === false) ? 1 : 0
 }
 
 let failed = false

@@ -3,7 +3,7 @@
  * one makes it exit 1), and `npm run bench:report` prints them beside the figures, judging the JSON
  * of a run made before a target changed as far as that run's figures allow.
  */
-import { median } from './lib.js'
+import { formatTable, median } from './lib.js'
 
 /** One target of one scenario, judged. */
 export interface Judgment {
@@ -119,4 +119,11 @@ export function killJudgments (scenario: string, orphans: number, missing: numbe
     { scenario, what: 'overlapping runs of one reaktor', target: '0', measured: int(overlaps), met: overlaps === 0 },
     atMostJudgment(scenario, 'kill → first run on a survivor, max', toFirstRunMaxMs, TARGETS.s11.killToFirstRunMaxMs, ' ms')
   ]
+}
+
+/** The verdict a run ends with: the missed targets (each on its own row), or that every one was met. */
+export function verdictText (judged: readonly Judgment[]): string {
+  const missed = judged.filter((j) => j.met === false)
+  if (missed.length === 0) return `every target met (${judged.length})`
+  return formatTable(`MISSED: ${missed.length} of ${judged.length} targets`, missed.map((j) => ({ scenario: j.scenario, what: j.what, target: j.target, measured: j.measured }))).trimEnd()
 }

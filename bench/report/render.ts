@@ -13,7 +13,7 @@
  */
 import path from 'node:path'
 import { formatTable, median, num, sig, type Row } from '../lib.js'
-import { metCell, SCENARIO, TARGETS, type Judgment } from '../targets.js'
+import { metCell, SCENARIO, TARGETS, verdictText, type Judgment } from '../targets.js'
 import { renderHistory } from './history.js'
 import { wrapMarkdown } from './regions.js'
 import { renderScale } from './scale.js'
@@ -192,12 +192,8 @@ function renderRun (ctx: RenderContext): string {
   const legacy = isLegacy(run)
   const first = `reaktor-service benchmark (full) of commit ${run.json.commit}, \`npm run bench\`, on ${m?.cpus} × ${m?.model}, ${m?.memoryGB} GB, Node ${m?.node}, ${m?.platform}`
   const tables = (run.json.tables ?? []).map((t) => legacy ? withoutVerdicts(t) : t)
-  const judged = judgmentsOf(run)
-  const missed = judged.filter((j) => j.met === false)
   const end = [`total ${run.json.elapsedSeconds} s`, `results: ${run.file}`]
-  if (!legacy) {
-    end.push('', missed.length === 0 ? `every target met (${judged.length})` : formatTable(`MISSED: ${missed.length} of ${judged.length} targets`, missed.map((j) => ({ scenario: j.scenario, what: j.what, target: j.target, measured: j.measured }))).trimEnd())
-  }
+  if (!legacy) end.push('', verdictText(judgmentsOf(run)))
   const intro = `The whole output of the newest full \`npm run bench\`, on ${described(run)}; its JSON is ${link(ctx.page, run.file)}. Every process under test, the load generator and PostgreSQL share the machine's cores, so compare only figures of one run.`
   const legacyText = legacy ? ` That run predates the current targets, so its tables are shown without the target and verdict columns its bench printed; ${docLink(ctx.page, '#targets', 'Targets')} judges its figures against today's.` : ''
   return [`${intro}${legacyText}`, '', '```', first, '', ...tables.map((t) => t.trimEnd()).flatMap((t) => [t, '']), ...end, '```'].join('\n')

@@ -88,6 +88,20 @@ export function stallJudgment (scenario: string, stalled: number): Judgment {
   return { scenario, what: 'reaktors that did not run again', target: '0', measured: int(stalled), met: stalled === 0 }
 }
 
+export function refusalJudgment (scenario: string, refusals: number): Judgment {
+  return { scenario, what: 'lock refusals', target: '0', measured: String(refusals), met: refusals === 0 }
+}
+
+/** Every node owns within `TARGETS.s11.evenWithin` of an even share of `total`. */
+export function evenlySpread (owned: readonly number[], total: number): boolean {
+  const even = total / owned.length
+  return owned.every((o) => Math.abs(o - even) <= TARGETS.s11.evenWithin * even)
+}
+
+export function spreadJudgment (scenario: string, owned: readonly number[], total: number): Judgment {
+  return { scenario, what: 'reaktors per node', target: `within ${TARGETS.s11.evenWithin * 100} % of an even share`, measured: owned.join(' / '), met: evenlySpread(owned, total) }
+}
+
 export function atLeastJudgment (scenario: string, what: string, value: number, bound: number, unit: string): Judgment {
   return { scenario, what, target: `≥ ${int(bound)}${unit}`, measured: `${int(value)}${unit}`, met: value >= bound }
 }

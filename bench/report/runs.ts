@@ -6,7 +6,7 @@
 import fs from 'node:fs'
 import path from 'node:path'
 import { ROOT, num, type Row } from '../lib.js'
-import { TARGETS, SCENARIO, killJudgments, latencyJudgments, memoryJudgment, p99Judgment, ratioJudgment, shareJudgment, atLeastJudgment, type Judgment } from '../targets.js'
+import { TARGETS, SCENARIO, killJudgments, latencyJudgments, memoryJudgment, p99Judgment, ratioJudgment, refusalJudgment, shareJudgment, spreadJudgment, stallJudgment, atLeastJudgment, type Judgment } from '../targets.js'
 
 export const RESULTS = 'bench/results'
 
@@ -113,7 +113,7 @@ function legacyJudgments (run: Run): Judgment[] {
     out.push(http(SCENARIO.appScript, TARGETS.http.appScript), http(SCENARIO.appPage, TARGETS.http.appPage))
     out.push({ ...http(SCENARIO.status, TARGETS.http.status), met: null, note: OLD_CEILING })
   }
-  const stallsNotCounted = (scenario: string): Judgment => ({ scenario, what: 'reaktors that did not run again', target: '0', measured: 'not counted', met: null, note: NOT_COUNTED })
+  const stallsNotCounted = (scenario: string): Judgment => ({ ...stallJudgment(scenario, 0), measured: 'not counted', met: null, note: NOT_COUNTED })
   if (r.s4 !== undefined) {
     out.push(shareJudgment(SCENARIO.s4, num(r.s4.share), TARGETS.s4.share), p99Judgment(SCENARIO.s4, '', num(r.s4.gapP99), TARGETS.s4.p99Ms, false), stallsNotCounted(SCENARIO.s4))
   }
@@ -127,12 +127,8 @@ function legacyJudgments (run: Run): Judgment[] {
     const c = r[`s11_${i}`]
     const scenario = SCENARIO.s11case(String(c.label))
     out.push(shareJudgment(scenario, num(c.share), TARGETS.s11.share), p99Judgment(scenario, ' (worst node)', num(c.p99), num(c.p99Target), false), stallsNotCounted(scenario))
-    out.push({ scenario, what: 'lock refusals', target: '0', measured: String(c.refusals), met: Number(c.refusals) === 0 })
-    if (Number(c.nodes) > 1) {
-      const owned = c.owned as number[]
-      const even = Number(c.reaktors) / owned.length
-      out.push({ scenario, what: 'reaktors per node', target: `within ${TARGETS.s11.evenWithin * 100} % of an even share`, measured: owned.join(' / '), met: owned.every((o) => Math.abs(o - even) <= TARGETS.s11.evenWithin * even) })
-    }
+    out.push(refusalJudgment(scenario, Number(c.refusals)))
+    if (Number(c.nodes) > 1) out.push(spreadJudgment(scenario, c.owned as number[], Number(c.reaktors)))
   }
   if (r.s11_memory !== undefined) out.push(memoryJudgment(num(r.s11_memory.rssPer)))
   for (let i = 0; r[`s11_kill_${i}`] !== undefined; i++) {

@@ -6,7 +6,7 @@ import fs from 'node:fs/promises'
 import { createDatabase, judge, nodeOptions, note, P, print, results, startNode, until } from '../context.js'
 import { delay, mean, median, num, round, sum, wallNow, type ChildHandle, type Message, type Row } from '../lib.js'
 import type { NodeOptions } from '../node.js'
-import { killJudgments, memoryJudgment, p99Judgment, SCENARIO, shareJudgment, stallJudgment, TARGETS, type Judgment } from '../targets.js'
+import { evenlySpread, killJudgments, memoryJudgment, p99Judgment, refusalJudgment, SCENARIO, shareJudgment, spreadJudgment, stallJudgment, TARGETS, type Judgment } from '../targets.js'
 
 /** Busy core-seconds of the whole machine so far (every process: nodes, PostgreSQL, this one). */
 async function busyCoreSeconds (): Promise<number> {
@@ -22,12 +22,6 @@ const SCALE_CASES: ScaleCase[] = [
   { label: '50,000 at 3s, 3 nodes', reaktors: 50_000, nodes: 3, interval: '3s', intervalMs: 3000, p99Target: 250 },
   { label: '100,000 at 30s, 3 nodes', reaktors: 100_000, nodes: 3, interval: '30s', intervalMs: 30_000, p99Target: 250 }
 ]
-
-/** Every node owns within 10 % of an even share of `total`. */
-function evenlySpread (owned: readonly number[], total: number): boolean {
-  const even = total / owned.length
-  return owned.every((o) => Math.abs(o - even) <= TARGETS.s11.evenWithin * even)
-}
 
 /** Starts the nodes of a case (the first alone: the cold start inserts the rows), waits for an even spread. */
 async function startCluster (tmp: string, db: string, c: { reaktors: number, nodes: number, interval: string, intervalMs: number, behaviour: NodeOptions['behaviour'] }, name: string): Promise<ChildHandle[]> {
@@ -66,7 +60,6 @@ async function scaleCase (tmp: string, c: ScaleCase, index: number): Promise<Row
   const owned = reports.map((r) => Number(r.owned))
   // Each node counts what it owned throughout the window and did not run; what no node owns runs nowhere.
   const stalled = sum(reports, (r) => Number(r.stalled)) + Math.max(0, c.reaktors - sum(owned))
-  const evenOk = evenlySpread(owned, c.reaktors)
   const flushed = sum(reports, (r) => (r.flushedInWindow as { rows: number }).rows)
   const statements = sum(reports, (r) => (r.flushedInWindow as { flushes: number }).flushes)
   const refusals = sum(reports, (r) => Number(r.lockRefusals))
@@ -78,9 +71,9 @@ async function scaleCase (tmp: string, c: ScaleCase, index: number): Promise<Row
     shareJudgment(scenario, share, TARGETS.s11.share),
     p99Judgment(scenario, ' (worst node)', p99, c.p99Target),
     stallJudgment(scenario, stalled),
-    { scenario, what: 'lock refusals', target: '0', measured: String(refusals), met: refusals === 0 }
+    refusalJudgment(scenario, refusals)
   ]
-  if (c.nodes > 1) judgments.push({ scenario, what: 'reaktors per node', target: `within ${TARGETS.s11.evenWithin * 100} % of an even share`, measured: owned.join(' / '), met: evenOk })
+  if (c.nodes > 1) judgments.push(spreadJudgment(scenario, owned, c.reaktors))
   const row: Row = {
     case: c.label,
     'window s': round(windowMs / 1000, 1),

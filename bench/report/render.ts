@@ -17,7 +17,7 @@ import { metCell, SCENARIO, TARGETS, verdictText, type Judgment } from '../targe
 import { renderHistory } from './history.js'
 import { wrapMarkdown } from './regions.js'
 import { renderScale } from './scale.js'
-import { fullRuns, httpRow, isLegacy, judgmentsOf, type RenderContext, type Run } from './runs.js'
+import { fullRuns, httpRow, int, isLegacy, judgmentsOf, scaleOf, type RenderContext, type Run } from './runs.js'
 
 export const REGIONS: Record<string, (ctx: RenderContext) => string> = {
   summary: renderSummary,
@@ -44,7 +44,6 @@ function docLink (page: string, anchor: string, text: string): string {
   const target = page === 'docs/performance.md' && anchor !== '' ? '' : path.posix.relative(path.posix.dirname(page), 'docs/performance.md')
   return `[${text}](${target}${anchor})`
 }
-const int = (v: number): string => Number.isFinite(v) ? Math.round(v).toLocaleString('en-US') : String(v)
 const dec = (v: number, digits = 1): string => Number.isFinite(v) ? v.toLocaleString('en-US', { minimumFractionDigits: digits, maximumFractionDigits: digits }) : v > 0 ? '∞' : 'none'
 const table = (header: string[], rows: string[][]): string => [
   `| ${header.join(' | ')} |`,
@@ -121,20 +120,15 @@ function scheduling (ctx: RenderContext, judged: readonly Judgment[]): string {
     const runs = num(s4.runs)
     rows.push(['… what the database saw (history on)', `${dec(num(s4.flushes) / (num(s4.windowMs) / 1000))} result statements a second: ${sig(num(s4.load?.transactions) / runs)} transactions, ${sig(num(s4.load?.rows) / runs)} rows, ${int(num(s4.load?.walBytes) / runs)} WAL bytes per run`, '', ''])
   }
-  const cases = [0, 1, 2].map((i) => r[`s11_${i}`]).filter((c) => c !== undefined)
+  const { cases, kills, refusals, missing, overlaps, slowest } = scaleOf(r)
   if (cases.length > 0) {
     const labels = cases.map((c) => String(c.label)).join('; ')
-    const refusals = cases.reduce((a, c) => a + Number(c.refusals), 0)
     rows.push([labels, `${cases.map((c) => dec(num(c.share) * 100)).join(' / ')} % of the expected runs; p99 lateness ${cases.map((c) => dec(num(c.p99))).join(' / ')} ms; ${int(refusals)} lock refusals`, `≥ ${TARGETS.s11.share * 100} %; p99 ≤ ${cases.map((c) => int(num(c.p99Target))).join(' / ')} ms; none stalled; an even spread; no lock refusal`, verdict(of(judged, (s) => cases.some((c) => s === SCENARIO.s11case(String(c.label)))))])
   }
   if (r.s11_memory !== undefined) {
     rows.push(['memory, a node with 20,000 reaktors', `${int(num(r.s11_memory.rssPer))} MB of RSS per 10,000 reaktors`, `< ${TARGETS.s11.rssPer10kMB} MB`, verdict(of(judged, SCENARIO.s11memory))])
   }
-  const kills = [0, 1, 2, 3, 4].map((i) => r[`s11_kill_${i}`]).filter((k) => k !== undefined)
   if (kills.length > 0) {
-    const missing = kills.reduce((a, k) => a + Number(k.missing), 0)
-    const overlaps = kills.reduce((a, k) => a + Number(k.overlaps), 0)
-    const slowest = Math.max(...kills.flatMap((k) => k.toFirstRun as number[]))
     rows.push([`\`kill -9\` of one of 3 nodes (3,000 reaktors each), ${kills.length === 1 ? 'once' : `${kills.length} times`}`, `${missing === 0 ? 'every orphan ran again' : `${int(missing)} orphans did not run again; the others ran`} within ${dec(slowest / 1000)} s on a survivor; ${int(overlaps)} overlapping runs`, `every orphan; no overlap; ≤ ${dec(TARGETS.s11.killToFirstRunMaxMs / 1000)} s`, verdict(of(judged, (s) => s.startsWith('11 kill -9')))])
   }
   if (r.s5 !== undefined) rows.push(['one reaktor returning `true`, back to back', `${int(num(r.s5.perSecond))} runs a second`, `≥ ${int(TARGETS.s5.runsPerSecond)}`, verdict(of(judged, SCENARIO.s5))])

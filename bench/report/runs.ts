@@ -5,7 +5,7 @@
  */
 import fs from 'node:fs'
 import path from 'node:path'
-import { ROOT, num, type Row } from '../lib.js'
+import { ROOT, num, sum, type Row } from '../lib.js'
 import { TARGETS, SCENARIO, killJudgments, latencyJudgments, memoryJudgment, p99Judgment, ratioJudgment, refusalJudgment, shareJudgment, spreadJudgment, stallJudgment, atLeastJudgment, type Judgment } from '../targets.js'
 
 export const RESULTS = 'bench/results'
@@ -136,4 +136,21 @@ function legacyJudgments (run: Run): Judgment[] {
     out.push(...killJudgments(SCENARIO.s11kill(i + 1), Number(k.orphans), Number(k.missing), Number(k.overlaps), Math.max(...(k.toFirstRun as number[]))))
   }
   return out
+}
+
+/** A whole number as the report writes it (1,234); a non-finite value as it is. */
+export const int = (v: number): string => Number.isFinite(v) ? Math.round(v).toLocaleString('en-US') : String(v)
+
+/** Scenario 11 of a run's results as the report quotes it: its cases and kills, and their totals. */
+export function scaleOf (r: Record<string, any>): { cases: any[], kills: any[], refusals: number, missing: number, overlaps: number, slowest: number } {
+  const cases = [0, 1, 2].map((i) => r[`s11_${i}`]).filter((c) => c !== undefined)
+  const kills = [0, 1, 2, 3, 4].map((i) => r[`s11_kill_${i}`]).filter((k) => k !== undefined)
+  return {
+    cases,
+    kills,
+    refusals: sum(cases, (c) => Number(c.refusals)),
+    missing: sum(kills, (k) => Number(k.missing)),
+    overlaps: sum(kills, (k) => Number(k.overlaps)),
+    slowest: Math.max(...kills.flatMap((k) => k.toFirstRun as number[]))
+  }
 }

@@ -1,4 +1,18 @@
+import cookie from '@fastify/cookie'
+import type { FastifyInstance } from 'fastify'
 import { SECURE_SESSION_COOKIE, SESSION_COOKIE, type AuthSession } from './types.js'
+
+/**
+ * Registers @fastify/cookie in a scope whose answers set or clear the session cookie (the login
+ * pages, the API's login and logout, the app UIs): fastify.setSessionCookie and clearSessionCookie
+ * work on the replies of such a scope only. Not for the whole service: the plugin adds an onSend
+ * hook that every answer of its scope runs through, and the busiest API routes set no cookie.
+ * Writes only: the session cookie is read by cookieSession (every value of its name, which the
+ * plugin's parser would reduce to the first), so no Cookie header is parsed for it.
+ */
+export async function writeCookies (fastify: FastifyInstance): Promise<void> {
+  await fastify.register(cookie, { hook: false })
+}
 
 /** More values than this of one cookie name are not looked at (each may cost a lookup). */
 const MAX_VALUES = 4

@@ -69,7 +69,9 @@ export class ListenConnection {
     if (this.next === undefined) {
       const next = this.inFlight.then(async () => {
         this.next = undefined
-        await roundTrip(client, 'select 1')
+        // An empty statement: a round trip (PostgreSQL answers EmptyQueryResponse, then
+        // ReadyForQuery, delivering pending notifications first) that executes nothing.
+        await roundTrip(client, '')
       }).then(() => true, () => false)
       this.next = next
       this.inFlight = next

@@ -1,5 +1,4 @@
 import fp from 'fastify-plugin'
-import cookie from '@fastify/cookie'
 import type { FastifyReply, FastifyRequest, HookHandlerDoneFunction } from 'fastify'
 import { ApiTokenStore } from '../auth/api-tokens.js'
 import { bootstrapAdmin } from '../auth/bootstrap.js'
@@ -53,7 +52,7 @@ declare module 'fastify' {
      * the sessions it ended (none without a cookie). Throws, leaving the cookie, when a revocation fails.
      */
     endCookieSession: (request: FastifyRequest, reply: FastifyReply) => Promise<AuthSession[]>
-    /** Sets or clears the browser session cookie read by the app-UI token helper. */
+    /** Sets or clears the browser session cookie read by the app-UI token helper (in a scope that registered writeCookies of src/auth/session-cookie.ts). */
     setSessionCookie: (request: FastifyRequest, reply: FastifyReply, token: string) => void
     clearSessionCookie: (request: FastifyRequest, reply: FastifyReply) => void
   }
@@ -70,10 +69,6 @@ declare module 'fastify' {
  */
 export default fp(async (fastify) => {
   const { config, db } = fastify
-
-  // Writes cookies only: the session cookie is read by cookieSession (every value of its name, which
-  // the plugin's parser would reduce to the first), so parsing each request's Cookie header is not needed.
-  await fastify.register(cookie, { hook: false })
 
   // Token checks are answered from memory while a logout on any node still takes effect within
   // 1 s (LISTEN/NOTIFY on a dedicated connection; see src/auth/session-cache.ts).

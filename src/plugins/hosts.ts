@@ -28,6 +28,10 @@ function hostAllowed (host: string, allowed: ReadonlyArray<{ name: string, port:
  */
 export default fp(async (fastify) => {
   const allowed = fastify.config.allowedHosts?.map(splitHost)
+  // Without ALLOWED_HOSTS, and with neither TLS nor a trusted proxy that could say https, there is
+  // nothing to do on any request: no hook then (each one costs every request its call).
+  const tls = fastify.initialConfig.https !== undefined && fastify.initialConfig.https !== false
+  if (allowed === undefined && fastify.config.trustProxy === false && !tls) return
   // A callback hook: no promise per request.
   fastify.addHook('onRequest', (request, reply, done) => {
     if (request.protocol === 'https') void reply.header('strict-transport-security', HSTS)

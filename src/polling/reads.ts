@@ -42,13 +42,19 @@ export class PollingReads {
     return await readStatuses(this.source, [...this.source.reaktors.keys()].sort())
   }
 
-  async statusJson (reaktorId: string, serializer: Serializer): Promise<string> {
-    if (!this.source.reaktors.has(reaktorId)) throw new UnknownReaktorError(reaktorId)
+  // Not an async function: a confirmed answer costs the confirmation's promise and one more.
+  statusJson (reaktorId: string, serializer: Serializer): Promise<string> {
+    if (!this.source.reaktors.has(reaktorId)) return Promise.reject(new UnknownReaktorError(reaktorId))
     const confirming = this.confirm(reaktorId)
-    if (confirming !== undefined && await confirming) {
-      const cached = this.confirmed(reaktorId)
-      if (typeof cached === 'string') return cached
-    }
+    if (confirming === undefined) return this.readStatusJson(reaktorId, serializer)
+    return confirming.then((confirmed) => {
+      const cached = confirmed ? this.confirmed(reaktorId) : undefined
+      return typeof cached === 'string' ? cached : this.readStatusJson(reaktorId, serializer)
+    })
+  }
+
+  /** statusJson without the cache: a database read (shared by the requests of this turn), then cached. */
+  private async readStatusJson (reaktorId: string, serializer: Serializer): Promise<string> {
     const shared = this.readStatus(reaktorId)
     const value = await shared.value
     if (shared.json === undefined) {

@@ -45,8 +45,9 @@ function deferred (timeoutMs: number): Deferred {
  * - A request is answered from memory only after a round trip on that connection SENT AFTER the
  *   request arrived has been answered (`sync()`). PostgreSQL delivers pending notifications before
  *   it answers, so by then every start/stop committed before the request has dropped its entry.
- *   One round trip serves every request (of every id) that arrived while the previous one was out:
- *   a trivial `select 1` instead of a status query per request batch.
+ *   One round trip serves every request (of every id) that arrived while the previous one was out,
+ *   or in the same turn of the event loop: an empty statement instead of a status query per request
+ *   batch.
  * - A read that raced with a notification is not cached (`generation`); a lost connection empties
  *   the cache and, until a reconnect, every request reads the database (fail safe).
  *
@@ -66,6 +67,8 @@ export class StatusCache<V = string> {
   private inflightSince: number | undefined
   /** The next one, not sent yet: joined by every caller until it is sent. */
   private queued: Deferred | undefined
+  /** A send of the queued round trip is scheduled (see sendSoon). */
+  private sendScheduled = false
   /** Grows with every notification and every lost connection: a read that spans one is not cached. */
   generation = 0
 
@@ -148,14 +151,28 @@ export class StatusCache<V = string> {
     let waiting = this.queued
     if (waiting === undefined) {
       waiting = this.queued = deferred(this.syncTimeoutMs)
-      if (this.inflightSince === undefined) this.sendQueued()
+      if (this.inflightSince === undefined) this.sendSoon()
     }
     return waiting.promise
   }
 
+  /**
+   * Sends the queued round trip once the requests read in this turn of the event loop have
+   * joined it (setImmediate runs after the turn's I/O callbacks): one round trip per turn, not one
+   * for its first request and another for the rest.
+   */
+  private sendSoon (): void {
+    if (this.sendScheduled) return
+    this.sendScheduled = true
+    setImmediate(() => {
+      this.sendScheduled = false
+      this.sendQueued()
+    })
+  }
+
   private sendQueued (): void {
     const waiting = this.queued
-    if (waiting === undefined) return
+    if (waiting === undefined || this.inflightSince !== undefined) return
     this.queued = undefined
     if (this.client === undefined) {
       waiting.resolve(false)
@@ -166,7 +183,7 @@ export class StatusCache<V = string> {
     void this.listener.ping().then((ok) => {
       this.inflightSince = undefined
       waiting.resolve(ok)
-      this.sendQueued()
+      if (this.queued !== undefined) this.sendSoon()
     })
   }
 

@@ -2,6 +2,7 @@ import fs from 'node:fs'
 import fsp from 'node:fs/promises'
 import type { FastifyPluginAsync, FastifyReply, FastifyRequest } from 'fastify'
 import type { LoadedApp } from '../apps/types.js'
+import { writeCookies } from '../auth/session-cookie.js'
 import type { AuthSession } from '../auth/types.js'
 import { buildCsp } from '../app-ui/csp.js'
 import type { FileCache } from '../app-ui/file-cache.js'
@@ -56,6 +57,7 @@ export interface AppUiRouteOptions {
  * page. Registered by src/plugins/app-ui.ts inside its own scope, which sets the prefix.
  */
 const routes: FastifyPluginAsync<AppUiRouteOptions> = async (fastify, { cache, sites, countPrepared }) => {
+  await writeCookies(fastify)
   const prefix = fastify.prefix
   const prefixSegments = prefix.split('/').filter((s) => s !== '')
   const sameOriginCsp = buildCsp([])

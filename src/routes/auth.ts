@@ -1,4 +1,5 @@
 import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
+import { writeCookies } from '../auth/session-cookie.js'
 import { TOKEN_HEADER } from '../auth/types.js'
 import { Errors } from '../errors.js'
 import { LoginBody, LoginResult, LogoutResult, WhoAmI } from '../schemas/auth.js'
@@ -11,6 +12,7 @@ import { strictJsonBodies } from './json-body.js'
  */
 const routes: FastifyPluginAsyncTypebox = async (fastify) => {
   strictJsonBodies(fastify)
+  await writeCookies(fastify)
   fastify.post('/auth/login', {
     preHandler: fastify.limitLoginAttempts,
     schema: {

@@ -5,6 +5,7 @@ import type { FastifyError, FastifyReply, FastifyRequest } from 'fastify'
 import { Type } from 'typebox'
 import { LOGIN_PAGE_HEADERS, renderHomePage, renderLoginPage, type LoginPageOptions } from '../auth/login-page.js'
 import { safeRedirect } from '../auth/redirect.js'
+import { writeCookies } from '../auth/session-cookie.js'
 import { Errors } from '../errors.js'
 import { HtmlPage, LoginFormBody, LoginPageQuery } from '../schemas/auth.js'
 import { ErrorBody } from '../schemas/common.js'
@@ -58,6 +59,7 @@ function rejectCrossSite (what: 'login' | 'logout', Refusal: new () => Error) {
 const routes: FastifyPluginAsyncTypebox = async (fastify) => {
   // Only here: the API never parses urlencoded bodies.
   await fastify.register(formbody)
+  await writeCookies(fastify)
   // The usual browser protections for these HTML pages (COOP/CORP, no framing); the pages set their
   // own, stricter Content-Security-Policy. HSTS comes from src/plugins/hosts.ts, on https only.
   await fastify.register(helmet, { contentSecurityPolicy: false, strictTransportSecurity: false, frameguard: { action: 'deny' }, referrerPolicy: { policy: 'same-origin' } })

@@ -12,6 +12,9 @@ export interface Database {
   polling_runs: PollingRunsTable
   api_tokens: ApiTokensTable
   audit: AuditTable
+  app_packages: AppPackagesTable
+  apps: AppsTable
+  app_node_states: AppNodeStatesTable
 }
 
 export interface UsersTable {
@@ -156,6 +159,42 @@ export interface ReaktorNodesTable {
   fingerprint: string
   registered: string[]
   joined_at: ColumnType<Date, Date | undefined, never>
+}
+
+/** A published version of a reaktor app: its npm tarball, immutable once stored. */
+export interface AppPackagesTable {
+  name: string
+  version: string
+  /** Hex SHA-256 of `bytes`. */
+  sha256: string
+  /** Bytes of the tarball (compressed). */
+  size: number
+  unpacked_size: ColumnType<string, number | bigint | string, never>
+  entries: number
+  /** The archive's package.json. */
+  manifest: ColumnType<Record<string, unknown>, string, never>
+  bytes: ColumnType<Buffer, Buffer, never>
+  published_at: ColumnType<Date, Date | undefined, never>
+  /** The username of who published it (null: published without a user, e.g. by the service itself). */
+  published_by: string | null
+}
+
+/** A published app: the version every node should run. */
+export interface AppsTable {
+  name: string
+  active_version: string
+  changed_at: ColumnType<Date, Date | undefined, Date>
+  changed_by: string | null
+}
+
+/** What one node runs of one published app, and why not the active version when it does not. */
+export interface AppNodeStatesTable {
+  node_id: string
+  name: string
+  version: string | null
+  since: Date | null
+  error: string | null
+  updated_at: ColumnType<Date, Date | undefined, Date>
 }
 
 export type User = Selectable<UsersTable>

@@ -9,6 +9,7 @@ import * as runHistory from './20261127000000_run_history.js'
 import * as runRequests from './20261127000300_run_requests.js'
 import * as accounts from './20261128000000_accounts.js'
 import * as auditFilters from './20261128000300_audit_filters.js'
+import * as appPackages from './20261129000000_app_packages.js'
 
 /**
  * Every migration, by its timestamped name. An explicit list (not a folder scan) works the same
@@ -24,5 +25,6 @@ export const migrations: Record<string, Migration> = {
   '20261127000000_run_history': runHistory,
   '20261127000300_run_requests': runRequests,
   '20261128000000_accounts': accounts,
-  '20261128000300_audit_filters': auditFilters
+  '20261128000300_audit_filters': auditFilters,
+  '20261129000000_app_packages': appPackages
 }

@@ -14,6 +14,7 @@ export type AuditAction =
   | 'auth.login' | 'auth.login_failed' | 'auth.logout' | 'auth.password_change'
   | 'user.create' | 'user.role_change' | 'user.password_reset' | 'user.disable' | 'user.enable' | 'user.delete'
   | 'token.create' | 'token.revoke'
+  | 'app.publish' | 'app.activate' | 'app.delete_version' | 'app.delete' | 'polling.unregistered'
 
 /** One row of the `audit` table, as written. */
 export interface AuditRow {

@@ -1,12 +1,14 @@
 import fp from 'fastify-plugin'
 import { loadAppsFromDir } from '../apps/loader.js'
-import { buildRegistry } from '../apps/registry.js'
+import { AppCatalog } from '../apps/catalog.js'
 import { resolveSettings, warnUnknownSettingVariables } from '../apps/settings.js'
 import type { AppDefinition, AppRegistry, LoadedApp } from '../apps/types.js'
 
 declare module 'fastify' {
   interface FastifyInstance {
+    /** What this node runs; its maps are live (they change when an app switches versions). */
     apps: AppRegistry
+    appCatalog: AppCatalog
   }
 }
 
@@ -39,5 +41,7 @@ export default fp<AppsPluginOptions>(async (fastify, opts) => {
   if (opts.loadFromDir) fromDir = await loadAppsFromDir(fastify.config.reaktorAppsDir, env, fastify.log, inCode)
   else warnUnknownSettingVariables(inCode, env, fastify.log)
   const loaded: LoadedApp[] = [...fromDir, ...inCode]
-  fastify.decorate('apps', buildRegistry(loaded, fastify.log))
+  const catalog = new AppCatalog(loaded, fastify.log)
+  fastify.decorate('appCatalog', catalog)
+  fastify.decorate('apps', catalog.registry)
 }, { name: 'apps', dependencies: ['config'] })

@@ -34,6 +34,11 @@ export default fp(async (fastify) => {
   fastify.addHook('onClose', async () => { await cache.stop() })
   const reads = new PollingReads({ db: fastify.db, reaktors: fastify.apps.pollingReaktors, minIntervalMs: scheduler.minIntervalMs }, cache)
 
+  // A switch of app version changes what is registered here: the list, and the status of each id it touched.
+  fastify.appCatalog.onChange(async (change) => {
+    for (const id of [...change.added, ...change.changed, ...change.removed]) reads.changed(id)
+  })
+
   const { registry } = fastify.metrics
   scrapeCounter(registry, 'reaktor_status_cache_hits_total', 'Polling status and list answers served from memory', () => reads.hits)
   scrapeCounter(registry, 'reaktor_status_cache_reads_total', 'Database reads behind polling status and list answers (one per coalesced read, shared by the requests of one turn)', () => reads.reads)

@@ -53,6 +53,7 @@ export default fp<SchedulerPluginOptions>(async (fastify, opts) => {
     ...opts.overrides
   })
   fastify.decorate('scheduler', scheduler)
+  fastify.appCatalog.onChange(async (change) => { await scheduler.registrationsChanged(change) })
 
   // Ownership as of the last reconcile pass, read at scrape time.
   const gauge = (name: string, help: string, read: () => number): void => scrapeGauge(registry, name, help, read)

@@ -20,8 +20,19 @@ export interface SchedulerOptions {
   bulkDb?: Kysely<Database>
   /** For the scheduler's own dedicated connection (advisory locks + LISTEN); never pooled. */
   databaseUrl: string
-  /** The polling reaktors registered in THIS node's code; a node only ever runs these. */
+  /**
+   * The polling reaktors registered in THIS node's code; a node only ever runs these. The map may
+   * change while the scheduler runs (an app version switch): the caller then tells it through
+   * `registrationsChanged`.
+   */
   reaktors: ReadonlyMap<string, RegisteredPollingReaktor>
+  /**
+   * The ids this node tells the others it registers, for ownership: a partition with running
+   * reaktors some node does not advertise goes to a node that does. Default: every id of
+   * `reaktors`. A node that runs an older version of an app than the active one leaves that app's
+   * ids out, so that the nodes running the active version are preferred.
+   */
+  advertisedIds?: () => Iterable<string>
   nodeId: string
   log: SchedulerLogger
   /**

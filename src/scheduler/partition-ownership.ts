@@ -35,9 +35,9 @@ export class PartitionOwnership {
   /** Where the next slice of the periodic rows check starts, and whether the next one takes all. */
   private resyncCursor = 0
   private resyncAll = false
-  /** Sorted registered ids and their fingerprint, published for the other nodes. */
-  private readonly registeredIds: string[]
-  private readonly fingerprint: string
+  /** Sorted advertised ids and their fingerprint, published for the other nodes. */
+  private registeredIds: string[] = []
+  private fingerprint = ''
   /** Clusters whose nodes register different reaktors: the registrations of the other fingerprints. */
   private readonly registeredByFingerprint = new Map<string, Set<string>>()
   private partialRunning: { key: string, byPartition: Map<number, string[]> } | undefined
@@ -54,8 +54,28 @@ export class PartitionOwnership {
 
   constructor (private readonly ctx: SchedulerContext, private readonly runners: PartitionRunners) {
     this.handovers = new Handovers(ctx, runners)
-    this.registeredIds = [...ctx.settings.reaktors.keys()].sort()
-    this.fingerprint = createHash('sha256').update(this.registeredIds.join('\n')).digest('base64url')
+    this.advertise()
+  }
+
+  /** Takes the ids to advertise (what this node registers, less what it runs an old version of). */
+  private advertise (): boolean {
+    const ids = [...(this.ctx.settings.advertisedIds?.() ?? this.ctx.settings.reaktors.keys())].sort()
+    const fingerprint = createHash('sha256').update(ids.join('\n')).digest('base64url')
+    if (fingerprint === this.fingerprint) return false
+    this.registeredIds = ids
+    this.fingerprint = fingerprint
+    return true
+  }
+
+  /**
+   * The registrations changed (an app version switch): publishes what this node now advertises,
+   * and the next full pass works out eligibility and the running counts afresh.
+   */
+  async registrationsChanged (): Promise<void> {
+    this.censusDirty = true
+    this.partialRunning = undefined
+    if (!this.advertise() || !this.ctx.lock.alive) return
+    await this.publish()
   }
 
   /**

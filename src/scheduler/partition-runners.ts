@@ -147,6 +147,19 @@ export class PartitionRunners {
     return runs
   }
 
+  /**
+   * An app version switch: the runners of `ids` on this node (owned, or finishing a handover)
+   * take the new registration from their next run.
+   */
+  switchRegistrations (ids: Iterable<string>): void {
+    for (const id of ids) {
+      const reaktor = this.ctx.settings.reaktors.get(id)
+      const p = this.ctx.partitionOfId.get(id)
+      const runner = p === undefined ? undefined : this.held.get(p)?.runners.get(id)
+      if (reaktor !== undefined && runner !== undefined) runner.switchTo(reaktor, effectiveIntervalMs(reaktor, this.ctx.settings.minIntervalMs))
+    }
+  }
+
   /** The held partition a registered id runs in, when this node may start it there. */
   heldFor (reaktorId: string): HeldPartition | undefined {
     const p = this.ctx.partitionOfId.get(reaktorId)

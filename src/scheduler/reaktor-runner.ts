@@ -126,6 +126,18 @@ export class ReaktorRunner {
     return this.current?.timedOut === true
   }
 
+  /** An app version switch: the next run uses `reaktor` (a run in flight keeps its aktor) and the new interval (a wait under way restarts from now: refresh() would keep the old duration). */
+  switchTo (reaktor: RegisteredPollingReaktor, effectiveIntervalMs: number): void {
+    this.opts.reaktor = reaktor
+    this.aktor = undefined
+    const same = effectiveIntervalMs === this.opts.effectiveIntervalMs
+    this.opts.effectiveIntervalMs = effectiveIntervalMs
+    if (same || this.intervalTimer === undefined) return
+    const waiting = !this.running && this.immediate === undefined && this.timer === undefined
+    clearTimeout(this.intervalTimer); this.intervalTimer = undefined
+    if (waiting) this.scheduleInterval()
+  }
+
   /** Starts timing: the first run at `firstRunAt` (epoch ms), at once when null, due or overdue. */
   start (firstRunAt: number | null): void {
     if (this.started) throw new Error('a runner starts once')

@@ -263,6 +263,25 @@ export async function stopRows (db: Kysely<Database>, ids: readonly string[], in
 }
 
 /**
+ * Stops the running rows of ids no longer registered (an app version that dropped them), with the
+ * NOTIFY of any stop. Every node switching to that version writes it; the first one changes the
+ * rows, which it returns (for its audit row), and the others find them stopped.
+ */
+export async function stopUnregistered (db: Kysely<Database>, ids: readonly string[], at: Date): Promise<string[]> {
+  if (ids.length === 0) return []
+  const { rows } = await sql<{ reaktor_id: string }>`
+    with changed as (
+      update polling_reaktors as p
+      set ${stopColumns(at)}
+      where p.reaktor_id = any(${ids}::text[]) and p.state = 'running'
+      returning p.reaktor_id
+    )
+    select reaktor_id, pg_notify(${NOTIFY_CHANNEL}, reaktor_id) from changed
+  `.execute(db)
+  return rows.map((r) => r.reaktor_id).sort()
+}
+
+/**
  * Whether another node held a partition with running reaktors when it was last seen: no node
  * holds the membership lock, yet some did not shut down cleanly (a shutdown clears its owners).
  * Either the whole cluster crashed, or the nodes are only disconnected (a database restart) and

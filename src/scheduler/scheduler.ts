@@ -11,6 +11,7 @@ import { PartitionRunners, type HaltedRun, type SchedulerContext } from './parti
 import * as partitionStore from './ownership/partition-store.js'
 import { parseRunRequest, RUN_NOW_CHANNEL } from './run-now.js'
 import * as store from './reaktor-store.js'
+import { applyRegistrationChange, type RegistrationChange } from './registrations.js'
 
 export { LegacyNodeRunning, UnknownReaktorError, type RunEnd, type SchedulerOptions } from './options.js'
 export type { OwnershipShare } from './ownership/partitions.js'
@@ -316,6 +317,11 @@ export class Scheduler {
   /** Starts or stops many in one transaction; ids not registered here are reported, not written. */
   async controlReaktors (action: ControlAction, reaktorIds: readonly string[]): Promise<ControlOutcome[]> {
     return await this.control.bulk(action, reaktorIds)
+  }
+
+  /** The map of registrations changed under the scheduler (an app version switch): see registrations.ts. */
+  async registrationsChanged (diff: RegistrationChange): Promise<void> {
+    await applyRegistrationChange(this.ctx, this.runners, this.ownership, diff)
   }
 
   /** Run now, by its owner wherever that is (run-now.ts), written before it is acknowledged. False: stopped. */

@@ -1,0 +1,94 @@
+import { buildRegistry } from './registry.js'
+import type { AppRegistry, LoadedApp } from './types.js'
+
+interface Log { warn: (obj: object, msg: string) => void }
+
+/** What a switch of one app changed: polling reaktor ids added, given a new registration, dropped. */
+export interface AppChange {
+  app: string
+  added: string[]
+  changed: string[]
+  removed: string[]
+}
+
+type Listener = (change: AppChange) => Promise<void>
+
+/**
+ * The apps this node runs, as one registry whose maps stay the same objects while apps switch
+ * versions: the scheduler, the status reads and the aktor route hold them and see every switch.
+ * `replace` puts an app's new version (or nothing) in place of its current one, after checking the
+ * whole set as a start would (ids unique across apps, every registration valid); a set that would
+ * not start is refused and nothing changes. Switches are applied one at a time, listeners included.
+ */
+export class AppCatalog {
+  readonly registry: AppRegistry
+  private current: AppRegistry
+  private readonly listeners: Listener[] = []
+  private queue: Promise<unknown> = Promise.resolve()
+
+  constructor (apps: LoadedApp[], private readonly log: Log) {
+    this.current = buildRegistry(apps, log)
+    this.registry = {
+      apps: [...this.current.apps],
+      findApp: (name, version) => this.current.findApp(name, version),
+      pollingReaktors: new Map(this.current.pollingReaktors),
+      reaktors: new Map(this.current.reaktors)
+    }
+  }
+
+  /** Called after each switch, in order, before the next switch starts. */
+  onChange (listener: Listener): void {
+    this.listeners.push(listener)
+  }
+
+  /** The app of that name this node runs. */
+  app (name: string): LoadedApp | undefined {
+    return this.current.apps.find((a) => a.name === name)
+  }
+
+  /**
+   * Throws the RegistrationError a start would when `next` took the place of the app of its name
+   * (or joined the set): nothing is changed.
+   */
+  check (next: LoadedApp): void {
+    this.candidate(next.name, next)
+  }
+
+  /** Switches the app `name` to `next` (undefined: the app goes away). Resolves once listeners are done. */
+  async replace (name: string, next: LoadedApp | undefined): Promise<AppChange> {
+    const run = this.queue.then(async () => await this.apply(name, next))
+    this.queue = run.catch(() => {})
+    return await run
+  }
+
+  private candidate (name: string, next: LoadedApp | undefined): AppRegistry {
+    const others = this.current.apps.filter((a) => a.name !== name)
+    // Warnings of the other apps were logged when they were loaded: only the new one's are news.
+    const key = next === undefined ? undefined : `${next.name}@${next.version}`
+    const log: Log = { warn: (obj, msg) => { if ((obj as { app?: string }).app === key) this.log.warn(obj, msg) } }
+    return buildRegistry(next === undefined ? others : [...others, next], log)
+  }
+
+  private async apply (name: string, next: LoadedApp | undefined): Promise<AppChange> {
+    const built = this.candidate(name, next)
+    const before = this.app(name)
+    const idsOf = (app: LoadedApp | undefined): Set<string> => new Set((app?.pollingReaktors ?? []).map((r) => r.reaktorDefinitionId))
+    const old = idsOf(before)
+    const now = idsOf(next)
+    const change: AppChange = {
+      app: name,
+      added: [...now].filter((id) => !old.has(id)).sort(),
+      changed: [...now].filter((id) => old.has(id)).sort(),
+      removed: [...old].filter((id) => !now.has(id)).sort()
+    }
+    const { registry } = this
+    for (const id of change.removed) registry.pollingReaktors.delete(id)
+    for (const id of [...change.added, ...change.changed]) registry.pollingReaktors.set(id, built.pollingReaktors.get(id)!)
+    for (const [id, r] of registry.reaktors) if (r.app === before) registry.reaktors.delete(id)
+    for (const [id, r] of built.reaktors) if (r.app === next) registry.reaktors.set(id, r)
+    registry.apps.splice(0, registry.apps.length, ...built.apps)
+    this.current = built
+    for (const listener of this.listeners) await listener(change)
+    return change
+  }
+}

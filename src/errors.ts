@@ -1,6 +1,7 @@
 import createError from '@fastify/error'
 
 import { AktorTimeout } from './apps/invoke.js'
+import { ActiveVersionDelete, PackageVersionExists, UnknownApp, UnknownAppVersion } from './apps/package-store.js'
 import { Forbidden, LastAdmin, Unauthorized, UsernameTaken, UserNotFound } from './auth/errors.js'
 import { UnknownReaktorError } from './scheduler/index.js'
 
@@ -42,7 +43,13 @@ export const Errors = {
   UserNotFound,
   UsernameTaken,
   LastAdmin,
-  WrongPassword: createError('REAKTOR_WRONG_PASSWORD', 'The current password is wrong', 403)
+  WrongPassword: createError('REAKTOR_WRONG_PASSWORD', 'The current password is wrong', 403),
+  // Published apps (src/apps/package-store.ts): a version stored with other bytes (409), an app or
+  // version not stored (404), and the deletion of the active version (409).
+  PackageVersionExists,
+  UnknownApp,
+  UnknownAppVersion,
+  ActiveVersionDelete
 } as const
 
 /** True for the errors above: their messages are written to be shown, even in a 5xx body. */

@@ -27,6 +27,7 @@ import pollingRunsRoutes from './routes/polling-runs.js'
 import pollingBulkRoutes from './routes/polling-bulk.js'
 import aktorRoutes from './routes/aktor.js'
 import auditRoutes from './routes/audit.js'
+import appsRoutes from './routes/apps.js'
 import openapiRoutes from './routes/openapi.js'
 import tokenRoutes from './routes/tokens.js'
 import docsRoutes from './routes/docs.js'
@@ -122,6 +123,7 @@ export const app: FastifyPluginAsync<AppOptions> = async (fastify, opts) => {
       await secured.register(tokenRoutes)
       await secured.register(usersRoutes)
       await secured.register(auditRoutes)
+      await secured.register(appsRoutes)
     })
   }, { prefix: '/api/v1' })
   // Encapsulated on purpose: its policy and headers must never reach the API routes.

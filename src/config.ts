@@ -48,6 +48,8 @@ export interface Config {
   auditRetentionMs: number
   /** Memory for the app-UI file cache (files and their gzip/brotli variants), in bytes. */
   appUiCacheBytes: number
+  /** Published app packages: largest compressed size (413 above), unpacked size and entry count. */
+  packageLimits: { maxBytes: number, maxUnpackedBytes: number, maxEntries: number }
   /**
    * The `REAKTOR_SETTING_*` variables: overrides of app settings (see src/apps/settings.ts for the
    * naming rule). Read here so that config stays the one place the environment is read.
@@ -202,6 +204,11 @@ export function loadConfig (env: Env = process.env): Config {
     runHistoryPerReaktor: integer(env, 'RUN_HISTORY_PER_REAKTOR', 100, 0, 100_000),
     auditRetentionMs: auditRetention(env),
     appUiCacheBytes: integer(env, 'APP_UI_CACHE_BYTES', 64 * 1024 * 1024, 0, 16 * 1024 * 1024 * 1024),
+    packageLimits: {
+      maxBytes: integer(env, 'APP_PACKAGE_MAX_BYTES', 64 * 1024 * 1024, 1024, 1024 * 1024 * 1024),
+      maxUnpackedBytes: integer(env, 'APP_PACKAGE_MAX_UNPACKED_BYTES', 256 * 1024 * 1024, 1024, 16 * 1024 * 1024 * 1024),
+      maxEntries: integer(env, 'APP_PACKAGE_MAX_ENTRIES', 20_000, 1, 1_000_000)
+    },
     appSettingsEnv: Object.freeze(Object.fromEntries(Object.entries(env).filter((e): e is [string, string] => e[0].startsWith('REAKTOR_SETTING_') && e[1] !== undefined)))
   }
 }

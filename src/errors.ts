@@ -47,6 +47,8 @@ export const Errors = {
   // Published apps (src/apps/package-store.ts): a version stored with other bytes (409), an app or
   // version not stored (404), and the deletion of the active version (409).
   PackageVersionExists,
+  AppLoadedFromFolder: createError('REAKTOR_APP_LOADED_FROM_FOLDER', 'App %s is loaded from %s on this node: a published app cannot take the name of an app loaded from a folder or given in code; rename one of them', 409),
+  AppWouldNotLoad: createError('REAKTOR_APP_WOULD_NOT_LOAD', 'The package would not load: %s', 422),
   UnknownApp,
   UnknownAppVersion,
   ActiveVersionDelete

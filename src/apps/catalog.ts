@@ -41,6 +41,13 @@ export class AppCatalog {
     this.listeners.push(listener)
   }
 
+  /** Tells the listeners that what is advertised of `name` may have changed, its registrations not. */
+  async announce (name: string): Promise<void> {
+    const run = this.queue.then(async () => { for (const listener of this.listeners) await listener({ app: name, added: [], changed: [], removed: [] }) })
+    this.queue = run.catch(() => {})
+    await run
+  }
+
   /** The app of that name this node runs. */
   app (name: string): LoadedApp | undefined {
     return this.current.apps.find((a) => a.name === name)

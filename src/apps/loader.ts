@@ -215,8 +215,8 @@ function warnTypeless (label: string, app: string, dir: string, dirs: readonly s
  */
 export const IMPORT_LIMIT_MS = 5000
 
-/** Loads one app folder. Every problem is a RegistrationError naming the app and the problem. */
-async function loadApp (dir: string, env: Env, log: LoaderLog): Promise<LoadedApp> {
+/** Loads one app folder (of REAKTOR_APPS_DIR, or a published package unpacked). Every problem is a RegistrationError naming the app and the problem. */
+export async function loadApp (dir: string, env: Env, log: LoaderLog): Promise<LoadedApp> {
   const folder = `app folder ${dir}`
   let pkg: unknown
   try {

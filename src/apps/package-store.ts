@@ -345,3 +345,9 @@ export async function forgetNodeStates (db: Db, nodeId: string, keep: readonly s
     .executeTakeFirstOrThrow()
   return Number(numDeletedRows)
 }
+
+/** The sha256 of a stored version (not its bytes), or undefined when there is none. */
+export async function packageSha (db: Db, name: string, version: string): Promise<string | undefined> {
+  const row = await db.selectFrom('app_packages').select('sha256').where('name', '=', name).where('version', '=', version).executeTakeFirst()
+  return row?.sha256
+}

@@ -1,3 +1,4 @@
+import fs from 'node:fs/promises'
 import path from 'node:path'
 import type { FastifyPluginAsync } from 'fastify'
 import type { LoadedApp } from '../apps/types.js'
@@ -26,7 +27,8 @@ const appUi: FastifyPluginAsync = async (fastify) => {
   // One site (one watch, one policy) per public/ path, whichever apps share it. Not per real
   // path: a public/ that is a link may be flipped to another folder for one app and not another.
   const appsByDir = new Map<string, LoadedApp[]>()
-  for (const app of fastify.apps.apps) {
+  // Published versions are opened on demand (below), whichever is active.
+  for (const app of fastify.apps.apps.filter((a) => !fastify.publishedApps.states.has(a.name))) {
     if (app.publicDir === undefined) continue
     const dir = path.resolve(app.publicDir)
     const shared = appsByDir.get(dir)
@@ -55,7 +57,51 @@ const appUi: FastifyPluginAsync = async (fastify) => {
     for (const app of apps) sites.set(app, site)
   }
 
-  await fastify.register(appUiRoutes, { cache, sites, countPrepared: () => { prepared++ } })
+  const fixed = new Map([...sites].map(([app, site]) => [`${app.name}@${app.version}`, site]))
+  const published = new Map<string, Promise<Site | undefined>>()
+  fastify.addHook('onClose', async () => {
+    await Promise.all([...published.values()].map(async (opening) => { await (await opening)?.close() }))
+  })
+  const openPublished = async (name: string, version: string): Promise<Site | undefined> => {
+    const dir = await fastify.packageFolders.ensure(name, version).catch((err: unknown) => {
+      fastify.log.warn({ err, app: `${name}@${version}` }, `app ${name}@${version}: its package could not be fetched; its UI is not served`)
+      return undefined
+    })
+    const publicDir = dir === undefined ? undefined : path.join(dir, 'public')
+    if (publicDir === undefined || !(await fs.stat(publicDir).then((st) => st.isDirectory(), () => false))) return undefined
+    return await Site.open(publicDir, `${name}@${version}`, cache, fastify.log).catch(() => undefined)
+  }
+  /**
+   * Every stored version of a published app is served at its own path until it is deleted, so open
+   * pages keep working across a publish; only its files are read (no code is imported for it).
+   */
+  const siteFor = (name: string, version: string): Site | undefined | Promise<Site | undefined> => {
+    const key = `${name}@${version}`
+    const site = fixed.get(key)
+    if (site !== undefined) return site
+    // A name loaded from a folder (or given in code) is never a published app here.
+    if (!fastify.publishedApps.states.has(name) && fastify.appCatalog.app(name) !== undefined) return undefined
+    let opening = published.get(key)
+    if (opening === undefined) {
+      opening = openPublished(name, version)
+      published.set(key, opening)
+      // A miss is not remembered for long: a version published meanwhile is served.
+      void opening.then((opened) => {
+        if (opened === undefined) setTimeout(() => { if (published.get(key) === opening) published.delete(key) }, 1000).unref()
+      })
+    }
+    return opening
+  }
+  // A change of an app anywhere (a version deleted, say): its published sites are opened afresh on their next request.
+  fastify.publishedApps.onNotified((name) => {
+    for (const [key, opening] of published) {
+      if (name !== undefined && !key.startsWith(`${name}@`)) continue
+      published.delete(key)
+      void opening.then(async (opened) => { await opened?.close() })
+    }
+  })
+
+  await fastify.register(appUiRoutes, { cache, siteFor, countPrepared: () => { prepared++ } })
 }
 
 export default appUi

@@ -1,6 +1,9 @@
 import fp from 'fastify-plugin'
 import { loadAppsFromDir } from '../apps/loader.js'
+import path from 'node:path'
 import { AppCatalog } from '../apps/catalog.js'
+import { PackageFolders } from '../apps/package-folders.js'
+import { PublishedApps } from '../apps/published.js'
 import { resolveSettings, warnUnknownSettingVariables } from '../apps/settings.js'
 import type { AppDefinition, AppRegistry, LoadedApp } from '../apps/types.js'
 
@@ -9,6 +12,10 @@ declare module 'fastify' {
     /** What this node runs; its maps are live (they change when an app switches versions). */
     apps: AppRegistry
     appCatalog: AppCatalog
+    /** Published apps: the versions this node runs, kept on the active ones. */
+    publishedApps: PublishedApps
+    /** Published packages unpacked on this node (DATA_DIR/apps). */
+    packageFolders: PackageFolders
   }
 }
 
@@ -44,4 +51,13 @@ export default fp<AppsPluginOptions>(async (fastify, opts) => {
   const catalog = new AppCatalog(loaded, fastify.log)
   fastify.decorate('appCatalog', catalog)
   fastify.decorate('apps', catalog.registry)
-}, { name: 'apps', dependencies: ['config'] })
+
+  // Published apps load before the scheduler is made: its boot rules then cover their reaktors.
+  const folders = new PackageFolders(path.join(fastify.config.dataDir, 'apps'), fastify.db, fastify.config.packageLimits)
+  const fixedApps = new Map(loaded.map((a) => [a.name, a.dir === undefined ? 'the apps given in code' : `folder ${a.dir}`]))
+  const published = new PublishedApps({ db: fastify.db, databaseUrl: fastify.databaseUrl, nodeId: fastify.config.nodeId, folders, catalog, fixedApps, env, log: fastify.log })
+  await published.start()
+  fastify.addHook('onClose', async () => { await published.stop() })
+  fastify.decorate('packageFolders', folders)
+  fastify.decorate('publishedApps', published)
+}, { name: 'apps', dependencies: ['config', 'db'] })

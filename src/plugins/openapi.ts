@@ -66,7 +66,8 @@ export default fp(async (fastify) => {
         { name: 'auth', description: 'Session tokens: login, logout, one\'s own password' },
         { name: 'users', description: 'User administration (admins) and one\'s own password' },
         { name: 'tokens', description: 'API tokens for scripts' },
-        { name: 'audit', description: 'The audit log of privileged actions' }
+        { name: 'audit', description: 'The audit log of privileged actions' },
+        { name: 'apps', description: 'Publish, activate, roll back and delete reaktor app versions across the cluster' }
       ]
     }
   })

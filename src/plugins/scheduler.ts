@@ -14,7 +14,7 @@ declare module 'fastify' {
  * What this plugin supplies from the app; every other option (shutdownGraceMs too, which comes from
  * the config) is a knob tests may turn: the defaults are production's.
  */
-type Supplied = 'db' | 'bulkDb' | 'databaseUrl' | 'reaktors' | 'nodeId' | 'log' | 'partitions' | 'onRunEnd' | 'auditWriter'
+type Supplied = 'db' | 'bulkDb' | 'databaseUrl' | 'reaktors' | 'nodeId' | 'log' | 'partitions' | 'onRunEnd' | 'auditWriter' | 'advertisedIds'
 export type SchedulerOverrides = Partial<Omit<SchedulerOptions, Supplied>>
 
 export interface SchedulerPluginOptions {
@@ -47,6 +47,12 @@ export default fp<SchedulerPluginOptions>(async (fastify, opts) => {
     partitions: fastify.config.partitions,
     runHistoryPerReaktor: fastify.config.runHistoryPerReaktor,
     auditWriter: fastify.auditWriter,
+    // A node that could not load an app's active version runs the one it had, and says so: the
+    // nodes that run the active version are preferred for its reaktors.
+    advertisedIds: () => {
+      const stale = fastify.publishedApps.stale()
+      return [...fastify.apps.pollingReaktors].filter(([, r]) => !stale.has(r.app.name)).map(([id]) => id)
+    },
     onRunEnd: ({ reaktorId, outcome, durationMs }) => {
       pollingRuns.record(reaktorId, outcome, durationMs / 1000)
     },

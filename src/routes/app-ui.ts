@@ -1,7 +1,6 @@
 import fs from 'node:fs'
 import fsp from 'node:fs/promises'
 import type { FastifyPluginAsync, FastifyReply, FastifyRequest } from 'fastify'
-import type { LoadedApp } from '../apps/types.js'
 import { writeCookies } from '../auth/session-cookie.js'
 import type { AuthSession } from '../auth/types.js'
 import { buildCsp } from '../app-ui/csp.js'
@@ -46,7 +45,8 @@ export interface AppUiRouteOptions {
   /** Memory for prepared files (APP_UI_CACHE_BYTES), shared by every app. */
   cache: FileCache
   /** The site (public/ folder, watch, policy) of each app that has a usable one. */
-  sites: ReadonlyMap<LoadedApp, Site>
+  /** The site of an app version: a folder app's, opened at start, or a published version's, opened on demand. */
+  siteFor: (name: string, version: string) => Site | undefined | Promise<Site | undefined>
   /** Told each time a file is read and prepared (the plugin's metric). */
   countPrepared: () => void
 }
@@ -56,7 +56,7 @@ export interface AppUiRouteOptions {
  * browser session cookie, with the app's Content-Security-Policy and the token helper in every
  * page. Registered by src/plugins/app-ui.ts inside its own scope, which sets the prefix.
  */
-const routes: FastifyPluginAsync<AppUiRouteOptions> = async (fastify, { cache, sites, countPrepared }) => {
+const routes: FastifyPluginAsync<AppUiRouteOptions> = async (fastify, { cache, siteFor, countPrepared }) => {
   await writeCookies(fastify)
   const prefix = fastify.prefix
   const prefixSegments = prefix.split('/').filter((s) => s !== '')
@@ -153,8 +153,7 @@ const routes: FastifyPluginAsync<AppUiRouteOptions> = async (fastify, { cache, s
     const target = parseAppUiUrl(rawUrl, prefixSegments)
     if (target.kind === 'bad') throw fastify.httpErrors.badRequest('Malformed URL')
     if (target.kind === 'none') return notFound(reply)
-    const app = fastify.apps.findApp(target.name, target.version)
-    const site = app === undefined ? undefined : sites.get(app)
+    const site = await siteFor(target.name, target.version)
     if (site === undefined) return notFound(reply)
     // A policy being read again or public/ being opened anew: answer from what comes of it.
     if (site.unsettled) await site.settled()

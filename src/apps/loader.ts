@@ -27,6 +27,11 @@ export function isPackageName (name: string): boolean {
 // A version must be a single URL path segment: semver and its relatives pass.
 const PACKAGE_VERSION = /^[0-9A-Za-z][0-9A-Za-z.+_-]*$/
 
+/** Whether `version` is a version the loader accepts for an app (one URL path segment: letters, digits, . + _ -). */
+export function isPackageVersion (version: string): boolean {
+  return PACKAGE_VERSION.test(version)
+}
+
 function isObject (value: unknown): value is Record<string, unknown> {
   return typeof value === 'object' && value !== null && !Array.isArray(value)
 }
@@ -237,7 +242,7 @@ export async function loadApp (dir: string, env: Env, log: LoaderLog): Promise<L
   if (typeof version !== 'string' || version === '') {
     throw new RegistrationError(`app ${name} (${folder}): package.json needs a "version" (for example "1.0.0")`)
   }
-  if (!PACKAGE_VERSION.test(version)) {
+  if (!isPackageVersion(version)) {
     throw new RegistrationError(`app ${name} (${folder}): package.json version ${JSON.stringify(version)} is not valid (letters, digits, . + _ -)`)
   }
   const label = `app ${name}@${version}`

@@ -134,6 +134,8 @@ export class Site {
 
   async close (): Promise<void> {
     this.closed = true
+    // Hot paths into a closed site (a deleted version's) are answered no more.
+    this.epoch++
     this.watcher?.close()
     this.watcher = undefined
     this.entryWatch?.close()

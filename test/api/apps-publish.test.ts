@@ -78,9 +78,9 @@ t.test('publish, republish, activate, roll back and delete on a running node', a
   t.equal(other.statusCode, 409)
   t.match(other.body.message, /pub-demo@1\.0\.0 is already published with other contents/)
 
-  const broken = await call('POST', '/api/v1/apps', await pack(t, files('3.0.0', 'export const broken = (\n')))
+  const broken = await call('POST', '/api/v1/apps', await pack(t, files('3.0.0', 'export const broken = (1,\nexport const x = 2\n')))
   t.equal(broken.statusCode, 422)
-  t.match(broken.body.message, /^The package would not load: app pub-demo@3\.0\.0: entry module "index\.js" failed to import: .*index\.js:3/)
+  t.match(broken.body.message, /^The package would not load: app pub-demo@3\.0\.0: entry module "index\.js" failed to import: SyntaxError at index\.js:4:1: Unexpected token 'export'\n {4}export const x = 2\n {4}\^/)
 
   const second = await call('POST', '/api/v1/apps', v2)
   t.match(second, { statusCode: 201, body: { version: '2.0.0', previous: '1.0.0', activated: true } })

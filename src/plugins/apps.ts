@@ -5,6 +5,7 @@ import { AppCatalog } from '../apps/catalog.js'
 import { PackageFolders } from '../apps/package-folders.js'
 import { PublishedApps } from '../apps/published.js'
 import { resolveSettings, warnUnknownSettingVariables } from '../apps/settings.js'
+import { scrapeGauge } from '../metrics/read-at-scrape.js'
 import type { AppDefinition, AppRegistry, LoadedApp } from '../apps/types.js'
 
 declare module 'fastify' {
@@ -58,6 +59,8 @@ export default fp<AppsPluginOptions>(async (fastify, opts) => {
   const published = new PublishedApps({ db: fastify.db, databaseUrl: fastify.databaseUrl, nodeId: fastify.config.nodeId, folders, catalog, fixedApps, env, log: fastify.log })
   await published.start()
   fastify.addHook('onClose', async () => { await published.stop() })
+  scrapeGauge(fastify.metrics.registry, 'reaktor_published_apps_failing', 'Published apps whose active version this node could not load (it runs the previous one, or none): GET /api/v1/apps/{name} says why',
+    () => [...published.states.values()].filter((s) => s.failed !== undefined).length)
   fastify.decorate('packageFolders', folders)
   fastify.decorate('publishedApps', published)
-}, { name: 'apps', dependencies: ['config', 'db'] })
+}, { name: 'apps', dependencies: ['config', 'db', 'metrics'] })

@@ -30,6 +30,9 @@ const Internal = described(ErrorBody, 'Internal error: the body carries no detai
 const Unauthenticated = described(ErrorBody, 'Missing, invalid or expired token (X-Service-Token)')
 const NotAdmin = described(ErrorBody, 'Only admins publish, activate and delete apps')
 const NoSuchApp = described(ErrorBody, 'No app of that name is published (or no such version of it)')
+const BadInput = described(ErrorBody, 'Invalid request: the message says which rule the input broke')
+const TooLarge = described(ErrorBody, 'The body is larger than the service accepts')
+const NotJson = described(ErrorBody, 'The body is not application/json')
 
 /** What a package is sent as: `npm pack` writes gzip; curl --data-binary sends octet-stream unless told. */
 const PACKAGE_TYPES = ['application/gzip', 'application/x-gzip', 'application/octet-stream']
@@ -113,7 +116,7 @@ const routes: FastifyPluginAsyncTypebox = async (fastify) => {
       operationId: 'listApps',
       tags: ['apps'],
       summary: 'Published apps: their active version and how many versions are stored',
-      response: { 200: AppList, 401: Unauthenticated, 500: Internal, 503: Unavailable }
+      response: { 200: described(AppList, 'Every published app, by name'), 401: Unauthenticated, 500: Internal, 503: Unavailable }
     }
   }, async () => ({ apps: (await listApps(db)).map(summaryView) }))
 
@@ -123,7 +126,7 @@ const routes: FastifyPluginAsyncTypebox = async (fastify) => {
       tags: ['apps'],
       summary: 'A published app: its versions (newest first), the active one, and what each node runs of it',
       params: AppNameParams,
-      response: { 200: AppDetails, 401: Unauthenticated, 404: NoSuchApp, 500: Internal, 503: Unavailable }
+      response: { 200: described(AppDetails, 'The app, its versions and what each node runs of it'), 400: BadInput, 401: Unauthenticated, 404: NoSuchApp, 500: Internal, 503: Unavailable }
     }
   }, async (request) => detailsView(await showApp(db, request.params.name)))
 
@@ -135,7 +138,7 @@ const routes: FastifyPluginAsyncTypebox = async (fastify) => {
       summary: 'Switch every node to a published version of the app (a rollback is activating an earlier one)',
       params: AppNameParams,
       body: ActivateBody,
-      response: { 200: Activated, 400: ErrorBody, 401: Unauthenticated, 403: NotAdmin, 404: NoSuchApp, 500: Internal, 503: Unavailable }
+      response: { 200: described(Activated, 'Active now on this node; the others follow'), 400: BadInput, 401: Unauthenticated, 403: NotAdmin, 404: NoSuchApp, 413: TooLarge, 415: NotJson, 500: Internal, 503: Unavailable }
     }
   }, async (request) => {
     const { name } = request.params
@@ -156,7 +159,7 @@ const routes: FastifyPluginAsyncTypebox = async (fastify) => {
       tags: ['apps'],
       summary: 'Delete a version that is not active (its UI path stops being served)',
       params: AppVersionParams,
-      response: { 200: Deleted, 401: Unauthenticated, 403: NotAdmin, 404: NoSuchApp, 409: described(ErrorBody, 'It is the active version'), 500: Internal, 503: Unavailable }
+      response: { 200: described(Deleted, 'Deleted'), 400: BadInput, 401: Unauthenticated, 403: NotAdmin, 404: NoSuchApp, 409: described(ErrorBody, 'It is the active version'), 500: Internal, 503: Unavailable }
     }
   }, async (request) => {
     const { name, version } = request.params
@@ -177,7 +180,7 @@ const routes: FastifyPluginAsyncTypebox = async (fastify) => {
       tags: ['apps'],
       summary: 'Delete an app: every node stops and unlists its reaktors (their history stays), and every version is deleted',
       params: AppNameParams,
-      response: { 200: Deleted, 401: Unauthenticated, 403: NotAdmin, 404: NoSuchApp, 500: Internal, 503: Unavailable }
+      response: { 200: described(Deleted, 'Deleted on every node'), 400: BadInput, 401: Unauthenticated, 403: NotAdmin, 404: NoSuchApp, 500: Internal, 503: Unavailable }
     }
   }, async (request) => {
     const { name } = request.params

@@ -93,6 +93,8 @@ t.test('publish, republish, activate, roll back and delete on a running node', a
   t.same(shown.body.versions.map((v: { version: string }) => v.version), ['2.0.0', '1.0.0'], 'newest first; the broken one was never stored')
   t.match(shown.body, { activeVersion: '2.0.0', nodes: [{ nodeId: app.config.nodeId, version: '2.0.0', error: null }] })
   t.match((await call('GET', '/api/v1/apps')).body, { apps: [{ name: 'pub-demo', activeVersion: '2.0.0', versions: 2 }] })
+  const metrics = await app.inject({ method: 'GET', url: '/metrics' })
+  t.match(metrics.body, /^reaktor_published_apps_failing\{[^}]*\} 0$/m, 'no published app fails here')
 
   t.match(await call('POST', '/api/v1/apps/pub-demo/activate', { version: '1.0.0' }), { statusCode: 200, body: { previous: '2.0.0', changed: true } })
   t.same((await call('POST', '/api/v1/aktor/which', {})).body, { version: '1.0.0' }, 'rolled back')

@@ -18,6 +18,10 @@ t.test('the OpenAPI document describes /api/v1 and needs no token', async (t) =>
   const paths = Object.keys(doc.paths).sort()
   t.same(paths, [
     '/api/v1/aktor/{aktorName}',
+    '/api/v1/apps',
+    '/api/v1/apps/{name}',
+    '/api/v1/apps/{name}/activate',
+    '/api/v1/apps/{name}/versions/{version}',
     '/api/v1/audit',
     '/api/v1/auth/login',
     '/api/v1/auth/logout',

@@ -21,7 +21,10 @@ export function requestTimeoutMs (env: Record<string, string | undefined>): numb
 }
 
 export interface RequestOptions {
+  /** Sent as JSON. */
   body?: unknown
+  /** Sent as it is, with its own Content-Type, instead of `body` (an app package for `POST /apps`). */
+  raw?: { bytes: Uint8Array<ArrayBuffer>, contentType: string }
   query?: Record<string, string | number | boolean | undefined>
   /** Send the token (default); login is the one call without. */
   auth?: boolean
@@ -71,12 +74,14 @@ export class ApiClient {
       if (!/^[\x21-\x7e]+$/.test(this.token)) throw new CliError(EXIT.auth, 'the token (REAKTOR_TOKEN, else the stored login) holds a space, a line break or a character no token has: not sent')
       headers['x-service-token'] = this.token
     }
-    if (options.body !== undefined) headers['content-type'] = 'application/json'
+    if (options.raw !== undefined) headers['content-type'] = options.raw.contentType
+    else if (options.body !== undefined) headers['content-type'] = 'application/json'
+    const payload = options.raw !== undefined ? options.raw.bytes : options.body === undefined ? undefined : JSON.stringify(options.body)
     const signal = AbortSignal.timeout(this.timeoutMs)
     let response: Response
     let text: string
     try {
-      response = await fetch(target, { method, headers, body: options.body === undefined ? undefined : JSON.stringify(options.body), redirect: 'manual', signal })
+      response = await fetch(target, { method, headers, body: payload, redirect: 'manual', signal })
       text = await this.answerText(response, `${method} ${target.pathname}`)
     } catch (err) {
       if (err instanceof CliError) throw err

@@ -46,7 +46,7 @@ function sameService (storedUrl: string, url: URL): boolean {
 function buildProgram (io: CliIo, modules: readonly CommandModule[] = commandModules): Command {
   const program = new Command('reaktor')
   program
-    .description('Operate a reaktor service: polling reaktors, users, API tokens, the audit log, and the database.')
+    .description('Operate a reaktor service: polling reaktors, published apps, users, API tokens, the audit log, and the database.')
     .version(VERSION, '-V, --version')
     .addOption(new Option('--json', 'print JSON for scripts instead of tables'))
     .addOption(new Option('--url <url>', 'the service, e.g. http://127.0.0.1:3000 (default: REAKTOR_URL, else the stored login, else http://127.0.0.1:3000)'))
@@ -61,6 +61,7 @@ Examples:
   $ reaktor login --username admin --url http://127.0.0.1:3000
   $ reaktor polling list --state running
   $ reaktor --json polling status drain-demo
+  $ reaktor apps publish ./reaktor-apps/my-app
   $ reaktor polling runs --help`)
   const context: CliContext = {
     io,

@@ -18,11 +18,11 @@ export async function cliHome (t: TestContext): Promise<string> {
 /**
  * Runs `reaktor <args>` as a subprocess (bin/reaktor.js, as `npx reaktor` does), with only the
  * given environment on top of PATH/HOME (no REAKTOR_* from the caller's), `stdin` written then
- * closed. Killed after `timeoutMs`.
+ * closed, in `cwd` (default: the checkout). Killed after `timeoutMs`.
  */
-export async function runCli (args: readonly string[], opts: { env?: Record<string, string>, stdin?: string, timeoutMs?: number } = {}): Promise<CliResult> {
+export async function runCli (args: readonly string[], opts: { env?: Record<string, string>, stdin?: string, timeoutMs?: number, cwd?: string } = {}): Promise<CliResult> {
   const child = spawn(process.execPath, [path.join(ROOT, 'bin', 'reaktor.js'), ...args], {
-    cwd: ROOT,
+    cwd: opts.cwd ?? ROOT,
     env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? os.homedir(), NO_COLOR: '1', ...opts.env },
     stdio: ['pipe', 'pipe', 'pipe']
   })

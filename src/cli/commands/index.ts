@@ -3,6 +3,7 @@ import { appCommands } from './apps.js'
 import { auditCommands } from './audit.js'
 import { databaseCommands } from './database.js'
 import { pollingCommands } from './polling.js'
+import { publishedAppCommands } from './published-apps.js'
 import { sessionCommands } from './session.js'
 import { tokensCommands } from './tokens.js'
 import { usersCommands } from './users.js'
@@ -15,5 +16,6 @@ export const commandModules: readonly CommandModule[] = [
   tokensCommands,
   auditCommands,
   databaseCommands,
-  appCommands
+  appCommands,
+  publishedAppCommands
 ]

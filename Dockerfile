@@ -15,7 +15,7 @@ ENV NODE_ENV=production \
     HOST=0.0.0.0 \
     PORT=3000 \
     DATA_DIR=/data \
-    REAKTOR_APPS_DIR=/app/reaktor-apps
+    REAKTOR_APPS_DIR=/app/apps
 WORKDIR /app
 # The embedded PostgreSQL (used when DATABASE_URL is unset) runs as this same non-root user.
 # /app/.config is where `reaktor login` keeps its token (the user's home is /app, owned by root).
@@ -27,6 +27,9 @@ COPY --from=build --chown=reaktor:reaktor /app/dist ./dist
 COPY --chown=reaktor:reaktor package.json ./
 # The `reaktor` command (on PATH through the link above): without src/ it runs dist/cli.
 COPY --chown=reaktor:reaktor --chmod=755 bin ./bin
+# The apps shipped with the service: the console (always served) and the examples (loaded only with
+# EXAMPLE_APPS=true). Your own apps: publish them (POST /api/v1/apps, `reaktor apps publish`), or
+# mount a folder of them at /app/apps (REAKTOR_APPS_DIR), which hides none of these.
 COPY --chown=reaktor:reaktor reaktor-apps ./reaktor-apps
 USER reaktor
 VOLUME ["/data"]

@@ -16,6 +16,10 @@ export interface Config {
    */
   embeddedPostgresDir: string
   reaktorAppsDir: string
+  /** CONSOLE (default true): the operator console, shipped with the service, served whatever REAKTOR_APPS_DIR holds. */
+  consoleApp: boolean
+  /** EXAMPLE_APPS (default false): also load the example apps shipped with the service (heartbeat, drain-demo). */
+  exampleApps: boolean
   sessionTtlMs: number
   adminUsername: string | undefined
   adminPassword: string | undefined
@@ -125,6 +129,15 @@ function auditRetention (env: Env): number {
   return ms
 }
 
+/** A yes/no variable: true/yes or false/no (any case); unset: `fallback`. */
+function flag (env: Env, name: string, fallback: boolean): boolean {
+  const raw = read(env, name)
+  if (raw === undefined) return fallback
+  if (['true', 'yes'].includes(raw.toLowerCase())) return true
+  if (['false', 'no'].includes(raw.toLowerCase())) return false
+  throw new ConfigError(name, `${JSON.stringify(raw)} is not allowed; expected true or false`)
+}
+
 function trustProxy (env: Env): boolean | number | string[] {
   const raw = read(env, 'TRUST_PROXY')
   if (raw === undefined || ['false', 'no'].includes(raw.toLowerCase())) return false
@@ -190,6 +203,8 @@ export function loadConfig (env: Env = process.env): Config {
     dataDir: path.resolve(read(env, 'DATA_DIR') ?? './data'),
     embeddedPostgresDir: path.resolve(read(env, 'EMBEDDED_POSTGRES_DIR') ?? DEFAULT_EMBEDDED_POSTGRES_DIR),
     reaktorAppsDir: path.resolve(read(env, 'REAKTOR_APPS_DIR') ?? './reaktor-apps'),
+    consoleApp: flag(env, 'CONSOLE', true),
+    exampleApps: flag(env, 'EXAMPLE_APPS', false),
     sessionTtlMs: duration(env, 'SESSION_TTL', '8h'),
     adminUsername,
     adminPassword,

@@ -1,5 +1,6 @@
 import fp from 'fastify-plugin'
-import { loadAppsFromDir } from '../apps/loader.js'
+import { loadApp, loadAppsFromDir } from '../apps/loader.js'
+import { shippedFolders } from '../apps/shipped.js'
 import path from 'node:path'
 import { AppCatalog } from '../apps/catalog.js'
 import { PackageFolders } from '../apps/package-folders.js'
@@ -48,7 +49,15 @@ export default fp<AppsPluginOptions>(async (fastify, opts) => {
   let fromDir: LoadedApp[] = []
   if (opts.loadFromDir) fromDir = await loadAppsFromDir(fastify.config.reaktorAppsDir, env, fastify.log, inCode)
   else warnUnknownSettingVariables(inCode, env, fastify.log)
-  const loaded: LoadedApp[] = [...fromDir, ...inCode]
+  // The console (and, when asked, the examples) ship with the service: loaded whatever
+  // REAKTOR_APPS_DIR holds, unless an app of the same name is loaded from there or given in code.
+  const shipped: LoadedApp[] = []
+  const { config } = fastify
+  for (const folder of await shippedFolders({ appsDir: config.reaktorAppsDir, console: config.consoleApp, examples: config.exampleApps })) {
+    const app = await loadApp(folder, env, fastify.log)
+    if (![...fromDir, ...inCode].some((other) => other.name === app.name)) shipped.push(app)
+  }
+  const loaded: LoadedApp[] = [...fromDir, ...shipped, ...inCode]
   const catalog = new AppCatalog(loaded, fastify.log)
   fastify.decorate('appCatalog', catalog)
   fastify.decorate('apps', catalog.registry)

@@ -89,7 +89,7 @@ function spawnDev (t: TestContext, appsDir: string, port: number): Omit<Dev, 'an
   let output = ''
   const dev = spawn('npm', ['run', 'dev'], {
     cwd: ROOT,
-    env: { ...process.env, DATABASE_URL: '', DATA_DIR: dataDir, REAKTOR_APPS_DIR: appsDir, PORT: String(port), LOG_LEVEL: 'debug', LOG_FORMAT: '' },
+    env: { ...process.env, DATABASE_URL: '', DATA_DIR: dataDir, REAKTOR_APPS_DIR: appsDir, PORT: String(port), LOG_LEVEL: 'debug', LOG_FORMAT: '', CONSOLE: 'false' },
     stdio: ['ignore', 'pipe', 'pipe'],
     // Its own process group, as a terminal's foreground job: Ctrl-C signals the whole group.
     detached: true

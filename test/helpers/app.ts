@@ -16,10 +16,11 @@ import { FAST_SCHEDULER } from './scheduler.js'
 // the suite's CPU otherwise. test/unit/password-cost.test.ts checks the service's own cost.
 lowerPasswordCostForTests()
 
-/** A validated config for tests: quiet, its own DATA_DIR, no apps unless given. */
+/** A validated config for tests: quiet, its own DATA_DIR, no apps unless given (not even the console). */
 export async function testConfig (t: TestContext, env: Record<string, string> = {}): Promise<Config> {
   const dataDir = await tempDir(t, 'reaktor-data-')
-  return loadConfig({ LOG_LEVEL: 'silent', DATA_DIR: dataDir, REAKTOR_APPS_DIR: path.join(dataDir, 'no-apps'), NODE_ID: 'test-node', ...env })
+  // No console unless a test asks for it (CONSOLE or a REAKTOR_APPS_DIR holding it): the apps a test sees are the ones it gives.
+  return loadConfig({ LOG_LEVEL: 'silent', DATA_DIR: dataDir, REAKTOR_APPS_DIR: path.join(dataDir, 'no-apps'), NODE_ID: 'test-node', CONSOLE: 'false', ...env })
 }
 
 export interface BuildOptions extends Partial<AppOptions> {

@@ -22,7 +22,7 @@ export function startServer (env: Record<string, string>, cwd = ROOT, prefix: re
   const [file, ...args] = [...prefix, process.execPath, '--import', 'tsx', 'src/server.ts']
   const child = spawn(file, args, {
     cwd,
-    env: { ...process.env, DATABASE_URL: '', PORT: '0', LOG_LEVEL: 'info', REAKTOR_APPS_DIR: path.join(ROOT, 'test', 'no-such-apps'), ...env },
+    env: { ...process.env, DATABASE_URL: '', PORT: '0', LOG_LEVEL: 'info', REAKTOR_APPS_DIR: path.join(ROOT, 'test', 'no-such-apps'), CONSOLE: 'false', ...env },
     stdio: ['ignore', 'pipe', 'pipe']
   })
   child.stdout?.on('data', (d: Buffer) => { output += d.toString() })

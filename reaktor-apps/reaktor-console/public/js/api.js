@@ -31,7 +31,7 @@ export function goToLogin () {
  * `api('GET', '/polling', undefined, {limit: 50})` → the parsed JSON answer, or throws ApiError.
  * @param {string} method
  * @param {string} path below /api/v1
- * @param {unknown} [body] sent as JSON
+ * @param {unknown} [body] sent as JSON; a Blob (a file to upload) as it is, typed by its `type`
  * @param {Record<string, string | number | null | undefined>} [query] empty values left out
  * @returns {Promise<Answer>}
  */
@@ -47,8 +47,9 @@ export async function api (method, path, body, query) {
   }
   /** @type {Record<string, string>} */
   const headers = { 'X-Service-Token': token, Accept: 'application/json' }
-  if (body !== undefined) headers['Content-Type'] = 'application/json'
-  const res = await fetch(url, { method, headers, body: body === undefined ? undefined : JSON.stringify(body) })
+  const raw = body instanceof Blob
+  if (body !== undefined) headers['Content-Type'] = raw ? body.type || 'application/octet-stream' : 'application/json'
+  const res = await fetch(url, { method, headers, body: body === undefined ? undefined : raw ? body : JSON.stringify(body) })
   if (res.status === 401) {
     goToLogin()
     throw new LoginRequired('session ended')

@@ -7,6 +7,7 @@ import * as reaktors from './views/reaktors.js'
 import * as reaktor from './views/reaktor.js'
 import * as users from './views/users.js'
 import * as tokens from './views/tokens.js'
+import * as apps from './views/apps.js'
 
 /**
  * A view: `mount(container, params, me)` draws it into `container` for the signed-in user `me`
@@ -25,11 +26,14 @@ function route (hash) {
   if (head === 'reaktor' && rest.length > 0) return [reaktor, 'reaktors', { id: decodeSegment(rest.join('/')) }]
   if (head === 'users') return [users, 'users', {}]
   if (head === 'tokens') return [tokens, 'tokens', {}]
+  // An app name may be scoped (`@scope/name`): the rest of the path, however it was encoded.
+  if (head === 'apps') return [apps, 'apps', rest.join('/') === '' ? {} : { name: decodeSegment(rest.join('/')) }]
   return [reaktors, 'reaktors', {}]
 }
 
 // A link with a stray `%` (typed, cut short, or crafted) would throw here and leave a blank page:
-// the id is then the text as it stands, which the reaktor page reports as not registered.
+// the id is then the text as it stands, which the reaktor page reports as not registered (the apps
+// page as not published).
 /** @param {string} text */
 function decodeSegment (text) {
   try {

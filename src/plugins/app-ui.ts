@@ -79,8 +79,9 @@ const appUi: FastifyPluginAsync = async (fastify) => {
     const key = `${name}@${version}`
     const site = fixed.get(key)
     if (site !== undefined) return site
-    // A name loaded from a folder (or given in code) is never a published app here.
-    if (!fastify.publishedApps.states.has(name) && fastify.appCatalog.app(name) !== undefined) return undefined
+    // Only apps published and active in the cluster (as this node last heard): a request naming
+    // anything else costs no database read, and a folder app's name is never a published app here.
+    if (!fastify.publishedApps.states.has(name)) return undefined
     let opening = published.get(key)
     if (opening === undefined) {
       opening = openPublished(name, version)

@@ -102,6 +102,28 @@ t.test('nodes registering different reaktors: a partition goes to a node that ca
   t.ok(alone.holders.has(3), 'held even when no node registers everything in it')
 })
 
+t.test('a node that can no longer run its partitions hands them over, and the able nodes take them at once, beyond their share', async (t) => {
+  const weights = new Map(Array.from({ length: 12 }, (_v, p) => [p, 1]))
+  const sim: Sim = { holders: new Map(), weights, partitions: 12 }
+  settle(sim, [1, 2, 3])
+  t.same(loads(sim, [1, 2, 3]), [4, 4, 4])
+  // Node 3 no longer registers what runs in them (it could not load an app's active version). It
+  // is still a member, with nothing left: the least loaded, but not able to run any of them. Free
+  // partitions are not orphans here: they must be taken without waiting for the orphan grace.
+  settle(sim, [1, 2, 3], (_p, pid) => pid !== 3)
+  t.same(loads(sim, [1, 2, 3]), [6, 6, 0], 'every partition held by the two able nodes, evenly')
+
+  // 300 partitions, 100 per node; node 3 has given all of its 100 back. Nodes 1 and 2 plan from that
+  // one view at once (as after the release's notification): between them, they take all of them.
+  const many: Sim = { holders: new Map(), weights: new Map(Array.from({ length: 300 }, (_v, p) => [p, 1])), partitions: 300 }
+  settle(many, [1, 2, 3])
+  for (const [p, holder] of many.holders) if (holder === 3) many.holders.delete(p)
+  const plans = [1, 2].map((me) => planOwnership({ me, members: [1, 2, 3], holders: many.holders, weights: many.weights, partitions: 300, eligible: (_p, pid) => pid !== 3 },
+    { orphans: new Set(), keep: new Set(), leaving: new Set() }))
+  t.same(plans.map((plan) => plan.take.length), [50, 50], 'each able node takes half of them in one pass')
+  t.equal(new Set(plans.flatMap((plan) => plan.take)).size, 100, 'every free partition is taken by one of them')
+})
+
 t.test('partitions being handed over count as gone: a slow handover does not make a node give away more', async (t) => {
   const weights = new Map([0, 1, 2, 3, 4, 5, 6, 7].map((p) => [p, 1]))
   const holders = new Map([0, 1, 2, 3, 4, 5, 6, 7].map((p) => [p, 1]))

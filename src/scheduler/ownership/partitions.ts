@@ -88,7 +88,8 @@ export interface OwnershipShare {
  * Even spreading, decided by each node for itself from the same view (no coordinator):
  * - balance the running reaktors: with n running and k members, a node takes a free partition
  *   while its load plus the partition's weight stays within ceil(n/k), and the least-loaded member
- *   takes any free one (so a partition heavier than every node's room still finds a home at once);
+ *   able to run it takes any free one (so a partition heavier than every node's room still finds a
+ *   home at once);
  * - balance empty partitions by count, so that reaktors started later spread too;
  * - hand a partition over only when that moves load from above the share to a member that then
  *   stays within it (every handover strictly evens the spread: no ping-pong);
@@ -135,18 +136,21 @@ export function planOwnership (view: ClusterView, opts: PlanOptions): Plan {
   // Heavier partitions first: the room fills with the fewest locks.
   shuffled.sort((a, b) => weight(b) - weight(a))
   for (const p of shuffled) {
-    if (!canRun(p, view.me)) continue
     const w = weight(p)
-    const least = w > 0 ? ranked(load)[0] : ranked(count)[0]
-    const wanted = opts.orphans.has(p) ||
-      (w > 0 ? myLoad + w <= share || least === view.me : myCount < partitionShare || least === view.me)
-    if (!wanted) continue
-    take.push(p)
-    // Count what this pass takes, so one node does not take everything at once.
-    myLoad += w
-    myCount += 1
-    load.set(view.me, myLoad)
-    count.set(view.me, myCount)
+    // Of the members able to run it: one that cannot (it does not register all of it) never takes
+    // it, and the partition would wait for the orphan grace.
+    const least = (w > 0 ? ranked(load) : ranked(count)).find((m) => canRun(p, m))!
+    const wanted = canRun(p, view.me) && (opts.orphans.has(p) ||
+      (w > 0 ? myLoad + w <= share || least === view.me : myCount < partitionShare || least === view.me))
+    if (wanted) take.push(p)
+    // Count what this pass takes, so one node does not take everything at once; and what the least
+    // loaded member takes when this node does not (it plans alike), or the partitions beyond every
+    // share (a node's, handed over as it could not run them) would be taken one per node and pass.
+    const taker = wanted ? view.me : least
+    load.set(taker, load.get(taker)! + w)
+    count.set(taker, count.get(taker)! + 1)
+    myLoad = load.get(view.me)!
+    myCount = count.get(view.me)!
   }
 
   const give: number[] = []

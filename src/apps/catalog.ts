@@ -1,7 +1,10 @@
 import { buildRegistry } from './registry.js'
 import type { AppRegistry, LoadedApp } from './types.js'
 
-interface Log { warn: (obj: object, msg: string) => void }
+interface Log {
+  warn: (obj: object, msg: string) => void
+  error: (obj: object, msg: string) => void
+}
 
 /** What a switch of one app changed: polling reaktor ids added, given a new registration, dropped. */
 export interface AppChange {
@@ -43,7 +46,7 @@ export class AppCatalog {
 
   /** Tells the listeners that what is advertised of `name` may have changed, its registrations not. */
   async announce (name: string): Promise<void> {
-    const run = this.queue.then(async () => { for (const listener of this.listeners) await listener({ app: name, added: [], changed: [], removed: [] }) })
+    const run = this.queue.then(async () => { await this.tell({ app: name, added: [], changed: [], removed: [] }) })
     this.queue = run.catch(() => {})
     await run
   }
@@ -68,11 +71,25 @@ export class AppCatalog {
     return await run
   }
 
+  /**
+   * Every listener, each whatever the others did: the switch stands once the maps changed, and a
+   * listener that failed (its database write) logs it and catches up on its own.
+   */
+  private async tell (change: AppChange): Promise<void> {
+    for (const listener of this.listeners) {
+      try {
+        await listener(change)
+      } catch (err) {
+        this.log.error({ err, app: change.app }, `app ${change.app}: a part of the service did not take in its switch: ${String((err as Error)?.message ?? err)}`)
+      }
+    }
+  }
+
   private candidate (name: string, next: LoadedApp | undefined): AppRegistry {
     const others = this.current.apps.filter((a) => a.name !== name)
     // Warnings of the other apps were logged when they were loaded: only the new one's are news.
     const key = next === undefined ? undefined : `${next.name}@${next.version}`
-    const log: Log = { warn: (obj, msg) => { if ((obj as { app?: string }).app === key) this.log.warn(obj, msg) } }
+    const log: Pick<Log, 'warn'> = { warn: (obj, msg) => { if ((obj as { app?: string }).app === key) this.log.warn(obj, msg) } }
     return buildRegistry(next === undefined ? others : [...others, next], log)
   }
 
@@ -95,7 +112,7 @@ export class AppCatalog {
     for (const [id, r] of built.reaktors) if (r.app === next) registry.reaktors.set(id, r)
     registry.apps.splice(0, registry.apps.length, ...built.apps)
     this.current = built
-    for (const listener of this.listeners) await listener(change)
+    await this.tell(change)
     return change
   }
 }

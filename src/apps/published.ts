@@ -6,6 +6,10 @@ import { loadApp, type LoaderLog } from './loader.js'
 import type { PackageFolders } from './package-folders.js'
 import { activeVersions, APPS_CHANNEL, forgetNodeStates, recordNodeState } from './package-store.js'
 import { plainMessage } from './import-errors.js'
+import { RegistrationError } from './registry.js'
+
+/** A fetch or load that failed for a reason that may pass (the database, the disk) is tried again this much later. */
+const RETRY_MS = 1000
 
 interface Log extends LoaderLog {
   error: (obj: object, msg: string) => void
@@ -101,50 +105,65 @@ export class PublishedApps {
 
   /** Looks at these apps again (all when undefined), after the switches already asked for. */
   enqueue (names: string[] | undefined): void {
+    const retry: string[] = []
     this.queue = this.queue.then(async () => {
       if (this.closed) return
       const active = await activeVersions(this.opts.db)
       const all = names ?? [...new Set([...active.keys(), ...this.states.keys()])].sort()
-      for (const name of all) await this.sync(name, active.get(name))
+      for (const name of all) if (!await this.sync(name, active.get(name))) retry.push(name)
       if (names === undefined) await forgetNodeStates(this.opts.db, this.opts.nodeId, [...this.states.keys()])
     }).catch((err: unknown) => {
-      this.opts.log.error({ err }, 'published apps: could not look at the active versions; retried at the next change or reconnect')
+      this.opts.log.error({ err }, 'published apps: could not read the active versions; trying again in a second')
+      retry.splice(0, retry.length, ...(names ?? ['*']))
+    }).then(() => {
+      // A database or disk that failed for a moment is tried again; a version that does not load is not.
+      if (retry.length === 0 || this.closed) return
+      setTimeout(() => this.enqueue(retry.includes('*') ? undefined : retry), RETRY_MS).unref()
     })
   }
 
-  private async sync (name: string, version: string | undefined): Promise<void> {
+  /** Brings one app to `version` (undefined: deleted). False: it failed for a reason that may pass (tried again). */
+  private async sync (name: string, version: string | undefined): Promise<boolean> {
     const { catalog, log } = this.opts
     const state = this.states.get(name)
     if (version === undefined) {
-      if (state === undefined) return
-      if (state.version !== null) await catalog.replace(name, undefined)
+      if (state === undefined) return true
       this.states.delete(name)
+      if (catalog.app(name) !== undefined && !this.opts.fixedApps.has(name)) await catalog.replace(name, undefined)
       log.info({ app: name }, `published app ${name} deleted: no longer run here`)
-      return
+      return true
     }
-    if (state?.version === version && state.failed === undefined) return
-    if (state?.failed?.version === version) return
+    if (state?.version === version && state.failed === undefined) return true
+    if (state?.failed?.version === version) return true
+    let app
     try {
       const fixed = this.opts.fixedApps.get(name)
-      if (fixed !== undefined) throw new Error(`app ${name} is loaded from ${fixed} and also published (version ${version} is active); remove one of them: the copy of ${fixed} runs here`)
+      if (fixed !== undefined) throw new RegistrationError(`app ${name} is loaded from ${fixed} and also published (version ${version} is active); remove one of them: the copy of ${fixed} runs here`)
       const dir = await this.opts.folders.ensure(name, version)
-      if (dir === undefined) return
-      const app = await loadApp(dir, this.opts.env, log)
-      if (app.name !== name || app.version !== version) throw new Error(`the package stored as ${name}@${version} holds ${app.name}@${app.version}`)
+      if (dir === undefined) return true
+      app = await loadApp(dir, this.opts.env, log)
+      if (app.name !== name || app.version !== version) throw new RegistrationError(`the package stored as ${name}@${version} holds ${app.name}@${app.version}`)
+      // Set first: what the scheduler advertises during the switch counts this app as current.
+      this.states.set(name, { version, since: new Date() })
       await catalog.replace(name, app)
-      const next: PublishedState = { version, since: new Date() }
-      this.states.set(name, next)
-      log.info({ app: `${name}@${version}`, previous: state?.version ?? null }, `published app ${name}@${version} runs here`)
-      await this.record(name, next)
     } catch (err) {
-      const message = plainMessage(err)
-      const next: PublishedState = { version: state?.version ?? null, since: state?.since ?? null, failed: { version, message } }
+      if (!(err instanceof RegistrationError)) {
+        if (state === undefined) this.states.delete(name)
+        else this.states.set(name, state)
+        log.warn({ err, app: `${name}@${version}` }, `published app ${name}@${version}: could not be fetched or loaded for now; trying again in a second`)
+        return false
+      }
+      const next: PublishedState = { version: state?.version ?? null, since: state?.since ?? null, failed: { version, message: plainMessage(err) } }
       this.states.set(name, next)
-      log.error({ app: `${name}@${version}`, running: next.version }, `published app ${name}@${version} cannot run on this node; ${next.version === null ? 'no version of it runs here' : `it keeps ${name}@${next.version}`}: ${message}`)
-      await this.record(name, next)
+      log.error({ app: `${name}@${version}`, running: next.version }, `published app ${name}@${version} cannot run on this node; ${next.version === null ? 'no version of it runs here' : `it keeps ${name}@${next.version}`}: ${next.failed!.message}`)
+      await this.record(name, next).catch((e: unknown) => { log.warn({ err: e }, 'published apps: could not record this node\'s state') })
       // Ownership prefers the nodes that run the active version.
       if (next.version !== null) await catalog.announce(name)
+      return true
     }
+    log.info({ app: `${name}@${version}`, previous: state?.version ?? null }, `published app ${name}@${version} runs here`)
+    await this.record(name, this.states.get(name)!).catch((e: unknown) => { log.warn({ err: e }, 'published apps: could not record this node\'s state') })
+    return true
   }
 
   private async record (name: string, state: PublishedState): Promise<void> {

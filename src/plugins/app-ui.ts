@@ -1,6 +1,7 @@
 import fs from 'node:fs/promises'
 import path from 'node:path'
 import type { FastifyPluginAsync } from 'fastify'
+import { isPackageVersion } from '../apps/loader.js'
 import type { LoadedApp } from '../apps/types.js'
 import { FileCache } from '../app-ui/file-cache.js'
 import { Site } from '../app-ui/site.js'
@@ -75,13 +76,16 @@ const appUi: FastifyPluginAsync = async (fastify) => {
    * Every stored version of a published app is served at its own path until it is deleted, so open
    * pages keep working across a publish; only its files are read (no code is imported for it).
    */
-  const siteFor = (name: string, version: string): Site | undefined | Promise<Site | undefined> => {
+  const siteFor = (name: string, version: string): Site | undefined | (() => Promise<Site | undefined>) => {
     const key = `${name}@${version}`
     const site = fixed.get(key)
     if (site !== undefined) return site
-    // Only apps published and active in the cluster (as this node last heard): a request naming
-    // anything else costs no database read, and a folder app's name is never a published app here.
-    if (!fastify.publishedApps.states.has(name)) return undefined
+    // Only apps published and active in the cluster (as this node last heard), and names a
+    // package may have: a request naming anything else costs no database read.
+    if (!fastify.publishedApps.states.has(name) || !isPackageVersion(version)) return undefined
+    return async () => await openCached(key, name, version)
+  }
+  const openCached = async (key: string, name: string, version: string): Promise<Site | undefined> => {
     let opening = published.get(key)
     if (opening === undefined) {
       opening = openPublished(name, version)

@@ -64,7 +64,8 @@ export default fp<AppsPluginOptions>(async (fastify, opts) => {
 
   // Published apps load before the scheduler is made: its boot rules then cover their reaktors.
   const folders = new PackageFolders(path.join(fastify.config.dataDir, 'apps'), fastify.db, fastify.config.packageLimits)
-  const fixedApps = new Map(loaded.map((a) => [a.name, a.dir === undefined ? 'the apps given in code' : `folder ${a.dir}`]))
+  // Named without their paths: node states are shown to every signed-in user.
+  const fixedApps = new Map(loaded.map((a) => [a.name, a.dir === undefined ? 'the apps given in code' : 'REAKTOR_APPS_DIR']))
   const published = new PublishedApps({ db: fastify.db, databaseUrl: fastify.databaseUrl, nodeId: fastify.config.nodeId, folders, catalog, fixedApps, env, log: fastify.log })
   await published.start()
   fastify.addHook('onClose', async () => { await published.stop() })

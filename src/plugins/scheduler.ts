@@ -59,7 +59,16 @@ export default fp<SchedulerPluginOptions>(async (fastify, opts) => {
     ...opts.overrides
   })
   fastify.decorate('scheduler', scheduler)
-  fastify.appCatalog.onChange(async (change) => { await scheduler.registrationsChanged(change) })
+  // Its writes are idempotent: a switch the database could not take is applied again a second later.
+  const switched = async (change: Parameters<typeof scheduler.registrationsChanged>[0], attempt = 1): Promise<void> => {
+    try {
+      await scheduler.registrationsChanged(change)
+    } catch (err) {
+      fastify.log.warn({ err, attempt }, 'the scheduler could not take in an app switch; trying again in a second')
+      setTimeout(() => { void switched(change, attempt + 1) }, 1000).unref()
+    }
+  }
+  fastify.appCatalog.onChange(async (change) => { await switched(change) })
 
   // Ownership as of the last reconcile pass, read at scrape time.
   const gauge = (name: string, help: string, read: () => number): void => scrapeGauge(registry, name, help, read)

@@ -45,8 +45,11 @@ export interface AppUiRouteOptions {
   /** Memory for prepared files (APP_UI_CACHE_BYTES), shared by every app. */
   cache: FileCache
   /** The site (public/ folder, watch, policy) of each app that has a usable one. */
-  /** The site of an app version: a folder app's, opened at start, or a published version's, opened on demand. */
-  siteFor: (name: string, version: string) => Site | undefined | Promise<Site | undefined>
+  /**
+   * The site of an app version: a folder app's, opened at start; or, for a published app, a
+   * function that fetches and opens the version's (called once the session is known good).
+   */
+  siteFor: (name: string, version: string) => Site | undefined | (() => Promise<Site | undefined>)
   /** Told each time a file is read and prepared (the plugin's metric). */
   countPrepared: () => void
 }
@@ -153,22 +156,33 @@ const routes: FastifyPluginAsync<AppUiRouteOptions> = async (fastify, { cache, s
     const target = parseAppUiUrl(rawUrl, prefixSegments)
     if (target.kind === 'bad') throw fastify.httpErrors.badRequest('Malformed URL')
     if (target.kind === 'none') return notFound(reply)
-    const site = await siteFor(target.name, target.version)
+    const base = appBase(prefix, target.name, target.version)
+    const query = target.query === '' ? '' : `?${target.query}`
+    // Everything echoed back (login redirect, folder redirect) is rebuilt from checked parts.
+    const below = (target.segments ?? []).map(encodeSegment).join('/')
+    const wanted = base + below + (target.trailingSlash && below !== '' ? '/' : '') + query
+    const found = siteFor(target.name, target.version)
+    let site: Site | undefined
+    if (typeof found === 'function') {
+      // A published version is fetched and opened for a signed-in user only: nobody else makes
+      // the node read the database or write its disk.
+      if (session === undefined) session = await fastify.cookieSession(request, reply)
+      if (session === null) return loginRedirect(reply, wanted)
+      site = await found()
+    } else {
+      site = found
+    }
     if (site === undefined) return notFound(reply)
     // A policy being read again or public/ being opened anew: answer from what comes of it.
     if (site.unsettled) await site.settled()
     site.dropPending()
     void reply.header('content-security-policy', site.csp)
 
-    const base = appBase(prefix, target.name, target.version)
-    const query = target.query === '' ? '' : `?${target.query}`
     if (target.segments === null) return await reply.redirect(base + query, 301)
     if (target.dotSegment) throw fastify.httpErrors.forbidden('Dot files are never served')
 
-    // Everything echoed back (login redirect, folder redirect) is rebuilt from checked parts.
-    const below = target.segments.map(encodeSegment).join('/')
     if (session === undefined) session = await fastify.cookieSession(request, reply)
-    if (session === null) return loginRedirect(reply, base + below + (target.trailingSlash && below !== '' ? '/' : '') + query)
+    if (session === null) return loginRedirect(reply, wanted)
 
     // Hot paths are recorded in the epoch their resolution began in: a change during it makes them stale.
     const epoch = site.epoch

@@ -56,7 +56,8 @@ const routes: FastifyPluginAsyncTypebox = async (fastify) => {
   }
 
   fastify.post('/apps', {
-    ...admin,
+    // Before the body is read: only an admin may make the node take in a package.
+    onRequest: fastify.requireAdmin,
     bodyLimit: limits.maxBytes,
     schema: {
       operationId: 'publishApp',
@@ -86,7 +87,7 @@ const routes: FastifyPluginAsyncTypebox = async (fastify) => {
     const { name, version } = pkg
     const fixed = appCatalog.app(name)
     if (fixed !== undefined && !publishedApps.states.has(name)) {
-      throw new Errors.AppLoadedFromFolder(name, fixed.dir === undefined ? 'the apps given in code' : `folder ${fixed.dir}`)
+      throw new Errors.AppLoadedFromFolder(name, fixed.dir === undefined ? 'the apps given in code' : 'REAKTOR_APPS_DIR')
     }
     const dir = await packageFolders.unpack(name, version, bytes)
     const existed = publishedApps.states.get(name)?.version === version

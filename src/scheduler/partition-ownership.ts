@@ -194,7 +194,8 @@ export class PartitionOwnership {
       await this.ctx.lock.unlock(strays)
       for (const p of strays) view.holders.delete(p)
     }
-    if (!view.fingerprints.has(me)) await this.publish()
+    // Also when what it advertises changed and publishing it then failed.
+    if (view.fingerprints.get(me) !== this.fingerprint) await this.publish()
     if (this.censusDirty || performance.now() - this.censusAt > CENSUS_MAX_AGE_MS) {
       this.censusDirty = false
       this.censusAt = performance.now()

@@ -11,6 +11,16 @@ export interface RegistrationChange {
   removed: readonly string[]
 }
 
+/** Changes that came before the scheduler ran, by scheduler. */
+const waiting = new WeakMap<SchedulerContext, RegistrationChange[]>()
+
+/** Once the scheduler runs: the changes that came before (none usually). */
+export async function applyWaitingChanges (ctx: SchedulerContext, runners: PartitionRunners, ownership: PartitionOwnership): Promise<void> {
+  const pending = waiting.get(ctx) ?? []
+  waiting.delete(ctx)
+  for (const diff of pending) await applyRegistrationChange(ctx, runners, ownership, diff)
+}
+
 /**
  * Scheduler.registrationsChanged: the map of registrations changed under the scheduler.
  * - `added` ids get their rows as at a first start in a live cluster (`autoStart: true` starts one
@@ -23,9 +33,20 @@ export interface RegistrationChange {
  * scheduler runs nothing is written: the boot rules of start() cover every id registered by then.
  */
 export async function applyRegistrationChange (ctx: SchedulerContext, runners: PartitionRunners, ownership: PartitionOwnership, diff: RegistrationChange): Promise<void> {
-  for (const id of diff.removed) ctx.partitionOfId.delete(id)
+  // Released while their partition is still known: releaseRunner finds a runner through it.
+  for (const id of diff.removed) {
+    runners.releaseRunner(id)
+    void runners.draining.get(id)?.runner.halt('stopped')
+    ctx.partitionOfId.delete(id)
+  }
   if (ctx.partitions > 0) for (const id of diff.added) ctx.partitionOfId.set(id, partitionOf(id, ctx.partitions))
-  if (!ctx.running()) return
+  if (!ctx.running()) {
+    // Before or during start: applied once it runs (the boot rules may have read the map before it changed).
+    let pending = waiting.get(ctx)
+    if (pending === undefined) waiting.set(ctx, pending = [])
+    pending.push(diff)
+    return
+  }
   const { settings } = ctx
   const at = new Date(settings.now())
   const regs = [...diff.added, ...diff.changed].flatMap((id) => {
@@ -36,10 +57,6 @@ export async function applyRegistrationChange (ctx: SchedulerContext, runners: P
   const applied = await store.applyBootRules(settings.db, regs, at, false)
   await store.announce(settings.db, applied.startedIds)
   runners.switchRegistrations(diff.changed)
-  for (const id of diff.removed) {
-    runners.releaseRunner(id)
-    void runners.draining.get(id)?.runner.halt('stopped')
-  }
   const stopped = await store.stopUnregistered(settings.db, diff.removed, at)
   if (stopped.length > 0) {
     await recordAudit(ctx.log, settings.auditWriter, {

@@ -11,7 +11,7 @@ import { PartitionRunners, type HaltedRun, type SchedulerContext } from './parti
 import * as partitionStore from './ownership/partition-store.js'
 import { parseRunRequest, RUN_NOW_CHANNEL } from './run-now.js'
 import * as store from './reaktor-store.js'
-import { applyRegistrationChange, type RegistrationChange } from './registrations.js'
+import { applyRegistrationChange, applyWaitingChanges, type RegistrationChange } from './registrations.js'
 
 export { LegacyNodeRunning, UnknownReaktorError, type RunEnd, type SchedulerOptions } from './options.js'
 export type { OwnershipShare } from './ownership/partitions.js'
@@ -201,6 +201,7 @@ export class Scheduler {
       throw err
     }
     this.phase = 'running'
+    void applyWaitingChanges(this.ctx, this.runners, this.ownership).catch((err) => this.log.error({ err }, 'app switches that came during the start could not be applied'))
     this.batcher.startPruning()
     this.armTick()
     this.requestReconcile()

@@ -65,7 +65,7 @@ export function inPlaceFolder (relative: string, folder: WatchedFolder): string 
   const parts = relative.split(/[\\/]/).filter(Boolean)
   if (folder.service === true || folder.only !== undefined || folder.publicAt === undefined) return undefined
   const inApp = parts.slice(folder.publicAt)
-  if (inApp.length === 0 || inApp[0] === 'public' || inApp.includes('..')) return undefined
+  if (inApp.length === 0 || inApp[0] === 'public') return undefined
   return folder.publicAt === 1 ? path.join(folder.dir, parts[0]) : folder.shownAs ?? folder.dir
 }
 

@@ -1,12 +1,14 @@
 /**
- * `npm run dev`: the service for app authors, restarted on every change to an app or to src/.
+ * `npm run dev`: the service for app authors. A change in an app folder reloads that app in place
+ * in the running service (src/dev/app-reload.ts): the process, its reaktors' states and what they
+ * started survive a save. A change to src/ (or one a switch cannot do) restarts the service.
  *
  * A supervisor rather than `node --watch`: the embedded PostgreSQL is started here once and kept
- * running across restarts (starting it is most of a cold start), so a reload is only the service's
+ * running across restarts (starting it is most of a cold start), so a restart is only the service's
  * own start; changes to an app's `public/` (served fresh by the running service), dot files and
- * node_modules restart nothing, which `--watch-path` cannot express; each reload says what
- * changed and how long the service took to be back; and the next service processes are started
- * ahead of need, their modules imported (most of a start under tsx), waiting for the next change.
+ * node_modules reload nothing, which `--watch-path` cannot express; each reload says what
+ * changed and how long it took; and the next service processes are started ahead of need, their
+ * modules imported (most of a start under tsx), waiting for the next restart.
  */
 import { existsSync, realpathSync, statSync } from 'node:fs'
 import fs from 'node:fs/promises'
@@ -16,7 +18,7 @@ import pretty from 'pino-pretty'
 import { ConfigError, loadConfig, type Config } from './config.js'
 import { startEmbeddedPostgres, type EmbeddedPostgres } from './db/embedded.js'
 import { spawnService, type ServiceProcess } from './dev/service-process.js'
-import { watchChanges, watchFailure, type Change, type ChangeWatcher, type WatchedFolder } from './dev/watch.js'
+import { mergeChanges, watchChanges, watchFailure, type Change, type ChangeWatcher, type WatchedFolder } from './dev/watch.js'
 import { PRETTY_LOG_OPTIONS } from './logging/pretty.js'
 import { isAlive } from './lib/processes.js'
 
@@ -31,6 +33,11 @@ const BURST_QUIET_MS = 300
 const BURST_WAIT_MAX_MS = 3000
 /** A service that has not closed this long after SIGTERM (a stuck run) is killed: a reload must not wait for it. */
 const KILL_AFTER_MS = 5000
+/**
+ * A reload in place not answered this long after it was asked for is given up for a restart: an
+ * import may take 5 s (IMPORT_LIMIT_MS) and locating its syntax error 3 s more.
+ */
+const RELOAD_LIMIT_MS = 15_000
 /**
  * Service processes kept started ahead. Two, so that the second of two changes close together (a
  * compiler writing its output after the source is saved) finds one ready too: the one started when
@@ -119,7 +126,7 @@ async function main (): Promise<void> {
   const spares: ServiceProcess[] = []
   let stopping = false
   let reloading = false
-  /** The last change not reloaded for yet, and when the last change came. */
+  /** The changes not reloaded for yet (as one), and when the last change came. */
   let pending: Change | undefined
   let lastChangeAt = 0
 
@@ -232,14 +239,34 @@ async function main (): Promise<void> {
   }
 
   /**
-   * Restarts the service for the last change. A start in progress is let finish: stopping it
-   * would wait for it anyway (a service closes once started), and a process started ahead then
-   * takes over at once. Changes meanwhile make one more restart, for the last of them, once they
-   * pause.
+   * Reloads the app folders of `change` in the serving service, each with one line saying how it
+   * went. Resolves with why the service must restart instead ('' for no reason worth saying: it
+   * does not serve), or undefined when every folder has been dealt with.
+   */
+  const reloadInPlace = async (change: Change): Promise<string | undefined> => {
+    const current = service
+    if (change.inPlace === undefined || current === undefined || !current.serving()) return ''
+    for (const { folder, file } of change.inPlace) {
+      const answer = await current.reloadApp(folder, RELOAD_LIMIT_MS)
+      if (stopping) return undefined
+      const took = `${((Date.now() - change.seenAt) / 1000).toFixed(1)} s`
+      if (answer === undefined) return ` (the service did not answer its reload in place within ${RELOAD_LIMIT_MS / 1000} s)`
+      if (answer.outcome === 'restart') return ` (${answer.reason}: a restart loads it)`
+      if (answer.outcome === 'reloaded') log.info(`reloaded in place in ${took}: ${file} changed`)
+      else log.warn(`not reloaded: ${file} changed, but ${answer.app} did not load (the error is above); it keeps running the version it ran (${took})`)
+    }
+    return undefined
+  }
+
+  /**
+   * Reloads for the changes not reloaded for yet: the app folders they changed in place, or else
+   * a restart of the service. A start in progress is let finish: stopping it would wait for it
+   * anyway (a service closes once started), and a process started ahead then takes over at once.
+   * Changes meanwhile make one more reload, for all of them, once they pause.
    */
   const reload = async (change: Change): Promise<void> => {
     if (change.service) renewSpares()
-    pending = change
+    pending = mergeChanges(pending, change)
     lastChangeAt = Date.now()
     if (reloading) return
     reloading = true
@@ -249,11 +276,13 @@ async function main (): Promise<void> {
         if (burst) await pause()
         await rewatched
         if (stopping) return
-        const { file, seenAt } = pending
+        const next = pending
         pending = undefined
-        log.info(`reloading: ${file} changed`)
+        const restartBecause = await reloadInPlace(next)
+        if (restartBecause === undefined || stopping) continue
+        log.info(`reloading: ${next.file} changed${restartBecause}`)
         await service?.stop(KILL_AFTER_MS)
-        await launch(seenAt)
+        await launch(next.seenAt)
       }
     } finally {
       reloading = false

@@ -4,7 +4,8 @@ import pino from 'pino'
 import { buildApp } from './app.js'
 import { ConfigError, loadConfig, type Config } from './config.js'
 import { startEmbeddedPostgres, type EmbeddedPostgres } from './db/embedded.js'
-import { supervisorSaysStart, tellSupervisorListening } from './dev/supervised.js'
+import { reloadAppFolder } from './dev/app-reload.js'
+import { answerReloads, supervisorSaysStart, tellSupervisorListening } from './dev/supervised.js'
 import { loggerOptions } from './logging/options.js'
 import { PRETTY_LOG_OPTIONS } from './logging/pretty.js'
 
@@ -44,8 +45,10 @@ async function main (): Promise<void> {
       databaseUrl = embedded.url
       log.info({ dataDir: config.dataDir }, 'embedded PostgreSQL started')
     }
-    app = await buildApp({ config, databaseUrl, logger: log })
-    tellSupervisorListening(await app.listen({ port: config.port, host: config.host }))
+    const built = await buildApp({ config, databaseUrl, logger: log })
+    app = built
+    tellSupervisorListening(await built.listen({ port: config.port, host: config.host }))
+    answerReloads(async (folder) => await reloadAppFolder(folder, { catalog: built.appCatalog, env: config.appSettingsEnv, log: built.log }))
   })()
 
   // Installed before anything starts, so a signal during start-up also stops what has started.

@@ -9,8 +9,11 @@ const MAX_CHECKED_FILES = 200
 /** The time all syntax checks of one error may take together: the message must not wait long for a hint. */
 const CHECK_BUDGET_MS = 3000
 
-/** `file:line:column` and the offending line with a caret under it, as Node prints a SyntaxError. */
-interface SyntaxLocation { file: string, line: number, column: number, source: string, caret: string }
+/**
+ * `file:line:column` and the offending line with a caret under it, as Node prints a SyntaxError.
+ * Without a column and caret when Node gives none (`Unexpected end of input`).
+ */
+interface SyntaxLocation { file: string, line: number, column?: number, source: string, caret: string }
 
 /** `file` relative to the first of `dirs` it lies in, else as it is. */
 export function display (file: string, dirs: readonly string[]): string {
@@ -23,11 +26,31 @@ export function display (file: string, dirs: readonly string[]): string {
  * `<file or file URL>:<line>\n<source line>\n<spaces>^^^\n\nSyntaxError: …`.
  */
 function syntaxHeader (text: string): SyntaxLocation | undefined {
-  const match = /^(.+?):(\d+)\r?\n(.*)\r?\n( *)(\^+) *\r?\n\r?\n/.exec(text)
+  const match = /^(.+?):(\d+)\r?\n(.*)\r?\n( *)(\^*) *\r?\n\r?\n/.exec(text)
   if (match === null) return undefined
   const [, where, line, source, indent, carets] = match
   const file = where.startsWith('file:') ? fileURLToPath(where) : where
+  if (carets === '') return { file, line: Number(line), source, caret: '' }
   return { file, line: Number(line), column: indent.length + 1, source, caret: indent + carets }
+}
+
+/** A syntax error as Node shows it: the place, the reason, then the line with a caret under the place. */
+function located (where: SyntaxLocation, message: string, dirs: readonly string[]): string {
+  const place = `${display(where.file, dirs)}:${where.line}${where.column === undefined ? '' : `:${where.column}`}`
+  const source = where.source.trim() === '' ? '' : `\n    ${where.source}${where.caret === '' ? '' : `\n    ${where.caret}`}`
+  return `SyntaxError at ${place}: ${message}${source}`
+}
+
+/** esbuild's message when tsx cannot transform a TypeScript file: the place (column from 0) and the reason. */
+const TRANSFORM_ERROR = /^Transform failed with \d+ errors?:\r?\n(.+):(\d+):(\d+): ERROR: (.*)$/m
+
+/** A TypeScript file tsx could not transform, shown as Node shows a syntax error in JavaScript. */
+async function transformError (message: string): Promise<{ where: SyntaxLocation, reason: string } | undefined> {
+  const match = TRANSFORM_ERROR.exec(message)
+  if (match === null) return undefined
+  const [, file, line, column, reason] = match
+  const source = (await fs.readFile(file, 'utf8').catch(() => '')).split(/\r?\n/)[Number(line) - 1] ?? ''
+  return { where: { file, line: Number(line), column: Number(column) + 1, source, caret: `${' '.repeat(Number(column))}^` }, reason }
 }
 
 /**
@@ -170,6 +193,8 @@ export async function describeImportError (err: unknown, dirs: readonly string[]
         'for production, compile the app to JavaScript and point "main" in package.json at the compiled file'
     }
   }
+  const transformed = await transformError(message)
+  if (transformed !== undefined) return located(transformed.where, transformed.reason, dirs)
   const parseError = read(err, 'name') === 'SyntaxError' && !message.startsWith('The requested module')
   // A frame in the app's code means the SyntaxError was thrown by running code, not by a parse,
   // unless Node put the parse's place above the stack (a required CommonJS file, or some Node
@@ -177,10 +202,7 @@ export async function describeImportError (err: unknown, dirs: readonly string[]
   const header = syntaxHeader(stack)
   if (parseError && (frame === undefined || header !== undefined)) {
     const where = header ?? await locateSyntaxError(message, dirs[0], entry, loaded)
-    if (where !== undefined) {
-      return `SyntaxError at ${display(where.file, dirs)}:${where.line}:${where.column}: ${message}\n    ${where.source}\n    ${where.caret}`
-    }
-    return message
+    return where === undefined ? message : located(where, message, dirs)
   }
   return frame === undefined ? message : `${message} (thrown at ${frame})`
 }

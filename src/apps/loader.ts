@@ -1,11 +1,13 @@
 import fs from 'node:fs/promises'
+import { createRequire } from 'node:module'
 import path from 'node:path'
 import { pathToFileURL } from 'node:url'
 import type { PollingReaktorRegistration, ReaktorAppModule, ReaktorRegistration } from '../sdk/types.js'
 import { closest, nearEnough } from '../lib/closest-match.js'
+import { atOrBelow } from '../lib/path-below.js'
 import { describeImportError, display, plainMessage } from './import-errors.js'
 import { RegistrationError } from './registry.js'
-import { importAppModule, ImportTooLong, type ImportTrace } from './sdk-resolution.js'
+import { importAppModule, ImportTooLong, RELOAD_PARAM, type ImportTrace } from './sdk-resolution.js'
 import { resolveSettings, warnUnknownSettingVariables } from './settings.js'
 import type { LoadedApp } from './types.js'
 
@@ -220,8 +222,31 @@ function warnTypeless (label: string, app: string, dir: string, dirs: readonly s
  */
 export const IMPORT_LIMIT_MS = 5000
 
+/**
+ * Drops the app's own CommonJS files from require's cache, so that a reload runs them afresh: the
+ * import hooks do not see `require`, which would return the modules of the first load.
+ */
+function forgetCommonJs (realDir: string): void {
+  const cache = createRequire(import.meta.url).cache
+  for (const file of Object.keys(cache)) {
+    if (atOrBelow(file, realDir) && !path.relative(realDir, file).split(path.sep).includes('node_modules')) delete cache[file]
+  }
+}
+
+export interface LoadOptions {
+  /**
+   * Imports the app's own modules afresh, whether or not this process imported them before: Node
+   * imports a module URL once, so each load gets a number, which every file of the app carries
+   * in its URL (src/apps/sdk-resolution.ts). The dev loop reloads an app in place with it.
+   */
+  fresh?: boolean
+}
+
+/** The loads with `fresh` in this process so far: each one's number is new. */
+let freshLoads = 0
+
 /** Loads one app folder (of REAKTOR_APPS_DIR, or a published package unpacked). Every problem is a RegistrationError naming the app and the problem. */
-export async function loadApp (dir: string, env: Env, log: LoaderLog): Promise<LoadedApp> {
+export async function loadApp (dir: string, env: Env, log: LoaderLog, { fresh = false }: LoadOptions = {}): Promise<LoadedApp> {
   const folder = `app folder ${dir}`
   let pkg: unknown
   try {
@@ -269,10 +294,13 @@ export async function loadApp (dir: string, env: Env, log: LoaderLog): Promise<L
   }
 
   const dirs = [dir, await fs.realpath(dir).catch(() => dir)]
+  if (fresh) forgetCommonJs(dirs[1])
   const trace: ImportTrace = { typeless: [], loaded: [] }
   let mod: Record<string, unknown>
   try {
-    mod = await importAppModule(pathToFileURL(entry).href, dirs, trace, IMPORT_LIMIT_MS)
+    const url = pathToFileURL(entry)
+    if (fresh) url.searchParams.set(RELOAD_PARAM, String(++freshLoads))
+    mod = await importAppModule(url.href, dirs, trace, IMPORT_LIMIT_MS)
   } catch (err) {
     if (err instanceof ImportTooLong) {
       throw new RegistrationError(`${label}: entry module "${main}" did not finish importing within ${IMPORT_LIMIT_MS / 1000} s ` +

@@ -1,4 +1,5 @@
-import { register } from 'node:module'
+import { readFileSync } from 'node:fs'
+import module, { register } from 'node:module'
 import { fileURLToPath } from 'node:url'
 import { MessageChannel, type MessagePort } from 'node:worker_threads'
 import { atOrBelow } from '../lib/path-below.js'
@@ -19,13 +20,31 @@ import { atOrBelow } from '../lib/path-below.js'
  * one log line for an app's files and emits it as Node would for any other file. It also reports
  * each file URL it loads: when an import fails with a SyntaxError that Node does not locate, the
  * files loaded during that import are where it is, the most recent first.
+ *
+ * Reloading an app in place (the dev loop): Node imports a module URL once per process, so the
+ * entry is imported with a query naming the reload (`index.js?reaktor-reload=3`), and the resolve
+ * hook gives every file that module imports, and they import in turn, the same query: the app's
+ * own files are imported afresh, with their own paths (in stack traces and error messages too),
+ * while its dependencies (under node_modules) and the service's modules stay the instances they were.
+ *
+ * tsx reads each ES module it loads with a lexer of its own, which stops at a syntax error with
+ * only `Parse error <file>:1:1`: a module it cannot read is handed to Node as it is on disk, whose
+ * parse then fails with the reason and the place, as without tsx (a valid module the lexer cannot
+ * read then loads without tsx's rewrite of dynamic imports of CommonJS, which it does not need).
  */
 const TYPELESS_CODE = 'MODULE_TYPELESS_PACKAGE_JSON'
+/** The query parameter of a module URL that names the reload it was imported for. */
+export const RELOAD_PARAM = 'reaktor-reload'
+/** tsx's lexer's error (es-module-lexer's): the file, then always 1:1. */
+const LEXER_ERROR = /^Parse error .+:\d+:\d+$/
 const HOOKS = `
+import { readFile } from 'node:fs/promises'
 let targets = {}
+let serviceRoot
 let hooksPort
-export function initialize ({ targets: given, port }) {
+export function initialize ({ targets: given, root, port }) {
   targets = given
+  serviceRoot = root
   const emitWarning = process.emitWarning
   process.emitWarning = function (warning, options, ...rest) {
     const code = typeof options === 'object' && options !== null ? options.code : rest[0]
@@ -38,10 +57,25 @@ export function initialize ({ targets: given, port }) {
 }
 export async function resolve (specifier, context, nextResolve) {
   if (Object.hasOwn(targets, specifier)) return nextResolve(targets[specifier], context)
-  return nextResolve(specifier, context)
+  return reloaded(await nextResolve(specifier, context), context.parentURL)
+}
+function reloaded (resolved, parentURL) {
+  if (typeof parentURL !== 'string' || !parentURL.startsWith('file:') || !resolved.url.startsWith('file:')) return resolved
+  const reload = new URL(parentURL).searchParams.get(${JSON.stringify(RELOAD_PARAM)})
+  if (reload === null) return resolved
+  const url = new URL(resolved.url)
+  if (url.pathname.includes('/node_modules/') || url.href.startsWith(serviceRoot) || url.searchParams.has(${JSON.stringify(RELOAD_PARAM)})) return resolved
+  url.searchParams.set(${JSON.stringify(RELOAD_PARAM)}, reload)
+  return { ...resolved, url: url.href }
 }
 export async function load (url, context, nextLoad) {
-  const result = await nextLoad(url, context)
+  let result
+  try {
+    result = await nextLoad(url, context)
+  } catch (err) {
+    if (!url.startsWith('file:') || !${LEXER_ERROR}.test(String(err?.message))) throw err
+    result = { format: 'module', source: await readFile(new URL(url)), shortCircuit: true }
+  }
   if (url.startsWith('file:')) hooksPort?.postMessage({ loaded: url })
   return result
 }
@@ -93,6 +127,31 @@ function onLoaded (url: string): void {
   collectorOf(file)?.loaded.unshift(file)
 }
 
+interface Loaded { format?: string | null, source?: unknown, shortCircuit?: boolean }
+type SyncLoad = (url: string, context: object, nextLoad: (url: string, context: object) => Loaded) => Loaded
+/** Node's in-thread hooks (Node 22.15 and later); the Node types this checkout has do not declare them yet. */
+type RegisterHooks = (hooks: { load: SyncLoad }) => unknown
+
+/**
+ * The lexer's fallback (see above) as an in-thread hook too: where Node has `module.registerHooks`,
+ * tsx registers its hooks with it, outside the chain of the hooks thread, and the fallback must
+ * come after tsx's to see its error.
+ */
+function registerLexerFallback (): void {
+  const registerHooks = (module as unknown as { registerHooks?: RegisterHooks }).registerHooks
+  if (typeof registerHooks !== 'function') return
+  registerHooks({
+    load: (url, context, nextLoad) => {
+      try {
+        return nextLoad(url, context)
+      } catch (err) {
+        if (!url.startsWith('file:') || !(err instanceof Error) || !LEXER_ERROR.test(err.message)) throw err
+        return { format: 'module', source: readFileSync(new URL(url)), shortCircuit: true }
+      }
+    }
+  })
+}
+
 /**
  * Registers the hooks once per process, before the first app module is imported. Registering
  * starts a thread, which a permission model without --allow-worker forbids: then it throws, and
@@ -102,12 +161,13 @@ export function ensureSdkResolution (): void {
   if (port !== undefined) return
   const channel = new MessageChannel()
   try {
-    register(`data:text/javascript,${encodeURIComponent(HOOKS)}`, { data: { targets: sdkTargets(), port: channel.port2 }, transferList: [channel.port2] })
+    register(`data:text/javascript,${encodeURIComponent(HOOKS)}`, { data: { targets: sdkTargets(), root: new URL('../', import.meta.url).href, port: channel.port2 }, transferList: [channel.port2] })
   } catch (err) {
     channel.port1.close()
     channel.port2.close()
     throw new Error(`the module hooks that let apps import reaktor-service/sdk cannot be registered: ${(err as Error).message}`, { cause: err })
   }
+  registerLexerFallback()
   port = channel.port1
   port.on('message', (message: { warning?: string, flushed?: number, loaded?: string }) => {
     if (message.warning !== undefined) onTypelessWarning(message.warning)

@@ -1,7 +1,7 @@
 import { spawn } from 'node:child_process'
 import readline from 'node:readline'
 import { signalGroup } from '../lib/processes.js'
-import { isMessage, SUPERVISED_FLAG, type SupervisorMessage } from './supervised.js'
+import { isMessage, SUPERVISED_FLAG, type ReloadOutcome, type SupervisorMessage } from './supervised.js'
 
 export interface ServiceExit { code: number | null, signal: NodeJS.Signals | null }
 
@@ -30,6 +30,22 @@ export interface ServiceProcess {
   stop: (killAfterMs: number) => Promise<ServiceExit>
   /** SIGKILL to its process group at once (a second Ctrl-C; what is left when the supervisor exits). */
   kill: () => void
+  /** Whether it serves: it listens, and has neither exited nor been asked to stop. */
+  serving: () => boolean
+  /**
+   * Asks it to reload an app folder in place, and resolves with how that went once the service's
+   * log line about it is out too; undefined when it exits or has not answered within `limitMs`.
+   */
+  reloadApp: (folder: string, limitMs: number) => Promise<ReloadOutcome | undefined>
+}
+
+/** How long the answer to a reload waits for the service's log line about it (it may trail the answer by a moment). */
+const LOG_LINE_WAIT_MS = 100
+
+type Answer = Extract<SupervisorMessage, { type: 'reaktor:app-reloaded' }>
+
+function outcomeOf (answer: Answer): ReloadOutcome {
+  return answer.outcome === 'restart' ? { outcome: 'restart', reason: answer.reason } : { outcome: answer.outcome, app: answer.app }
 }
 
 export interface ServiceOptions {
@@ -56,8 +72,11 @@ export function spawnService ({ entry, env, onLine }: ServiceOptions): ServicePr
   child.stderr!.on('data', (chunk: Buffer) => { if (started) process.stderr.write(chunk); else held.push(chunk) })
   let listeningLogged: () => void = () => {}
   const listeningLine = new Promise<void>((resolve) => { listeningLogged = resolve })
+  /** Each line as it is read, for the reloads waiting for theirs. */
+  const lineWatchers = new Set<(line: string) => void>()
   readline.createInterface({ input: child.stdout! }).on('line', (line) => {
     onLine(line)
+    for (const watch of lineWatchers) watch(line)
     if (line.includes('"msg":"Server listening at ')) listeningLogged()
   })
 
@@ -97,6 +116,50 @@ export function spawnService ({ entry, env, onLine }: ServiceOptions): ServicePr
     else signalGroup(child.pid, signal)
   }
   let stopping = false
+  let listening = false
+  let ended = false
+  void ready.then((ok) => { listening = ok })
+  void exited.then(() => { ended = true })
+
+  let reloads = 0
+  const ask = async (id: number, folder: string, limitMs: number): Promise<ReloadOutcome | undefined> => await new Promise((resolve) => {
+    const onMessage = (message: unknown): void => { if (isMessage(message, 'reaktor:app-reloaded') && message.id === id) done(outcomeOf(message)) }
+    const done = (answer: ReloadOutcome | undefined): void => {
+      clearTimeout(timer)
+      child.off('message', onMessage)
+      resolve(answer)
+    }
+    const timer = setTimeout(() => { done(undefined) }, limitMs)
+    child.on('message', onMessage)
+    void exited.then(() => { done(undefined) })
+    child.send({ type: 'reaktor:reload-app', id, folder } satisfies SupervisorMessage, (err) => { if (err !== null) done(undefined) })
+  })
+  const reloadApp = async (folder: string, limitMs: number): Promise<ReloadOutcome | undefined> => {
+    if (!child.connected) return undefined
+    const seen: string[] = []
+    let onReloadLine = (line: string): void => { seen.push(line) }
+    const watcher = (line: string): void => { onReloadLine(line) }
+    lineWatchers.add(watcher)
+    try {
+      const answer = await ask(++reloads, folder, limitMs)
+      if (answer === undefined || answer.outcome === 'restart') return answer
+      // The service logs before it answers, but its lines come through another pipe.
+      const marker = `"msg":"app ${answer.app} `
+      if (!seen.some((line) => line.includes(marker))) {
+        await new Promise<void>((resolve) => {
+          const timer = setTimeout(resolve, LOG_LINE_WAIT_MS)
+          onReloadLine = (line) => {
+            if (!line.includes(marker)) return
+            clearTimeout(timer)
+            resolve()
+          }
+        })
+      }
+      return answer
+    } finally {
+      lineWatchers.delete(watcher)
+    }
+  }
   return {
     pid: child.pid,
     stopping: () => stopping,
@@ -120,6 +183,8 @@ export function spawnService ({ entry, env, onLine }: ServiceOptions): ServicePr
     kill: () => {
       stopping = true
       signalService('SIGKILL')
-    }
+    },
+    serving: () => listening && !ended && !stopping,
+    reloadApp
   }
 }

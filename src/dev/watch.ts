@@ -55,6 +55,20 @@ export function restartsFor (relative: string, folder: WatchedFolder): boolean {
   return !parts.some(ignoredName)
 }
 
+/**
+ * The app folder that a change at `relative` (one `restartsFor` counts) can be reloaded in place
+ * for, as the service names it (in the apps folder, a linked one by its link); undefined when the
+ * service must restart: a change in src/, the apps folder or an app folder itself appearing or
+ * going, an app's `public/` appearing or going or its CSP source (both read at start).
+ */
+export function inPlaceFolder (relative: string, folder: WatchedFolder): string | undefined {
+  const parts = relative.split(/[\\/]/).filter(Boolean)
+  if (folder.service === true || folder.only !== undefined || folder.publicAt === undefined) return undefined
+  const inApp = parts.slice(folder.publicAt)
+  if (inApp.length === 0 || inApp[0] === 'public') return undefined
+  return folder.publicAt === 1 ? path.join(folder.dir, parts[0]) : folder.shownAs ?? folder.dir
+}
+
 interface Closable { close: () => void }
 
 interface Tree extends Closable {
@@ -70,12 +84,25 @@ export interface ChangeWatcher extends Closable {
   update: (folders: readonly WatchedFolder[]) => void
 }
 
+/** An app folder to reload in place, and the file changed in it (its path as the user knows it). */
+export interface AppFolderChange { folder: string, file: string }
+
 /** A burst of changes: the first file changed (its path as the user knows it), and when it was seen. */
 export interface Change {
   file: string
   seenAt: number
   /** Whether the burst changed the service's own code (any file of it, not only the first). */
   service: boolean
+  /** The app folders changed, when nothing else was (see `inPlaceFolder`); undefined: the service restarts. */
+  inPlace: AppFolderChange[] | undefined
+}
+
+/** One change for two that came before either was acted on: what either needs, named by the later. */
+export function mergeChanges (earlier: Change | undefined, later: Change): Change {
+  if (earlier === undefined) return later
+  const both = earlier.inPlace === undefined || later.inPlace === undefined ? undefined : [...earlier.inPlace, ...later.inPlace]
+  const inPlace = both === undefined ? undefined : [...new Map(both.map((change) => [change.folder, change])).values()]
+  return { ...later, service: earlier.service || later.service, inPlace }
 }
 
 export interface WatchOptions {
@@ -90,21 +117,25 @@ export interface WatchOptions {
  * editor's save is often several events: a write, a rename, a chmod).
  */
 export function watchChanges (folders: readonly WatchedFolder[], { debounceMs, onChange, onError }: WatchOptions): ChangeWatcher {
-  let burst: { files: Map<string, string>, seenAt: number, service: boolean } | undefined
+  /** The files changed (real path to shown path), and those of each app folder while nothing needs a restart. */
+  let burst: { files: Map<string, string>, apps: Map<string, Map<string, string>> | undefined, seenAt: number, service: boolean } | undefined
   let timer: NodeJS.Timeout | undefined
   const seen = (folder: WatchedFolder, relative: string): void => {
     if (!restartsFor(relative, folder)) return
-    burst ??= { files: new Map(), seenAt: Date.now(), service: false }
-    burst.files.set(path.join(folder.dir, relative), path.join(folder.shownAs ?? folder.dir, relative))
+    burst ??= { files: new Map(), apps: new Map(), seenAt: Date.now(), service: false }
+    const real = path.join(folder.dir, relative)
+    const shown = path.join(folder.shownAs ?? folder.dir, relative)
+    burst.files.set(real, shown)
     burst.service ||= folder.service === true
+    const app = inPlaceFolder(relative, folder)
+    if (app === undefined) burst.apps = undefined
+    else burst.apps?.set(app, (burst.apps.get(app) ?? new Map<string, string>()).set(real, shown))
     clearTimeout(timer)
     timer = setTimeout(() => {
-      const { files, seenAt, service } = burst!
+      const { files, apps, seenAt, service } = burst!
       burst = undefined
-      // Named by a file still there: a save that writes aside and renames over the file leaves
-      // its temporary file's events first.
-      const named = [...files].find(([real]) => fs.existsSync(real)) ?? [...files][0]
-      onChange({ file: shownPath(named[1]), seenAt, service })
+      const inPlace = apps === undefined ? undefined : [...apps].map(([app, changed]) => ({ folder: app, file: named(changed) }))
+      onChange({ file: named(files), seenAt, service, inPlace })
     }, debounceMs)
   }
   let trees = new Map<string, Tree>()
@@ -135,6 +166,15 @@ export function watchChanges (folders: readonly WatchedFolder[], { debounceMs, o
       trees.clear()
     }
   }
+}
+
+/**
+ * The file to name a burst by: the first one still there (a save that writes aside and renames
+ * over the file leaves its temporary file's events first), as the user knows its path.
+ */
+function named (files: ReadonlyMap<string, string>): string {
+  const [, shown] = [...files].find(([real]) => fs.existsSync(real)) ?? [...files][0]
+  return shownPath(shown)
 }
 
 /** What the dev loop says, once, when a folder cannot be watched: ENOSPC comes with its fix. */

@@ -1,11 +1,13 @@
 /**
- * `npm run dev` as an app author runs it, in a process group of its own as a terminal would: the
- * service answers with an app's new code soon after an edit, on the same embedded PostgreSQL, with
- * the process started ahead taking over; a burst of saves ends in one reload for the last; an app
- * written in TypeScript loads; a broken edit leaves the dev loop waiting, and the fix brings the
- * service back; what an app starts goes with the service; Ctrl-C ends every process it started.
- * Then, on the same DATA_DIR: an apps folder made after the start, with an app linked into it, is
- * watched; and npm stopped alone (not its process group) ends the dev loop too.
+ * `npm run dev` as an app author runs it, in a process group of its own as a terminal would: an
+ * edited app is reloaded in place, its new code answering within a second, while the reaktor the
+ * author started runs on; a burst of saves ends in few reloads, the last save answering; an app
+ * written in TypeScript loads and reloads; a broken edit is reported as a start reports it and
+ * leaves the previous version running, and the fix reloads; a new app restarts the service on the
+ * same embedded PostgreSQL, with the process started ahead taking over, and a start that fails
+ * leaves the dev loop waiting; what an app starts goes with the service; Ctrl-C ends every process
+ * it started. Then, on the same DATA_DIR: an apps folder made after the start, with an app linked
+ * into it, is watched; and npm stopped alone (not its process group) ends the dev loop too.
  */
 import t from 'tap'
 import { spawn } from 'node:child_process'
@@ -15,7 +17,7 @@ import path from 'node:path'
 import { setTimeout as pause } from 'node:timers/promises'
 import { postmasterPid } from '../../src/db/embedded.js'
 import type { TestContext } from '../helpers/test-context.js'
-import { deadline, waitFor } from '../helpers/timing.js'
+import { bound, deadline, waitFor } from '../helpers/timing.js'
 import { ROOT } from '../helpers/paths.js'
 import { alive, freePort, stopLeftoverPostgres } from '../helpers/server.js'
 
@@ -41,20 +43,32 @@ async function sleepers (seconds: string): Promise<number[]> {
 
 const SLEEP_SECONDS = String(1_000_000 + Math.floor(Math.random() * 1_000_000))
 const JS_PACKAGE = { name: 'js-app', version: '1.0.0', type: 'module', main: 'index.js' }
-/** An app that, as some do, starts a process of its own when it loads. */
-const jsModule = (answer: string): string => `import { spawn } from 'node:child_process'
+/**
+ * An app that, as some do, starts a process of its own when it loads; with a polling reaktor that
+ * does not start by itself, and an aktor. Its ids start with `prefix`.
+ */
+const appModule = (prefix: string, answer: string): string => `import { spawn } from 'node:child_process'
 spawn('sleep', ['${SLEEP_SECONDS}'], { stdio: 'ignore' })
-export const reaktors = [{ reaktorDefinitionId: 'js-answer', createReaktor: () => async () => ${JSON.stringify(answer)} }]
+export const pollingReaktors = [{ reaktorDefinitionId: '${prefix}-poll', interval: '3s', createReaktor: () => async () => false }]
+export const reaktors = [{ reaktorDefinitionId: '${prefix}-answer', createReaktor: () => async () => ${JSON.stringify(answer)} }]
 `
+const jsModule = (answer: string): string => appModule('js', answer)
+/** A syntax error in a module that imports something: tsx's own lexer reads such a module first. */
+const BROKEN_LINE = "  { reaktorDefinitionId: 'js-answer', createReaktor: () => async () => String('broken' }"
+const BROKEN_MODULE = `import { spawn } from 'node:child_process'\nexport const reaktors = [\n${BROKEN_LINE}\n]\nexport { spawn }\n`
+/** What the service says of BROKEN_MODULE, as npm start says it: file, line, column, reason, then the line with a caret under the place. */
+const BROKEN_COLUMN = BROKEN_LINE.indexOf("'broken'") + 1
+const BROKEN_MESSAGE = new RegExp('ERROR: app js-app@1\\.0\\.0 was not reloaded; it keeps running the version it ran: app js-app@1\\.0\\.0: entry module "index\\.js" failed to import: ' +
+  `SyntaxError at index\\.js:3:${BROKEN_COLUMN}: missing \\) after argument list\\n {4}${BROKEN_LINE.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')}\\n {${4 + BROKEN_COLUMN - 1}}\\^{8}\\n`)
 const linkedModule = (answer: string): string =>
   `export const reaktors = [{ reaktorDefinitionId: 'linked-answer', createReaktor: () => async () => ${JSON.stringify(answer)} }]\n`
 
 const TS_PACKAGE = { name: 'ts-app', version: '1.0.0', type: 'module', main: 'index.ts' }
-const TS_MODULE = `import { defineApp, defineReaktor, type Aktor } from 'reaktor-service/sdk'
+const tsModule = (greeting: string): string => `import { defineApp, defineReaktor, type Aktor } from 'reaktor-service/sdk'
 
 interface Greeting { name: string }
 
-const greet: Aktor<Greeting, string> = async (input) => \`hello \${input.name}\`
+const greet: Aktor<Greeting, string> = async (input) => \`${greeting} \${input.name}\`
 
 export default defineApp({
   reaktors: [defineReaktor<Greeting, string>({ reaktorDefinitionId: 'ts-greet', createReaktor: () => greet })]
@@ -81,11 +95,13 @@ interface Dev {
   url: string
   /** An aktor's answer, or undefined while the service restarts (refused connections, 404 on a half-started app). */
   answer: (id: string, input?: unknown) => Promise<unknown>
+  /** A request to the API as the admin, without a body. */
+  api: (method: 'GET' | 'POST', path: string) => Promise<{ status: number, body: any }>
 }
 
 type DevTest = TestContext & { equal: (a: unknown, b: unknown, message: string) => void }
 
-function spawnDev (t: TestContext, appsDir: string, port: number): Omit<Dev, 'answer' | 'url'> {
+function spawnDev (t: TestContext, appsDir: string, port: number): Omit<Dev, 'answer' | 'api' | 'url'> {
   let output = ''
   const dev = spawn('npm', ['run', 'dev'], {
     cwd: ROOT,
@@ -136,7 +152,11 @@ async function startDev (t: DevTest, appsDir: string): Promise<Dev> {
     }).catch(() => undefined)
     return res?.status === 200 ? await res.json() : undefined
   }
-  return { ...dev, url, answer }
+  const api = async (method: 'GET' | 'POST', path: string): Promise<{ status: number, body: any }> => {
+    const res = await fetch(`${url}${path}`, { method, headers: { 'x-service-token': token } })
+    return { status: res.status, body: await res.json() }
+  }
+  return { ...dev, url, answer, api }
 }
 
 /** The service processes started ahead that wait to start, as the supervisor announces them (LOG_LEVEL=debug). */
@@ -161,7 +181,7 @@ t.test('npm run dev: Ctrl-C while the database starts stops, and is no failure',
   await waitFor(async () => (await processesWith(`DATA_DIR=${dataDir}`)).length === 0, { timeoutMs: deadline(20_000), what: 'every process of the dev loop to end' })
 })
 
-t.test('npm run dev: reloads an edited app on the same database with the process started ahead, survives a broken edit, and Ctrl-C ends it all', async (t) => {
+t.test('npm run dev: reloads an edited app in place, its started reaktor running on; a broken edit keeps the previous version; a new app restarts the service with the process started ahead; Ctrl-C ends it all', async (t) => {
   const appsDir = path.join(work, 'apps')
   const jsDir = path.join(appsDir, 'js-app')
   const tsDir = path.join(appsDir, 'ts-app')
@@ -171,10 +191,10 @@ t.test('npm run dev: reloads an edited app on the same database with the process
   await fs.writeFile(path.join(jsDir, 'index.js'), jsModule('one'))
   await fs.writeFile(path.join(jsDir, 'public', 'index.html'), '<p>one</p>')
   await fs.writeFile(path.join(tsDir, 'package.json'), JSON.stringify(TS_PACKAGE))
-  await fs.writeFile(path.join(tsDir, 'index.ts'), TS_MODULE)
+  await fs.writeFile(path.join(tsDir, 'index.ts'), tsModule('hello'))
 
   const dev = await startDev(t, appsDir)
-  const { seen, answer, output } = dev
+  const { seen, answer, api, output } = dev
   const password = (await fs.readFile(path.join(dataDir, 'initial-admin-password'), 'utf8')).trim()
   t.ok(output().includes(`first run: created user "admin" with password ${password}`), 'the first-run admin password is printed, as npm start prints it')
   t.match(output(), /INFO.*: embedded PostgreSQL started/, 'pretty log lines, not JSON')
@@ -186,29 +206,43 @@ t.test('npm run dev: reloads an edited app on the same database with the process
   const database = await postmasterPid(clusterDir)
   t.ok(database !== undefined && alive(database), 'the embedded PostgreSQL runs')
 
+  // "Start it, then edit": the author starts a reaktor that does not start by itself.
+  t.equal((await api('POST', '/api/v1/polling/js-poll/start')).status, 200)
+  const owner = await waitFor(async () => (await api('GET', '/api/v1/polling/js-poll/status')).body.owner as string | null, { what: 'the started reaktor to have an owner' })
   const reloadTimes: number[] = []
-  for (const next of ['two', 'three', 'four']) {
-    // As between an author's edits: the supervisor has the next service processes ready, and the
-    // first one started ahead is the next to take over.
-    const ahead = await waitFor(() => { const pids = waitingToStart(output()); return pids.length === AHEAD ? pids[0] : undefined }, { timeoutMs: deadline(30_000), what: 'the next service processes' })
+  /** Saves `content` as `file` of an app and waits for `expected` from `ask` (within the promise of docs/development.md), and for the supervisor's line. */
+  const saveAndReload = async (file: string, content: string, ask: () => Promise<unknown>, expected: unknown): Promise<string> => {
     const from = output().length
-    const editedAt = Date.now()
-    await fs.writeFile(path.join(jsDir, 'index.js'), jsModule(next))
-    await waitFor(async () => await answer('js-answer') === next, { timeoutMs: deadline(20_000), intervalMs: 25, what: `the edited app to answer ${next}` })
-    reloadTimes.push(Date.now() - editedAt)
-    await waitFor(() => seen(/ready in \d+\.\d s/, from), { what: 'the supervisor to report the reload' })
-    const since = output().slice(from)
-    t.match(since, /reloading: .*js-app\/index\.js changed/, 'one line names the file that changed')
-    t.match(since, new RegExp(`service process ${ahead} takes over`), `the process started ahead (${ahead}) takes over`)
-    t.match(since, new RegExp(`node: "[^"]*:${ahead}"`), 'and it is the service that answers: its log lines say so')
+    const savedAt = Date.now()
+    await fs.writeFile(file, content)
+    await waitFor(async () => await ask() === expected, { timeoutMs: bound(1000, 'notice'), intervalMs: 25, what: `the edited app to answer ${String(expected)}` })
+    reloadTimes.push(Date.now() - savedAt)
+    await waitFor(() => seen(/INFO: reloaded in place in \d+\.\d s: /, from), { what: 'the supervisor to report the reload' })
+    return output().slice(from)
   }
-  t.comment(`reload, from the edit to the first answer of the new code: ${reloadTimes.map(seconds).join(', ')}`)
-  t.comment(`the supervisor's own measure: ${[...output().matchAll(/ready in (\d+\.\d) s/g)].slice(1).map((m) => `${m[1]} s`).join(', ')}`)
-  t.equal(await postmasterPid(clusterDir), database, 'the reloads kept the same PostgreSQL server')
-  t.equal(await answer('ts-greet', { name: 'again' }), 'hello again', 'and every app is loaded again')
+  for (let n = 1; n <= 10; n++) {
+    const since = await saveAndReload(path.join(jsDir, 'index.js'), jsModule(`save ${n}`), async () => await answer('js-answer'), `save ${n}`)
+    t.match(since, /INFO: reloaded in place in \d+\.\d s: .*js-app\/index\.js changed/, `save ${n}: one line names the file and the time`)
+    t.notMatch(since, /reloading: |takes over/, 'and the service is not restarted')
+    t.match((await api('GET', '/api/v1/polling/js-poll/status')).body, { state: 'running', owner }, 'the started reaktor runs on, on its owner')
+  }
+  t.comment(`reload in place, from the save to the first answer of the new code: ${reloadTimes.map(seconds).join(', ')}`)
+  await saveAndReload(path.join(tsDir, 'index.ts'), tsModule('hi'), async () => await answer('ts-greet', { name: 'dev' }), 'hi dev')
+  t.pass('a TypeScript app reloads in place too')
+  t.equal(await postmasterPid(clusterDir), database, 'the same PostgreSQL server')
+  t.equal(output().match(/service process \d+ takes over/g)?.length, 1, 'and the same service process, all along')
+
+  let from = output().length
+  await fs.writeFile(path.join(jsDir, 'index.js'), BROKEN_MODULE)
+  await waitFor(() => seen(/WARN: not reloaded: .*js-app\/index\.js changed, but js-app@1\.0\.0 did not load \(the error is above\); it keeps running the version it ran/, from),
+    { timeoutMs: deadline(20_000), what: 'the broken edit to be reported' })
+  t.match(output().slice(from), BROKEN_MESSAGE, 'the error, as npm start says it: file, line, column, reason, the line and a caret')
+  t.equal(await answer('js-answer'), 'save 10', 'the previous version keeps answering')
+  t.match((await api('GET', '/api/v1/polling/js-poll/status')).body, { state: 'running', owner })
+  await saveAndReload(path.join(jsDir, 'index.js'), jsModule('fixed'), async () => await answer('js-answer'), 'fixed')
+  t.pass('the fix reloads')
 
   // A build in watch mode: the source saved, then the module it compiles to, a moment later.
-  await waitFor(() => waitingToStart(output()).length === AHEAD, { timeoutMs: deadline(30_000), what: 'the next service processes' })
   // Not index.ts: tsx would load it for main: index.js.
   await fs.writeFile(path.join(jsDir, 'source.ts'), '// the source of index.js\n')
   // The pace of a compiler's write after the save, not a wait for anything.
@@ -218,46 +252,65 @@ t.test('npm run dev: reloads an edited app on the same database with the process
   await waitFor(async () => await answer('js-answer') === 'compiled', { timeoutMs: deadline(30_000), intervalMs: 25, what: 'the compiled module to answer' })
   t.comment(`a source saved, then its compiled module 460 ms later: the compiled module answered ${seconds(Date.now() - compiledAt)} after its write`)
 
-  // Saves in quick succession (a build in watch mode, an editor saving on each keystroke): the
-  // last one counts, soon after it.
-  await waitFor(() => waitingToStart(output()).length === AHEAD, { timeoutMs: deadline(30_000), what: 'the next service processes' })
-  let from = output().length
+  // Saves in quick succession (an editor saving on each keystroke, a build writing file after
+  // file): they reload together, and the last one answers within the promise.
+  from = output().length
   const saves = 15
   for (let n = 1; n <= saves; n++) {
     await fs.writeFile(path.join(jsDir, 'index.js'), jsModule(`burst ${n}`))
     // The pace of the saves, not a wait for anything.
-    if (n < saves) await pause(200)
+    if (n < saves) await pause(50)
   }
   const lastSaveAt = Date.now()
-  await waitFor(async () => await answer('js-answer') === `burst ${saves}`, { timeoutMs: deadline(30_000), intervalMs: 25, what: 'the last save of the burst to answer' })
+  await waitFor(async () => await answer('js-answer') === `burst ${saves}`, { timeoutMs: bound(1000, 'notice'), intervalMs: 25, what: 'the last save of the burst to answer' })
   const afterBurst = Date.now() - lastSaveAt
-  const burstReloads = output().slice(from).match(/reloading: /g)?.length ?? 0
-  t.comment(`${saves} saves 200 ms apart: ${burstReloads} reloads; the last save answered ${seconds(afterBurst)} after it`)
+  await waitFor(() => seen(/reloaded in place in /, from), { what: 'the supervisor to report the reload' })
+  const burstReloads = output().slice(from).match(/reloaded in place in /g)?.length ?? 0
+  t.comment(`${saves} saves 50 ms apart: ${burstReloads} reloads; the last save answered ${seconds(afterBurst)} after it`)
   t.ok(burstReloads < saves / 2, `a burst of saves is not a reload for each (${burstReloads})`)
 
-  // A change to public/ alone restarts nothing (the service serves those files fresh): in one burst
+  // A change to public/ alone reloads nothing (the service serves those files fresh): in one burst
   // with a module edit, the module is what the reload names.
   from = output().length
   await fs.writeFile(path.join(jsDir, 'public', 'index.html'), '<p>two</p>')
   await fs.writeFile(path.join(jsDir, 'index.js'), jsModule('five'))
   await waitFor(async () => await answer('js-answer') === 'five', { timeoutMs: deadline(20_000), what: 'the app to answer five' })
-  t.notMatch(output().slice(from), /reloading: .*public/, 'a public/ file is no reason to reload')
+  t.notMatch(output().slice(from), /(reloading|reloaded in place in \d+\.\d s): .*public/, 'a public/ file is no reason to reload')
+  t.match((await api('GET', '/api/v1/polling/js-poll/status')).body, { state: 'running', owner }, 'after all of it, the started reaktor still runs')
 
+  // The app's top-level code ran once per load of its module in this service: each started a sleep.
+  const jsLoads = 1 + (output().match(/reloaded in place in \d+\.\d s: .*js-app\//g)?.length ?? 0)
+  await waitFor(async () => (await sleepers(SLEEP_SECONDS)).length === jsLoads, { timeoutMs: deadline(10_000), what: `${jsLoads} processes started by the app's loads` })
+  t.pass(`what the app's top-level code started on each load (${jsLoads} sleeps) runs until the service restarts`)
+
+  // A new app folder restarts the service; one that does not start leaves the dev loop waiting.
+  const ahead = await waitFor(() => { const pids = waitingToStart(output()); return pids.length === AHEAD ? pids[0] : undefined }, { timeoutMs: deadline(30_000), what: 'the next service processes' })
   from = output().length
-  await fs.writeFile(path.join(jsDir, 'index.js'), 'export const reaktors = [\n')
+  const newDir = path.join(appsDir, 'new-app')
+  await fs.mkdir(newDir)
+  await fs.writeFile(path.join(newDir, 'index.js'), BROKEN_MODULE.replaceAll('js-', 'new-'))
+  await fs.writeFile(path.join(newDir, 'package.json'), JSON.stringify({ ...JS_PACKAGE, name: 'new-app' }))
   await waitFor(() => seen(/the service did not start; waiting for a change to reload/, from), { timeoutMs: deadline(30_000), what: 'the broken start to be reported' })
-  t.match(output().slice(from), /failed to start: app js-app@1\.0\.0: entry module "index\.js" failed to import/, 'the service says why it did not start')
-  t.ok(dev.running(), 'the dev loop keeps running after a broken edit')
+  t.match(output().slice(from), /reloading: .*new-app.* changed/, 'a new app folder restarts the service')
+  t.match(output().slice(from), new RegExp(`service process ${ahead} takes over`), `the process started ahead (${ahead}) takes over`)
+  t.match(output().slice(from), /failed to start: app new-app@1\.0\.0: entry module "index\.js" failed to import: SyntaxError at index\.js:\d+:\d+: missing \) after argument list\n.*String\('broken' }\n +\^+\n/,
+    'a start says why it did not, with the same file, line, reason and caret')
+  t.ok(dev.running(), 'the dev loop keeps running after a broken start')
   t.equal(await postmasterPid(clusterDir), database, 'and so does its database')
-
-  await fs.writeFile(path.join(jsDir, 'index.js'), jsModule('fixed'))
-  await waitFor(async () => await answer('js-answer') === 'fixed', { timeoutMs: deadline(30_000), what: 'the fixed app to answer' })
-  t.pass('the fix brings the service back')
+  await waitFor(() => waitingToStart(output()).length === AHEAD, { timeoutMs: deadline(30_000), what: 'the next service processes' })
+  from = output().length
+  const fixedAt = Date.now()
+  await fs.writeFile(path.join(newDir, 'index.js'), appModule('new', 'new'))
+  await waitFor(async () => await answer('new-answer') === 'new', { timeoutMs: deadline(30_000), intervalMs: 25, what: 'the fixed new app to answer' })
+  t.comment(`a restart, from the save to the first answer: ${seconds(Date.now() - fixedAt)}`)
+  await waitFor(() => seen(/ready in \d+\.\d s/, from), { what: 'the supervisor to report the restart' })
+  t.match(output().slice(from), /reloading: .*new-app\/index\.js changed/, 'the service not serving, an app change restarts it')
+  t.equal(await answer('js-answer'), 'five', 'and every app is loaded again')
   t.equal(await postmasterPid(clusterDir), database)
 
-  // Each load of the app started a sleep; the reloads ended those of the services before.
-  await waitFor(async () => (await sleepers(SLEEP_SECONDS)).length === 1, { timeoutMs: deadline(15_000), what: "only the running service's app process to be left" })
-  t.pass("the processes an app started went with each service it ran in; the running service's remains")
+  // Each app's load in the new service started one sleep; the restarts ended those of the service before.
+  await waitFor(async () => (await sleepers(SLEEP_SECONDS)).length === 2, { timeoutMs: deadline(15_000), what: "only the running service's app processes to be left" })
+  t.pass("the processes an app started went with the service they ran in; the running service's remain")
 
   process.kill(-dev.pid, 'SIGINT')
   // npm ends itself with the signal it was sent once its script has exited (a shell sees 130).
@@ -286,7 +339,8 @@ t.test('npm run dev: an apps folder made after the start, and an app linked into
   t.pass('the apps folder made after the start is watched, and an app linked into it is loaded')
   await fs.writeFile(path.join(linkedDir, 'index.js'), linkedModule('linked two'))
   await waitFor(async () => await answer('linked-answer') === 'linked two', { timeoutMs: deadline(30_000), what: 'the edited linked app to answer' })
-  t.match(output(), /reloading: .*later-apps\/linked-app\/index\.js changed/, 'an edit in the linked folder reloads, named by the link')
+  await waitFor(() => dev.seen(/reloaded in place in \d+\.\d s: .*later-apps\/linked-app\/index\.js changed/), { what: 'the supervisor to report the reload' })
+  t.pass('an edit in the linked folder reloads the app in place, named by the link')
 
   const clusterDir = await fs.realpath(path.join(dataDir, 'postgres'))
   const database = await postmasterPid(clusterDir)

@@ -1,12 +1,13 @@
 /**
- * What restarts the service under `npm run dev`, and that every save is seen, including saves that
- * replace the file (write aside, rename over), which Node 20's recursive watch lost after the first.
+ * What reloads the service under `npm run dev` (an app in place, or a restart), and that every save
+ * is seen, including saves that replace the file (write aside, rename over), which Node 20's
+ * recursive watch lost after the first.
  */
 import t from 'tap'
 import fsSync from 'node:fs'
 import fs from 'node:fs/promises'
 import path from 'node:path'
-import { restartsFor, watchChanges, watchFailure, type Change, type WatchedFolder } from '../../src/dev/watch.js'
+import { inPlaceFolder, mergeChanges, restartsFor, watchChanges, watchFailure, type Change, type WatchedFolder } from '../../src/dev/watch.js'
 import { tempDir } from '../helpers/temp-dir.js'
 import { waitFor } from '../helpers/timing.js'
 
@@ -48,6 +49,38 @@ t.test('which changed files restart the service', async (t) => {
   t.notOk(restartsFor('other', parent), 'anything else in its parent')
 })
 
+t.test('which changes reload an app in place, and which restart the service', async (t) => {
+  const apps = { dir: '/apps', publicAt: 1 as const }
+  const linkedApp = { dir: '/elsewhere/my-app', shownAs: '/apps/linked', publicAt: 0 as const }
+  t.equal(inPlaceFolder('my-app/index.js', apps), '/apps/my-app', 'an app module: its folder, in the apps folder')
+  t.equal(inPlaceFolder('my-app/lib/util.ts', apps), '/apps/my-app', 'a module deeper in the app')
+  t.equal(inPlaceFolder('my-app/package.json', apps), '/apps/my-app', "the app's package.json (the service restarts it when its name or version changed)")
+  t.equal(inPlaceFolder('my-app/lib/public/x.js', apps), '/apps/my-app', 'a folder named public deeper in the app')
+  t.equal(inPlaceFolder('index.js', linkedApp), '/apps/linked', 'a linked app: named by its link, as the service loaded it')
+  t.equal(inPlaceFolder('lib/index.js', { dir: '/elsewhere/my-app', publicAt: 0 }), '/elsewhere/my-app', 'a linked app without a shown path: its folder')
+  t.equal(inPlaceFolder('new-app', apps), undefined, 'a new app folder (or one gone): a restart')
+  t.equal(inPlaceFolder('my-app/public', apps), undefined, 'a public/ folder appearing or going (whether an app has a UI is decided at start)')
+  t.equal(inPlaceFolder('my-app/public/.service-external-resources.json', apps), undefined, 'the CSP source, read at start')
+  t.equal(inPlaceFolder('public/.service-external-resources.json', linkedApp), undefined, "a linked app's CSP source")
+  t.equal(inPlaceFolder('routes/aktor.ts', { dir: '/src', service: true }), undefined, 'src/: a restart')
+  t.equal(inPlaceFolder('apps', { dir: '/work', only: 'apps' }), undefined, 'the apps folder appearing or going')
+})
+
+t.test('changes not yet reloaded for merge: the app folders of both, or a restart when either needs one', async (t) => {
+  const inPlace = (file: string, folder: string, seenAt: number): Change => ({ file, seenAt, service: false, inPlace: [{ folder, file }] })
+  const a1 = inPlace('apps/a/index.js', '/apps/a', 1)
+  const b = inPlace('apps/b/index.js', '/apps/b', 2)
+  const a2 = inPlace('apps/a/lib.js', '/apps/a', 3)
+  t.equal(mergeChanges(undefined, a1), a1, 'nothing pending: the change itself')
+  t.same(mergeChanges(mergeChanges(a1, b), a2), {
+    file: 'apps/a/lib.js', seenAt: 3, service: false, inPlace: [{ folder: '/apps/a', file: 'apps/a/lib.js' }, { folder: '/apps/b', file: 'apps/b/index.js' }]
+  }, 'each folder once, named by its last change; the change named by the last')
+  const restart: Change = { file: 'apps/new', seenAt: 4, service: false, inPlace: undefined }
+  t.same(mergeChanges(a1, restart), restart, 'a restart after an app change: a restart')
+  t.same(mergeChanges(restart, a2), { ...a2, inPlace: undefined }, 'an app change after a restart not yet done: still a restart')
+  t.equal(mergeChanges({ ...restart, service: true }, a2).service, true, 'a change of src/ is kept: the processes started ahead are stale')
+})
+
 t.test('every save is one change, named by the file saved, including saves that replace the file', async (t) => {
   const dir = await tempDir(t, 'reaktor-watch-')
   await fs.mkdir(path.join(dir, 'my-app', 'public'), { recursive: true })
@@ -74,10 +107,12 @@ t.test('every save is one change, named by the file saved, including saves that 
     await waitFor(() => changes.length === n, { what: `save ${n} to be seen` })
     t.equal(path.relative(dir, path.resolve(changes[n - 1].file)), path.join('my-app', 'index.js'), `save ${n} names the saved file`)
     t.equal(changes[n - 1].service, false)
+    t.same(changes[n - 1].inPlace, [{ folder: path.join(dir, 'my-app'), file: changes[n - 1].file }], `save ${n} reloads its app folder in place`)
   }
 
   await fs.mkdir(path.join(dir, 'my-app', 'lib'))
   await waitFor(() => changes.length === 7, { what: 'the new folder to be seen' })
+  t.same(changes[6].inPlace?.map((change) => change.folder), [path.join(dir, 'my-app')], 'a folder made in an app: the app reloads in place')
   await fs.writeFile(path.join(dir, 'my-app', 'lib', 'util.js'), 'x')
   await waitFor(() => changes.length === 8, { what: 'a file in the new folder to be seen' })
   t.equal(path.basename(changes[7].file), 'util.js', 'a folder made after the start is watched too')
@@ -114,6 +149,7 @@ t.test('the folders watched follow the apps folder: removed and made again, and 
   from = changes.length
   await fs.mkdir(path.join(apps, 'my-app'))
   await seen(path.join('apps', 'my-app'), from, 'a new app folder')
+  t.equal(changes.at(-1)?.inPlace, undefined, 'a new app folder restarts the service')
   from = changes.length
   await fs.writeFile(path.join(apps, 'my-app', 'index.js'), 'v1')
   await seen(path.join('apps', 'my-app', 'index.js'), from, 'a save in the new apps folder')
@@ -141,6 +177,7 @@ t.test('the folders watched follow the apps folder: removed and made again, and 
   from = changes.length
   await fs.writeFile(path.join(elsewhere, 'index.js'), 'v1')
   t.ok(await seen(path.join('apps', 'linked-app', 'index.js'), from, 'a save in the linked app folder'), 'a save in a linked app folder, named by its link')
+  t.same(changes.at(-1)?.inPlace?.map((change) => change.folder), [link], 'and reloaded in place as the folder the service loaded: the link')
 
   from = changes.length
   await fs.rm(link)

@@ -37,7 +37,7 @@ function checkName (name: string): void {
 function nextSteps (context: CliContext, plan: AppPlan, dir: string, files: string[], ui: boolean, testCommand: string, notes: string[]): string {
   const base = (context.io.env.REAKTOR_URL ?? DEFAULT_URL).replace(/\/+$/, '')
   const steps = [
-    'Restart the service to load it (or run `npm run dev`, which restarts it when app code changes).',
+    'Restart the service to load it (or run `npm run dev`, which reloads the app in place on each save).',
     ...(ui ? [`Open its UI: ${base}${plan.uiPath}`] : []),
     `Call the aktor: curl -X POST -H "X-Service-Token: $TOKEN" -H 'Content-Type: application/json' -d '{"name":"Ada"}' ${shellWord(`${base}/api/v1/aktor/${plan.aktorId}`)}`,
     `Start the poller: npx reaktor polling start ${shellWord(plan.pollingId)}`,

@@ -61,11 +61,12 @@ export class PackageFolders {
     return dir
   }
 
-  /** Removes the folders of a version (its UI is no longer served once it is deleted). */
-  async remove (name: string, version: string): Promise<void> {
-    const prefix = `${name.replace('/', '+')}@${version}-`
+  /** Removes the folders of a version (undefined: of every version of the app). */
+  async remove (name: string, version?: string): Promise<void> {
+    const prefix = `${name.replace('/', '+')}@${version === undefined ? '' : `${version}-`}`
+    const ours = (e: string): boolean => version === undefined ? /^[0-9A-Za-z][0-9A-Za-z.+_-]*-[0-9a-f]{16}$/.test(e.slice(prefix.length)) : e.length === prefix.length + 16
     const entries = await fs.readdir(this.root).catch(() => [])
-    await Promise.all(entries.filter((e) => e.startsWith(prefix) && e.length === prefix.length + 16)
+    await Promise.all(entries.filter((e) => e.startsWith(prefix) && ours(e))
       .map(async (e) => { await fs.rm(path.join(this.root, e), { recursive: true, force: true }) }))
   }
 

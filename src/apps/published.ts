@@ -131,6 +131,7 @@ export class PublishedApps {
       this.states.delete(name)
       if (catalog.app(name) !== undefined && !this.opts.fixedApps.has(name)) await catalog.replace(name, undefined)
       log.info({ app: name }, `published app ${name} deleted: no longer run here`)
+      await this.opts.folders.remove(name).catch((err: unknown) => { log.warn({ err, app: name }, `published app ${name}: its unpacked folders could not be removed`) })
       return true
     }
     if (state?.version === version && state.failed === undefined) return true

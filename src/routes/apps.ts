@@ -89,25 +89,30 @@ const routes: FastifyPluginAsyncTypebox = async (fastify) => {
     if (fixed !== undefined && !publishedApps.states.has(name)) {
       throw new Errors.AppLoadedFromFolder(name, fixed.dir === undefined ? 'the apps given in code' : 'REAKTOR_APPS_DIR')
     }
-    const dir = await packageFolders.unpack(name, version, bytes)
-    const existed = publishedApps.states.get(name)?.version === version
-    try {
-      appCatalog.check(await loadApp(dir, config.appSettingsEnv, request.log))
-    } catch (err) {
-      // A folder nothing runs from: the next try unpacks afresh. (Node keeps the module it imported.)
-      if (!existed) await fs.rm(dir, { recursive: true, force: true })
-      if (err instanceof RegistrationError) throw new Errors.AppWouldNotLoad(err.message)
-      throw err
-    }
+    const dir = packageFolders.folderOf(name, version, pkg.sha256)
+    const existed = await fs.stat(dir).then(() => true, () => false)
+    await packageFolders.unpack(name, version, bytes)
     const activate = request.query.activate !== 'false'
     const by = actor(request.auth)
-    const result = await db.transaction().execute(async (trx) => {
-      const stored = await storePackage(trx, { ...pkg, bytes }, by, activate)
-      if (stored.stored || stored.activated) {
-        await fastify.audit(request, { action: 'app.publish', targets: [`${name}@${version}`], details: { sha256: pkg.sha256, size: pkg.size, stored: stored.stored, activated: stored.activated, previous: stored.previous } }, trx)
+    let result
+    try {
+      try {
+        appCatalog.check(await loadApp(dir, config.appSettingsEnv, request.log))
+      } catch (err) {
+        throw err instanceof RegistrationError ? new Errors.AppWouldNotLoad(err.message) : err
       }
-      return stored
-    })
+      result = await db.transaction().execute(async (trx) => {
+        const stored = await storePackage(trx, { ...pkg, bytes }, by, activate)
+        if (stored.stored || stored.activated) {
+          await fastify.audit(request, { action: 'app.publish', targets: [`${name}@${version}`], details: { sha256: pkg.sha256, size: pkg.size, stored: stored.stored, activated: stored.activated, previous: stored.previous } }, trx)
+        }
+        return stored
+      })
+    } catch (err) {
+      // Refused: the folder this request unpacked is of no stored version. (Node keeps a module it imported.)
+      if (!existed) await fs.rm(dir, { recursive: true, force: true })
+      throw err
+    }
     if (result.activated) await switched(name)
     return await reply.code(result.stored ? 201 : 200).send({ name, version, sha256: pkg.sha256, size: pkg.size, ...result })
   })
@@ -170,7 +175,8 @@ const routes: FastifyPluginAsyncTypebox = async (fastify) => {
       await sql`select pg_notify(${APPS_CHANNEL}, ${name})`.execute(trx)
       await fastify.audit(request, { action: 'app.delete_version', targets: [`${name}@${version}`], details: {} }, trx)
     })
-    await packageFolders.remove(name, version)
+    // Not the folder of a version this node still runs (it could not load the active one).
+    if (publishedApps.states.get(name)?.version !== version) await packageFolders.remove(name, version)
     return { message: `App ${name}@${version} deleted` }
   })
 

@@ -88,10 +88,10 @@ export class ReaktorRunner {
   /** The timer of "one interval after the run ended", re-armed with refresh() (no allocation per run). */
   private intervalTimer: NodeJS.Timeout | undefined
   private immediate: NodeJS.Immediate | undefined
-  /** performance.now() when the next run was queued for the next turn of the event loop. */
-  private queuedAt = 0
+  private queuedAt = 0 // performance.now() when the next run was queued for the next turn of the event loop
   /** The run's timeout, likewise re-armed per run; it acts only while `current` is that run. */
   private timeoutTimer: NodeJS.Timeout | undefined
+  private timeoutFor: number | undefined
   private current: RunAbort | undefined
   private inFlight: Promise<void> | undefined
   private aktor: PollingAktor | undefined
@@ -126,12 +126,12 @@ export class ReaktorRunner {
     return this.current?.timedOut === true
   }
 
-  /** An app version switch: the next run uses `reaktor` (a run in flight keeps its aktor) and the new interval (a wait under way restarts from now: refresh() would keep the old duration). */
+  /** An app version switch: the next run uses `reaktor` (a run in flight keeps its aktor), its timeout and the new interval (a wait under way restarts from now: refresh() would keep the old duration). */
   switchTo (reaktor: RegisteredPollingReaktor, effectiveIntervalMs: number): void {
-    this.opts.reaktor = reaktor
-    this.aktor = undefined
+    if (reaktor.timeoutMs !== this.opts.reaktor.timeoutMs) this.timeoutFor = undefined
     const same = effectiveIntervalMs === this.opts.effectiveIntervalMs
-    this.opts.effectiveIntervalMs = effectiveIntervalMs
+    Object.assign(this.opts, { reaktor, effectiveIntervalMs })
+    this.aktor = undefined
     if (same || this.intervalTimer === undefined) return
     const waiting = !this.running && this.immediate === undefined && this.timer === undefined
     clearTimeout(this.intervalTimer); this.intervalTimer = undefined
@@ -345,11 +345,11 @@ export class ReaktorRunner {
     run.startedAt = this.lastStartedAt = now()
     this.current = run
     this.runs++
-    if (this.timeoutTimer === undefined) {
+    if (this.timeoutTimer === undefined || this.timeoutFor !== reaktor.timeoutMs) {
+      clearTimeout(this.timeoutTimer)
+      this.timeoutFor = reaktor.timeoutMs
       this.timeoutTimer = setTimeout(() => { if (this.current !== undefined) this.onTimeout(this.current) }, reaktor.timeoutMs)
-    } else {
-      this.timeoutTimer.refresh()
-    }
+    } else this.timeoutTimer.refresh()
     let result: unknown
     let error: unknown
     let thrown: { error: unknown } | undefined

@@ -77,6 +77,8 @@ t.test('publish, republish, activate, roll back and delete on a running node', a
   const other = await call('POST', '/api/v1/apps', await pack(t, files('1.0.0', '// other bytes\n')))
   t.equal(other.statusCode, 409)
   t.match(other.body.message, /pub-demo@1\.0\.0 is already published with other contents/)
+  const folders = async (): Promise<string[]> => (await fs.readdir(path.join(app.config.dataDir, 'apps'))).filter((e) => e.startsWith('pub-demo@')).sort()
+  t.equal((await folders()).length, 1, 'the refused bytes left no folder behind')
 
   const broken = await call('POST', '/api/v1/apps', await pack(t, files('3.0.0', 'export const broken = (1,\nexport const x = 2\n')))
   t.equal(broken.statusCode, 422)
@@ -110,7 +112,9 @@ t.test('publish, republish, activate, roll back and delete on a running node', a
   const freshApi = await api(fresh)
   t.same((await freshApi.call('POST', '/api/v1/aktor/which', {})).body, { version: '2.0.0' })
 
+  t.same((await folders()).map((e) => e.replace(/-[0-9a-f]{16}$/, '')), ['pub-demo@2.0.0'], 'the deleted version\'s folder is gone, the active one\'s stays')
   t.equal((await call('DELETE', '/api/v1/apps/pub-demo')).statusCode, 200)
+  await waitFor(async () => (await folders()).length === 0, { what: 'the deleted app\'s folders gone' })
   t.equal((await call('GET', '/api/v1/apps/pub-demo')).statusCode, 404)
   t.equal((await call('POST', '/api/v1/aktor/which', {})).statusCode, 404, 'its aktors are gone')
   await waitFor(async () => (await freshApi.call('GET', '/api/v1/polling/pub-tick/status')).statusCode === 404, { what: 'the other node unlisting its reaktor' })

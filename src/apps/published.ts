@@ -70,10 +70,14 @@ export class PublishedApps {
     await this.settled()
   }
 
+  /** Stops following the cluster; this node's states go (a node that comes back says what it runs anew). */
   async stop (): Promise<void> {
     this.closed = true
     await this.listener.stop()
     await this.queue
+    await forgetNodeStates(this.opts.db, this.opts.nodeId, []).catch((err: unknown) => {
+      this.opts.log.warn({ err }, 'published apps: this node\'s states could not be removed at shutdown')
+    })
   }
 
   /** Resolves once every switch asked for so far is done. */

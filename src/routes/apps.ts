@@ -54,6 +54,11 @@ const routes: FastifyPluginAsyncTypebox = async (fastify) => {
     publishedApps.enqueue([name])
     await publishedApps.settled()
   }
+  /** What this node runs of the app, and why not the active version. */
+  const thisNode = (name: string): { nodeId: string, version: string | null, error: string | null } => {
+    const state = publishedApps.states.get(name)
+    return { nodeId: config.nodeId, version: state?.version ?? null, error: state?.failed?.message ?? null }
+  }
 
   fastify.post('/apps', {
     // Before the body is read: only an admin may make the node take in a package.
@@ -114,7 +119,7 @@ const routes: FastifyPluginAsyncTypebox = async (fastify) => {
       throw err
     }
     if (result.activated) await switched(name)
-    return await reply.code(result.stored ? 201 : 200).send({ name, version, sha256: pkg.sha256, size: pkg.size, ...result })
+    return await reply.code(result.stored ? 201 : 200).send({ name, version, sha256: pkg.sha256, size: pkg.size, ...result, thisNode: thisNode(name) })
   })
 
   fastify.get('/apps', {
@@ -144,7 +149,7 @@ const routes: FastifyPluginAsyncTypebox = async (fastify) => {
       summary: 'Switch every node to a published version of the app (a rollback is activating an earlier one)',
       params: AppNameParams,
       body: ActivateBody,
-      response: { 200: described(Activated, 'Active now on this node; the others follow'), 400: BadInput, 401: Unauthenticated, 403: NotAdmin, 404: NoSuchApp, 413: TooLarge, 415: NotJson, 500: Internal, 503: Unavailable }
+      response: { 200: described(Activated, 'Activated: this node has switched (thisNode says so, or why not); the others follow'), 400: BadInput, 401: Unauthenticated, 403: NotAdmin, 404: NoSuchApp, 413: TooLarge, 415: NotJson, 500: Internal, 503: Unavailable }
     }
   }, async (request) => {
     const { name } = request.params
@@ -155,7 +160,7 @@ const routes: FastifyPluginAsyncTypebox = async (fastify) => {
       return activated
     })
     if (result.changed) await switched(name)
-    return { name, version, ...result }
+    return { name, version, ...result, thisNode: thisNode(name) }
   })
 
   fastify.delete('/apps/:name/versions/:version', {

@@ -22,6 +22,12 @@ export const ActivateBody = Type.Object({
   version: Type.String({ minLength: 1, maxLength: 256, description: 'A published version of the app' })
 }, { additionalProperties: false })
 
+const ThisNode = Type.Object({
+  nodeId: Type.String(),
+  version: Type.Union([Type.String(), Type.Null()], { description: 'What the node that answered runs of the app now' }),
+  error: Type.Union([Type.String(), Type.Null()], { description: 'Why it does not run the active version (the other nodes may)' })
+}, { description: 'The node that answered, once it has switched (the others follow the NOTIFY)' })
+
 export const Published = Type.Object({
   name: Type.String(),
   version: Type.String(),
@@ -29,14 +35,16 @@ export const Published = Type.Object({
   size: Type.Integer({ description: 'Bytes of the package as uploaded' }),
   stored: Type.Boolean({ description: 'false: this version was already stored with these bytes (nothing changed)' }),
   activated: Type.Boolean({ description: 'The active version changed to it' }),
-  previous: Type.Union([Type.String(), Type.Null()], { description: 'The version active before' })
+  previous: Type.Union([Type.String(), Type.Null()], { description: 'The version active before' }),
+  thisNode: ThisNode
 })
 
 export const Activated = Type.Object({
   name: Type.String(),
   version: Type.String(),
   previous: Type.Union([Type.String(), Type.Null()]),
-  changed: Type.Boolean({ description: 'false: it was already the active version' })
+  changed: Type.Boolean({ description: 'false: it was already the active version' }),
+  thisNode: ThisNode
 })
 
 export const Deleted = Type.Object({ message: Type.String() })

@@ -67,7 +67,7 @@ t.test('publish, republish, activate, roll back and delete on a running node', a
 
   const first = await call('POST', '/api/v1/apps', v1)
   t.equal(first.statusCode, 201)
-  t.match(first.body, { name: 'pub-demo', version: '1.0.0', stored: true, activated: true, previous: null, size: v1.length })
+  t.match(first.body, { name: 'pub-demo', version: '1.0.0', stored: true, activated: true, previous: null, size: v1.length, thisNode: { nodeId: app.config.nodeId, version: '1.0.0', error: null } })
   t.same((await call('POST', '/api/v1/aktor/which', {})).body, { version: '1.0.0' }, 'the receiving node runs it when it answers')
   t.match((await call('GET', '/api/v1/polling/pub-tick/status')).body, { state: 'running', app: 'pub-demo' }, 'its autoStart reaktor is registered and started')
 

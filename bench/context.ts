@@ -32,8 +32,8 @@ export const runs = (n: number): boolean => flags.only === undefined || flags.on
 
 /** Every duration and count of the run; quick mode keeps the whole run near 2 minutes. */
 export const P = flags.quick
-  ? { httpSeconds: 2, warmupSeconds: 1, rounds: 3, connections: 50, s4Reaktors: 10_000, s4WindowMs: 6000, s4SettleMs: 3000, s5WindowMs: 2000, s6Samples: 5, s7Kills: 2, s9Fresh: 1, s9Warm: 1, catchUpMs: 10_000, s11WindowMs: 6000, s11Cases: [0], s11Kills: 1 }
-  : { httpSeconds: 10, warmupSeconds: 2, rounds: 3, connections: 50, s4Reaktors: 10_000, s4WindowMs: 30_000, s4SettleMs: 6000, s5WindowMs: 10_000, s6Samples: 20, s7Kills: 10, s9Fresh: 2, s9Warm: 3, catchUpMs: 60_000, s11WindowMs: 30_000, s11Cases: [0, 1, 2], s11Kills: 3 }
+  ? { httpSeconds: 2, warmupSeconds: 1, rounds: 3, connections: 50, s4Reaktors: 10_000, s4WindowMs: 6000, s4SettleMs: 3000, s5WindowMs: 2000, s6Samples: 5, s7Kills: 2, s9Fresh: 1, s9Warm: 1, catchUpMs: 10_000, s11WindowMs: 6000, s11Cases: [0], s11Kills: 1, s12Publishes: 5, s12MemoryActivations: 5, s12Reaktors: 2000, s12Activations: 2, s12WindowMs: 9000 }
+  : { httpSeconds: 10, warmupSeconds: 2, rounds: 3, connections: 50, s4Reaktors: 10_000, s4WindowMs: 30_000, s4SettleMs: 6000, s5WindowMs: 10_000, s6Samples: 20, s7Kills: 10, s9Fresh: 2, s9Warm: 3, catchUpMs: 60_000, s11WindowMs: 30_000, s11Cases: [0, 1, 2], s11Kills: 3, s12Publishes: 10, s12MemoryActivations: 20, s12Reaktors: 10_000, s12Activations: 5, s12WindowMs: 30_000 }
 // Scenario 11 subsets: --cases=0,2 (of its SCALE_CASES) and --kills=N.
 const cases = option('cases')
 const kills = option('kills')

@@ -1,9 +1,12 @@
 /**
  * What the service under test serves: an app UI (a 27 KB script and an HTML page) and the
- * registrations of the HTTP scenarios (50 polling reaktors, an echo aktor).
+ * registrations of the HTTP scenarios (50 polling reaktors, an echo aktor); and the packages
+ * scenario 12 publishes.
  */
+import { randomBytes } from 'node:crypto'
 import fs from 'node:fs/promises'
 import path from 'node:path'
+import * as tar from 'tar'
 import type { AppDefinition } from '../src/apps/types.js'
 import type { PollingReaktorRegistration } from '../src/sdk/types.js'
 
@@ -47,6 +50,9 @@ export async function writeBenchApp (dir: string): Promise<string> {
   return publicDir
 }
 
+/** How long a run of the `ledger` behaviour of bench/node.ts takes: long enough for overlapping runs to show. */
+export const LEDGER_RUN_MS = 20
+
 export function reaktorId (i: number): string {
   return `bench-${String(i).padStart(5, '0')}`
 }
@@ -71,3 +77,58 @@ export function httpApp (publicDir: string): AppDefinition {
 
 /** The body of scenario 8. */
 export const ECHO_BODY = JSON.stringify({ id: 42, name: 'reaktor', tags: ['a', 'b', 'c'], nested: { ok: true, value: 3.14 } })
+
+/** The key (Symbol.for) of the global through which a published app's reaktor runs in bench/node.ts. */
+export const RUN_HOOK = 'reaktor-bench.run'
+
+/** The aktor of a published bench app: it answers the version whose code runs. */
+export const VERSION_AKTOR = 'bench-version'
+
+export interface PublishedBenchApp {
+  name: string
+  version: string
+  /** Polling reaktors at 3 s (ids reaktorId(i)), each run handed to RUN_HOOK; 0: the version aktor instead. */
+  reaktors: number
+  /** Random (incompressible) bytes in public/pad.bin, so that the package has the size meant. */
+  padBytes: number
+}
+
+/** The entry module: the version in its code, so that a switch is seen in what it answers. */
+function entryModule (app: PublishedBenchApp): string {
+  const version = JSON.stringify(app.version)
+  if (app.reaktors === 0) {
+    return `export const reaktors = [{ reaktorDefinitionId: '${VERSION_AKTOR}', createReaktor: () => () => ({ version: ${version} }) }]\n`
+  }
+  return [
+    `const run = globalThis[Symbol.for('${RUN_HOOK}')]`,
+    `export const pollingReaktors = Array.from({ length: ${app.reaktors} }, (_, i) => ({`,
+    `  reaktorDefinitionId: 'bench-' + String(i).padStart(5, '0'),`,
+    "  interval: '3s',",
+    '  autoStart: true,',
+    `  createReaktor: () => async () => run === undefined ? false : await run(i, ${version})`,
+    '}))',
+    ''
+  ].join('\n')
+}
+
+/**
+ * The package of `app` as `npm pack` lays it out (a gzip tar, every file under `package/`, no
+ * folder entries), written with npm's own archive library: the bytes to publish.
+ */
+export async function packBenchApp (dir: string, app: PublishedBenchApp): Promise<Buffer> {
+  const folder = path.join(dir, `${app.name}-${app.version}`)
+  await fs.mkdir(path.join(folder, 'public'), { recursive: true })
+  const files: Record<string, string | Buffer> = {
+    'package.json': JSON.stringify({ name: app.name, version: app.version, type: 'module', main: 'index.js' }),
+    'index.js': entryModule(app),
+    'public/index.html': `<!doctype html><title>${app.name} ${app.version}</title><p>version ${app.version}</p>\n`,
+    ...(app.padBytes > 0 ? { 'public/pad.bin': randomBytes(app.padBytes) } : {})
+  }
+  for (const [name, content] of Object.entries(files)) await fs.writeFile(path.join(folder, name), content)
+  const file = `${folder}.tgz`
+  await tar.create({ gzip: true, portable: true, cwd: folder, prefix: 'package/', file }, Object.keys(files))
+  const bytes = await fs.readFile(file)
+  await fs.rm(folder, { recursive: true, force: true })
+  await fs.rm(file, { force: true })
+  return bytes
+}

@@ -226,9 +226,8 @@ export class RunWindow {
     this.lastStart = new Float64Array(reaktors)
   }
 
-  /** Reaktor `i` started an interval-paced run now. */
-  intervalRun (i: number): void {
-    const t = performance.now()
+  /** Reaktor `i` started an interval-paced run now (or at `t`, on the clock of the other calls). */
+  intervalRun (i: number, t = performance.now()): void {
     const previous = this.lastStart[i]
     if (previous === 0) this.everRan++
     else if (this.measuring) this.gaps.push(t - previous - this.intervalMs)
@@ -242,13 +241,13 @@ export class RunWindow {
     this.everRan = 1
   }
 
-  begin (): { at: number } {
+  begin (at = performance.now()): { at: number } {
     this.runs = 0
     this.gaps = []
     this.measuring = true
     this.lastAtBegin = Float64Array.from(this.lastStart)
     this.cpuAtBegin = process.cpuUsage()
-    this.beganAt = performance.now()
+    this.beganAt = at
     return { at: this.beganAt }
   }
 
@@ -261,9 +260,8 @@ export class RunWindow {
    * whether it ran earlier in the window or not. Counting only the gaps of the reaktors that ran
    * again would let a stall pass unseen: a gap is recorded only when the next run starts.
    */
-  end (lateMs = 0, considered: (i: number) => boolean = () => true): { runs: number, gapCount: number, stalled: number, gapP50: number, gapP99: number, gapMax: number, cycles: number, at: number, cpuMs: number, rss: number, heapUsed: number } {
+  end (lateMs = 0, considered: (i: number) => boolean = () => true, at = performance.now()): { runs: number, gapCount: number, stalled: number, gapP50: number, gapP99: number, gapMax: number, cycles: number, at: number, cpuMs: number, rss: number, heapUsed: number } {
     this.measuring = false
-    const at = performance.now()
     const stalled = this.stalled(at, lateMs, considered)
     const gaps = stalled === 0 ? this.gaps : [...this.gaps, ...new Array<number>(stalled).fill(Infinity)]
     const cpu = process.cpuUsage(this.cpuAtBegin)
@@ -307,6 +305,47 @@ export class RunWindow {
     }
     return sum
   }
+}
+
+/** A recorded run (the `ledger` behaviour of bench/node.ts): reaktor index, wall-clock start and end in ms. */
+export type LedgerRun = [number, number, number]
+
+/** The runs of each reaktor, in the order they started. */
+export function runsByReaktor (runs: Iterable<LedgerRun>): Map<number, LedgerRun[]> {
+  const byReaktor = new Map<number, LedgerRun[]>()
+  for (const run of runs) {
+    const list = byReaktor.get(run[0])
+    if (list === undefined) byReaktor.set(run[0], [run])
+    else list.push(run)
+  }
+  for (const list of byReaktor.values()) list.sort((a, b) => a[1] - b[1])
+  return byReaktor
+}
+
+/** Runs of a reaktor that started before its previous run ended: what the partition locks rule out. */
+export function countOverlaps (byReaktor: ReadonlyMap<number, readonly LedgerRun[]>): number {
+  let overlaps = 0
+  for (const list of byReaktor.values()) {
+    for (let i = 1; i < list.length; i++) if (list[i][1] < list[i - 1][2]) overlaps++
+  }
+  return overlaps
+}
+
+/**
+ * The window `from`–`to` (wall-clock) of recorded runs of every node, measured as one node's
+ * RunWindow measures its own: the runs before `from` give each reaktor its last start, the runs
+ * after `to` are left out, and a reaktor that no node ran within its interval and `lateMs` before
+ * `to` did not run again. For a window in which reaktors may change node, where each node's own
+ * window would read a move as a gap, or as a stall.
+ */
+export function windowOfRuns (runs: readonly LedgerRun[], reaktors: number, intervalMs: number, from: number, to: number, lateMs: number): ReturnType<RunWindow['end']> {
+  const window = new RunWindow(reaktors, intervalMs)
+  const starts = runs.filter((r) => r[1] <= to).sort((a, b) => a[1] - b[1])
+  let k = 0
+  for (; k < starts.length && starts[k][1] < from; k++) window.intervalRun(starts[k][0], starts[k][1])
+  window.begin(from)
+  for (; k < starts.length; k++) window.intervalRun(starts[k][0], starts[k][1])
+  return window.end(lateMs, () => true, to)
 }
 
 /** A small per-run figure to 3 significant digits (the tables' own format keeps 2 decimals). */

@@ -10,12 +10,17 @@
  * - `failover`: returns true after 5 ms; reports the first run of each take-over to the bench.
  * - `ledger`:   returns false after 20 ms; while watching, records every run (reaktor, wall-clock
  *               start and end) for the kill -9 scenario's overlap and failover analysis.
+ *
+ * With `published` (scenario 12) the node registers no reaktor of its own: they are a published
+ * app's, whose code runs in this process and reports each run through the global RUN_HOOK, which
+ * runs it as `ledger` does (20 ms, recorded while watching) and counts it by the app's version;
+ * their phases are spread over the interval before the bench watches.
  */
 import { setTimeout as sleep } from 'node:timers/promises'
 import { buildApp } from '../src/app.js'
 import { loadConfig } from '../src/config.js'
 import type { PollingReaktorRegistration } from '../src/sdk/types.js'
-import { ADMIN, reaktorId } from './fixture.js'
+import { ADMIN, LEDGER_RUN_MS, reaktorId, RUN_HOOK } from './fixture.js'
 import { fatal, RunWindow, serveParent, wallNow } from './lib.js'
 
 export interface NodeOptions {
@@ -32,6 +37,8 @@ export interface NodeOptions {
   listen: boolean
   /** RUN_HISTORY_PER_REAKTOR of the node (unset: the service's default). */
   historyPerReaktor?: number
+  /** The `reaktors` are a published app's (ids reaktorId(i)), reporting their runs through RUN_HOOK. */
+  published?: boolean
 }
 
 const opts = JSON.parse(process.argv[2]) as NodeOptions
@@ -41,9 +48,38 @@ const runWindow = new RunWindow(n, opts.intervalMs)
 /** Runs recorded while watching (ledger behaviour): [reaktor index, start, end] in wall-clock ms. */
 let ledger: Array<[number, number, number]> | undefined
 const inFlight = new Map<number, number>()
+/** Runs recorded while watching, by the version of the published app that made them. */
+let byVersion = new Map<string, number>()
 let flushAtBegin = { flushes: 0, rows: 0 }
 /** The reaktors this node owned when the window began (indices). */
 let ownedAtBegin = new Set<number>()
+
+/** A run of the `ledger` behaviour: 20 ms, recorded (reaktor, start, end) while watching. */
+async function ledgerRun (i: number): Promise<false> {
+  const start = wallNow()
+  runWindow.intervalRun(i)
+  inFlight.set(i, start)
+  await sleep(LEDGER_RUN_MS)
+  inFlight.delete(i)
+  ledger?.push([i, start, wallNow()])
+  return false
+}
+
+// The published app's reaktors run here: the hook is how their runs reach the node's ledger.
+if (opts.published === true) {
+  const phased = new Set<number>()
+  const global = globalThis as Record<symbol, unknown>
+  global[Symbol.for(RUN_HOOK)] = async (i: number, version: string): Promise<false> => {
+    // Before the bench watches, a reaktor's first run here waits i/n of an interval: the runs then
+    // spread over the interval instead of coming in one burst, so a switch finds runs in flight.
+    if (ledger === undefined && !phased.has(i)) {
+      phased.add(i)
+      await sleep(opts.intervalMs * i / n)
+    }
+    if (ledger !== undefined) byVersion.set(version, (byVersion.get(version) ?? 0) + 1)
+    return await ledgerRun(i)
+  }
+}
 
 function registration (i: number): PollingReaktorRegistration {
   const id = reaktorId(i)
@@ -74,18 +110,7 @@ function registration (i: number): PollingReaktorRegistration {
         }
       }
     case 'ledger':
-      return {
-        ...base,
-        createReaktor: () => async () => {
-          const start = wallNow()
-          runWindow.intervalRun(i)
-          inFlight.set(i, start)
-          await sleep(20)
-          inFlight.delete(i)
-          ledger?.push([i, start, wallNow()])
-          return false
-        }
-      }
+      return { ...base, createReaktor: () => async () => await ledgerRun(i) }
     case 'failover':
       return {
         ...base,
@@ -118,7 +143,7 @@ try {
   const app = await buildApp({
     config,
     databaseUrl: opts.databaseUrl,
-    apps: [{ name: 'bench-node', version: '1.0.0', pollingReaktors: Array.from({ length: n }, (_, i) => registration(i)) }],
+    apps: [{ name: 'bench-node', version: '1.0.0', pollingReaktors: opts.published === true ? [] : Array.from({ length: n }, (_, i) => registration(i)) }],
     scheduler: opts.compete ? undefined : { wantsOwnership: () => false },
     logger: true
   })
@@ -157,14 +182,25 @@ try {
     },
     watch: () => {
       ledger = []
+      byVersion = new Map()
       return { at: wallNow() }
     },
-    /** The ledger so far, the runs in flight (no end yet), and the reaktors this node owns. */
+    /** The ledger so far, the runs in flight (no end yet, `at` now), and the reaktors this node owns. */
     ledger: () => ({
+      at: wallNow(),
       runs: ledger ?? [],
       inFlight: [...inFlight],
+      byVersion: Object.fromEntries(byVersion),
       owned: app.scheduler.ownedReaktorIds().map((id) => index.get(id))
-    })
+    }),
+    /** The process's memory after two full collections when the node runs with --expose-gc (`gc` says whether). */
+    memory: () => {
+      const gc = (globalThis as { gc?: () => void }).gc
+      gc?.()
+      gc?.()
+      const { rss, heapUsed } = process.memoryUsage()
+      return { rss, heapUsed, gc: gc !== undefined }
+    }
   }, async () => { await app.close() })
   process.send?.({ type: 'ready', url, pid: process.pid })
 } catch (err) {

@@ -27,6 +27,7 @@ import { verdictText } from './targets.js'
 import { ROOT, round } from './lib.js'
 import { pinning, removeScripts } from './load.js'
 import { httpScenarios } from './scenarios/http.js'
+import { scenario12 } from './scenarios/publish.js'
 import { scenario10 } from './scenarios/queues.js'
 import { scenario11 } from './scenarios/scale.js'
 import { scenario4and5, scenario6, scenario7 } from './scenarios/scheduler.js'
@@ -55,6 +56,7 @@ async function main (): Promise<void> {
   if (runs(9)) await scenario9(tmp)
   if (runs(10)) await scenario10(ours)
   if (runs(11)) await scenario11(tmp)
+  if (runs(12)) await scenario12(tmp)
 
   const elapsed = round((Date.now() - started) / 1000, 0)
   if (flags.missATarget) judge({ scenario: 'run', what: 'elapsed (--miss-a-target)', target: '0 s', measured: `${elapsed} s`, met: false })

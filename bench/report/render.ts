@@ -7,7 +7,8 @@
  * - `targets`: every target of the current bench, judged on that run;
  * - `runs`: every kept full run, with what it met and missed;
  * - `scale`: what scenario 11 of that run says, in words around its figures;
- * - `history`: the run history's cost (scenario 4 with RUN_HISTORY_PER_REAKTOR 100 and 0).
+ * - `history`: the run history's cost (scenario 4 with RUN_HISTORY_PER_REAKTOR 100 and 0);
+ * - `publish`: what scenario 12 of that run says (publishing apps), in words around its figures.
  *
  * Links are relative to the page the region is on.
  */
@@ -15,6 +16,7 @@ import path from 'node:path'
 import { formatTable, median, num, sig, type Row } from '../lib.js'
 import { metCell, SCENARIO, TARGETS, verdictText, type Judgment } from '../targets.js'
 import { renderHistory } from './history.js'
+import { renderPublish } from './publish.js'
 import { wrapMarkdown } from './regions.js'
 import { renderScale } from './scale.js'
 import { fullRuns, httpRow, int, isLegacy, judgmentsOf, scaleOf, type RenderContext, type Run } from './runs.js'
@@ -25,7 +27,8 @@ export const REGIONS: Record<string, (ctx: RenderContext) => string> = {
   targets: renderTargets,
   runs: renderRuns,
   scale: renderScale,
-  history: renderHistory
+  history: renderHistory,
+  publish: renderPublish
 }
 
 export function render (name: string, ctx: RenderContext): string {
@@ -142,7 +145,25 @@ function scheduling (ctx: RenderContext, judged: readonly Judgment[]): string {
     const f = r.s7.failovers as number[]
     rows.push(['failover after `kill -9` of the owner', `median ${int(median(f))} ms, max ${int(Math.max(...f))} ms (${f.length} kills)`, `median ≤ ${int(TARGETS.s7.medianMs)} ms, max ≤ ${int(TARGETS.s7.maxMs)} ms`, verdict(of(judged, SCENARIO.s7))])
   }
+  rows.push(...publishing(r, judged))
   return table(['scheduling', 'measured', 'target', 'met'], rows)
+}
+
+/** Scenario 12's rows of the summary: publish, reaktors through activations, memory per activation. */
+function publishing (r: Record<string, any>, judged: readonly Judgment[]): string[][] {
+  const rows: string[][] = []
+  const t = TARGETS.s12
+  if (r.s12_publish !== undefined) {
+    rows.push(['publish of a 1 MiB app package to one of 3 nodes → every node serves and runs it', `median ${int(num(r.s12_publish.p50))} ms, max ${int(num(r.s12_publish.max))} ms (${(r.s12_publish.samples as unknown[]).length} publishes)`, `max ≤ ${int(t.publishMaxMs)} ms`, verdict(of(judged, SCENARIO.s12publish))])
+  }
+  const runs = r.s12_runs
+  if (runs !== undefined) {
+    rows.push([`${String(runs.label)} of a published app, 3 nodes`, `${dec(num(runs.share) * 100)} % of the expected runs; p99 lateness ${dec(num(runs.gapP99))} ms; ${int(num(runs.overlaps))} overlapping runs`, `≥ ${t.share * 100} %; p99 ≤ ${t.p99Ms} ms; none stalled; no overlap`, verdict(of(judged, SCENARIO.s12switch(String(runs.label))))])
+  }
+  if (r.s12_memory !== undefined) {
+    rows.push(['memory per activation of a version not loaded before', `${dec(num(r.s12_memory.worstMiB), 2)} MiB of RSS (worst node, ${int(num(r.s12_memory.activations))} activations)`, `≤ ${t.rssPerActivationMiB} MiB`, verdict(of(judged, SCENARIO.s12memory))])
+  }
+  return rows
 }
 
 /** The job queues of scenario 10 on scenario 4, in a sentence: what they kept up with, at what cost per run. */

@@ -4,7 +4,7 @@
  */
 import fs from 'node:fs/promises'
 import { createDatabase, judge, nodeOptions, note, P, print, results, startNode, until } from '../context.js'
-import { delay, mean, median, num, round, sum, wallNow, type ChildHandle, type Message, type Row } from '../lib.js'
+import { countOverlaps, delay, mean, median, num, round, runsByReaktor, sum, wallNow, type ChildHandle, type LedgerRun, type Message, type Row } from '../lib.js'
 import type { NodeOptions } from '../node.js'
 import { evenlySpread, killJudgments, memoryJudgment, p99Judgment, refusalJudgment, SCENARIO, shareJudgment, spreadJudgment, stallJudgment, TARGETS, type Judgment } from '../targets.js'
 
@@ -112,17 +112,11 @@ async function scaleKill (tmp: string, index: number): Promise<Row> {
   await delay(8000)
   const after = await Promise.all(survivors.map(async (n) => await n.request({ type: 'ledger' })))
   await Promise.all(survivors.map(async (n) => await n.shutdown()))
-  type Run = [number, number, number]
   // The victim's runs: recorded ones, and those in flight at the kill (they end with the process).
-  const victimRuns: Run[] = [...(before.runs as Run[]), ...(before.inFlight as Array<[number, number]>).map(([i, start]): Run => [i, start, killedAt])]
+  const victimRuns: LedgerRun[] = [...(before.runs as LedgerRun[]), ...(before.inFlight as Array<[number, number]>).map(([i, start]): LedgerRun => [i, start, killedAt])]
   const orphans = before.owned as number[]
-  const byReaktor = new Map<number, Run[]>()
-  for (const run of [...victimRuns, ...after.flatMap((a) => a.runs as Run[])]) byReaktor.set(run[0], [...(byReaktor.get(run[0]) ?? []), run])
-  let overlaps = 0
-  for (const list of byReaktor.values()) {
-    list.sort((a, b) => a[1] - b[1])
-    for (let i = 1; i < list.length; i++) if (list[i][1] < list[i - 1][2]) overlaps++
-  }
+  const byReaktor = runsByReaktor([...victimRuns, ...after.flatMap((a) => a.runs as LedgerRun[])])
+  const overlaps = countOverlaps(byReaktor)
   const toFirstRun: number[] = []
   const lateness: number[] = []
   let missing = 0
@@ -136,7 +130,7 @@ async function scaleKill (tmp: string, index: number): Promise<Row> {
     const due = last === undefined ? killedAt : Math.max(killedAt, last[2] + 3000)
     lateness.push(first[1] - due)
   }
-  const ledgerRuns = victimRuns.length + sum(after, (x) => (x.runs as Run[]).length)
+  const ledgerRuns = victimRuns.length + sum(after, (x) => (x.runs as LedgerRun[]).length)
   results[`s11_kill_${index}`] = { orphans: orphans.length, missing, overlaps, toFirstRun, lateness, runs: ledgerRuns }
   return {
     kill: index + 1,

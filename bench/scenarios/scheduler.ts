@@ -104,7 +104,8 @@ export async function scenario4and5 (tmp: string): Promise<{ s4?: Throughput, s5
   }
 }
 
-async function apiToken (url: string): Promise<string> {
+/** A session token of the bench admin, from a login on `url`. */
+export async function apiToken (url: string): Promise<string> {
   const res = await fetch(`${url}/api/v1/auth/login`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(ADMIN) })
   if (res.status !== 200) throw new Error(`login failed: ${res.status}`)
   return (await res.json() as { token: string }).token

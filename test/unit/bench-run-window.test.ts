@@ -1,10 +1,11 @@
 /**
  * The bench's run window (bench/lib.ts): a reaktor that does not run again counts as an infinite
- * gap, so a stall fails scenario 4's and 11's p99 target instead of leaving the statistics.
+ * gap, so a stall fails scenario 4's, 11's and 12's p99 target instead of leaving the statistics;
+ * and the recorded runs of several nodes (scenarios 11 and 12): overlaps, and one window over them.
  */
 import t from 'tap'
 import { performance } from 'node:perf_hooks'
-import { keepNonFinite, num, RunWindow } from '../../bench/lib.js'
+import { countOverlaps, keepNonFinite, num, RunWindow, runsByReaktor, windowOfRuns, type LedgerRun } from '../../bench/lib.js'
 import { deadline, waitFor } from '../helpers/timing.js'
 
 const INTERVAL_MS = 50
@@ -79,4 +80,28 @@ t.test('an infinite gap survives JSON, and null still means no value', async (t)
   t.ok(Number.isNaN(num(sent.p50)))
   t.equal(num(sent.max), 3.5)
   t.ok(Number.isNaN(num(null)))
+})
+
+t.test('a run of a reaktor that starts before its previous one ended is an overlap, whichever node ran them', async (t) => {
+  const runs: LedgerRun[] = [[0, 3020, 3040], [0, 0, 20], [0, 10, 30], [1, 5, 25], [1, 25, 45]]
+  const byReaktor = runsByReaktor(runs)
+  t.same(byReaktor.get(0)?.map((r) => r[1]), [0, 10, 3020], 'in the order they started')
+  t.equal(countOverlaps(byReaktor), 1, 'one starting as the other ends is none')
+})
+
+t.test('one window over the runs of every node: a move is no gap, a reaktor no node ran again is a stall', async (t) => {
+  const runs: LedgerRun[] = [
+    [0, 1000, 1020], [1, 1000, 1020], // before the window: each one's last start
+    [0, 4020, 4040], // on another node: reaktor 0 moved
+    [0, 7040, 7060],
+    [0, 9000, 9020] // after the window: left out
+  ]
+  const w = windowOfRuns(runs, 2, 3000, 3000, 8000, 250)
+  t.equal(w.runs, 2)
+  t.equal(w.gapCount, 2, 'reaktor 0 ran twice in the window, each run a gap')
+  t.equal(w.gapP50, 20)
+  t.equal(w.stalled, 1, 'reaktor 1 did not run again')
+  t.equal(w.gapMax, Infinity)
+  // 2 runs; plus what each had waited at the end, in periods (reaktor 0 960 ms; reaktor 1 over a period: 1), minus the same at the start (2000 ms each).
+  t.ok(Math.abs(w.cycles - (2 + 960 / 3000 + 1 - 2 * 2000 / 3000)) < 1e-9, `cycles ${w.cycles}`)
 })

@@ -142,7 +142,7 @@ t.test('publish, list, show, activate, rollback and delete, with the refusals of
   t.match(await cli(['apps', 'delete', `${NAME}@2.0.0`]), { code: 1, stderr: /App @acme\/cli-demo@2\.0\.0 is active; activate another version first, or delete the app/ })
 
   const rolledBack = await cli(['--json', 'apps', 'rollback', NAME])
-  t.same(JSON.parse(rolledBack.stdout), { name: NAME, version: '1.0.0', previous: '2.0.0', changed: true }, 'the version published before the active one')
+  t.match(JSON.parse(rolledBack.stdout), { name: NAME, version: '1.0.0', previous: '2.0.0', changed: true, thisNode: { version: '1.0.0', error: null } }, 'the version published before the active one')
   t.same(await activeAnswer(s), { version: '1.0.0' })
   t.same(await cli(['apps', 'delete', `${NAME}@2.0.0`]), { code: 0, stdout: 'App @acme/cli-demo@2.0.0 deleted\n', stderr: '' })
   t.match(await cli(['apps', 'rollback', NAME]), { code: 1, stderr: /no earlier version to roll back to/ }, 'the version before it is gone')

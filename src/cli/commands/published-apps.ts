@@ -11,8 +11,10 @@ interface AppSummary { name: string, activeVersion: string | null, changedAt: st
 interface AppVersion { version: string, sha256: string, size: number, publishedAt: string, publishedBy: string | null }
 interface NodeState { nodeId: string, version: string | null, since: string | null, error: string | null }
 interface AppDetails { name: string, activeVersion: string | null, changedAt: string | null, changedBy: string | null, versions: AppVersion[], nodes: NodeState[] }
-interface Published { name: string, version: string, sha256: string, size: number, stored: boolean, activated: boolean, previous: string | null }
-interface Activated { name: string, version: string, previous: string | null, changed: boolean }
+/** What the node that answered runs of the app once it switched. */
+interface ThisNode { nodeId: string, version: string | null, error: string | null }
+interface Published { name: string, version: string, sha256: string, size: number, stored: boolean, activated: boolean, previous: string | null, thisNode?: ThisNode }
+interface Activated { name: string, version: string, previous: string | null, changed: boolean, thisNode?: ThisNode }
 
 // npm's own limit, as the service's (src/schemas/apps.ts).
 const MAX_NAME_LENGTH = 214
@@ -76,9 +78,9 @@ function publishedMessage (p: Published): string {
   const what = `(${formatBytes(p.size)}, sha256 ${p.sha256.slice(0, SHORT_SHA)})`
   const replaced = p.previous === null ? 'the app\'s first active version' : `it replaces ${p.previous}`
   if (p.activated) {
-    return p.stored
+    return (p.stored
       ? `Published ${id} ${what} and activated it (${replaced}): every node switches to it.\n`
-      : `${id} was already published with these bytes ${what}; it is activated now (${replaced}): every node switches to it.\n`
+      : `${id} was already published with these bytes ${what}; it is activated now (${replaced}): every node switches to it.\n`) + notSwitched(p.thisNode)
   }
   const active = p.previous === p.version ? 'it is the active version' : `the active version is ${p.previous ?? 'none'}`
   if (!p.stored) return `${id} is already published with these bytes ${what}; nothing changed (${active}).\n`
@@ -87,7 +89,13 @@ function publishedMessage (p: Published): string {
 
 function activatedMessage (a: Activated): string {
   if (!a.changed) return `${a.name}@${a.version} is already the active version: nothing changed.\n`
-  return `Activated ${a.name}@${a.version}${a.previous === null ? '' : ` (it replaces ${a.previous})`}: every node switches to it.\n`
+  return `Activated ${a.name}@${a.version}${a.previous === null ? '' : ` (it replaces ${a.previous})`}: every node switches to it.\n${notSwitched(a.thisNode)}`
+}
+
+/** A line when the node that answered could not load the version (the others may have). */
+function notSwitched (node: ThisNode | undefined): string {
+  if (node?.error === undefined || node.error === null) return ''
+  return `Warning: node ${node.nodeId} could not load it and runs ${node.version ?? 'no version of it'}: ${node.error}\n`
 }
 
 /**

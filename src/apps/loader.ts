@@ -38,7 +38,8 @@ function isObject (value: unknown): value is Record<string, unknown> {
   return typeof value === 'object' && value !== null && !Array.isArray(value)
 }
 
-async function isDirectory (p: string): Promise<boolean> {
+/** Whether `p` is a folder (a link to one counts); false when it cannot be read. */
+export async function isDirectory (p: string): Promise<boolean> {
   try {
     return (await fs.stat(p)).isDirectory()
   } catch {

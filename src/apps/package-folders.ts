@@ -3,7 +3,7 @@ import fs from 'node:fs/promises'
 import path from 'node:path'
 import type { Kysely } from 'kysely'
 import type { Database } from '../db/schema.js'
-import { unpackPackage, type PackageLimits } from './package-archive.js'
+import { unpackPackage, type InspectedPackage, type PackageLimits } from './package-archive.js'
 import { packageSha, readPackage } from './package-store.js'
 
 async function exists (p: string): Promise<boolean> {
@@ -42,23 +42,31 @@ export class PackageFolders {
     return await fetching
   }
 
-  /** Unpacks bytes already checked (inspectPackage) into the folder of their sha256. */
-  async unpack (name: string, version: string, bytes: Buffer): Promise<string> {
-    const sha256 = createHash('sha256').update(bytes).digest('hex')
-    const dir = this.folderOf(name, version, sha256)
-    if (await exists(dir)) return dir
+  /**
+   * Checks and unpacks a package in one reading of the archive (unpackPackage refuses what
+   * inspectPackage refuses), then moves it to the folder of its name, version and sha256.
+   * `created`: this call made that folder (false: the same bytes were unpacked there already).
+   */
+  async unpack (bytes: Buffer): Promise<{ pkg: InspectedPackage, dir: string, created: boolean }> {
     await fs.mkdir(this.root, { recursive: true })
     const staging = path.join(this.root, `.unpacking-${randomUUID()}`)
+    let pkg: InspectedPackage
     try {
-      await unpackPackage(bytes, staging, this.limits)
-      await fs.rename(staging, dir)
+      pkg = await unpackPackage(bytes, staging, this.limits)
     } catch (err) {
       await fs.rm(staging, { recursive: true, force: true })
-      // Another process of this DATA_DIR renamed the same content into place first.
-      if (await exists(dir)) return dir
       throw err
     }
-    return dir
+    const dir = this.folderOf(pkg.name, pkg.version, pkg.sha256)
+    try {
+      await fs.rename(staging, dir)
+      return { pkg, dir, created: true }
+    } catch (err) {
+      await fs.rm(staging, { recursive: true, force: true })
+      // There already (a folder is only renamed into place whole).
+      if (await exists(dir)) return { pkg, dir, created: false }
+      throw err
+    }
   }
 
   /** Removes the folders of a version (undefined: of every version of the app). */
@@ -81,6 +89,6 @@ export class PackageFolders {
     if (actual !== stored.sha256) {
       throw new Error(`app ${name}@${version}: the stored package has sha256 ${actual}, not the recorded ${stored.sha256}; it is not used`)
     }
-    return await this.unpack(name, version, stored.bytes)
+    return (await this.unpack(stored.bytes)).dir
   }
 }

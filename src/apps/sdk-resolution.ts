@@ -60,7 +60,8 @@ export async function resolve (specifier, context, nextResolve) {
   return reloaded(await nextResolve(specifier, context), context.parentURL)
 }
 function reloaded (resolved, parentURL) {
-  if (typeof parentURL !== 'string' || !parentURL.startsWith('file:') || !resolved.url.startsWith('file:')) return resolved
+  // Most imports come from no reloaded module: no URL is parsed for them.
+  if (typeof parentURL !== 'string' || !parentURL.includes(${JSON.stringify(RELOAD_PARAM)}) || !parentURL.startsWith('file:') || !resolved.url.startsWith('file:')) return resolved
   const reload = new URL(parentURL).searchParams.get(${JSON.stringify(RELOAD_PARAM)})
   if (reload === null) return resolved
   const url = new URL(resolved.url)

@@ -1,8 +1,7 @@
-import fs from 'node:fs/promises'
 import path from 'node:path'
 import type { AppCatalog, AppChange } from '../apps/catalog.js'
 import { plainMessage } from '../apps/import-errors.js'
-import { loadApp, type LoaderLog } from '../apps/loader.js'
+import { isDirectory, loadApp, type LoaderLog } from '../apps/loader.js'
 import { RegistrationError } from '../apps/registry.js'
 import type { LoadedApp } from '../apps/types.js'
 import type { ReloadOutcome } from './supervised.js'
@@ -16,10 +15,6 @@ export interface AppReloadOptions {
   /** The environment app settings are read from, as at start. */
   env: Record<string, string | undefined>
   log: Log
-}
-
-async function isDirectory (dir: string): Promise<boolean> {
-  return await fs.stat(dir).then((st) => st.isDirectory(), () => false)
 }
 
 /** Why `next` cannot take the place of `current` in a running service, if it cannot. */

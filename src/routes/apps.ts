@@ -3,11 +3,10 @@ import type { FastifyPluginAsyncTypebox } from '@fastify/type-provider-typebox'
 import { sql } from 'kysely'
 import type { Static } from 'typebox'
 import { loadApp } from '../apps/loader.js'
-import { inspectPackage } from '../apps/package-archive.js'
 import { activateVersion, APPS_CHANNEL, deleteApp, deleteVersion, listApps, showApp, storePackage, type AppDetails as AppDetailsRow, type AppSummary } from '../apps/package-store.js'
 import { RegistrationError } from '../apps/registry.js'
 import { Errors } from '../errors.js'
-import { described, ErrorBody } from '../schemas/common.js'
+import { Answers, described, ErrorBody } from '../schemas/common.js'
 import { Activated, ActivateBody, AppDetails, AppList, AppSummary as AppSummarySchema, AppNameParams, AppVersionParams, Deleted, Published, PublishQuery } from '../schemas/apps.js'
 
 const iso = (d: Date | null): string | null => d === null ? null : d.toISOString()
@@ -25,14 +24,10 @@ function detailsView (a: AppDetailsRow): Static<typeof AppDetails> {
   }
 }
 
-const Unavailable = described(ErrorBody, 'The database is unavailable: retry shortly')
-const Internal = described(ErrorBody, 'Internal error: the body carries no detail (the node logs it)')
-const Unauthenticated = described(ErrorBody, 'Missing, invalid or expired token (X-Service-Token)')
+const { unavailable: Unavailable, internal: Internal, unauthenticated: Unauthenticated, tooLarge: TooLarge, notJson: NotJson } = Answers
 const NotAdmin = described(ErrorBody, 'Only admins publish, activate and delete apps')
 const NoSuchApp = described(ErrorBody, 'No app of that name is published (or no such version of it)')
 const BadInput = described(ErrorBody, 'Invalid request: the message says which rule the input broke')
-const TooLarge = described(ErrorBody, 'The body is larger than the service accepts')
-const NotJson = described(ErrorBody, 'The body is not application/json')
 
 /** What a package is sent as: `npm pack` writes gzip; curl --data-binary sends octet-stream unless told. */
 const PACKAGE_TYPES = ['application/gzip', 'application/x-gzip', 'application/octet-stream']
@@ -86,28 +81,23 @@ const routes: FastifyPluginAsyncTypebox = async (fastify) => {
       }
     }
   }, async (request, reply) => {
-    const bytes = request.body as Buffer
-    // A PackageError carries its status (400, 413 over APP_PACKAGE_MAX_BYTES).
-    const pkg = await inspectPackage(bytes, limits)
+    // Checked while it unpacks: a PackageError carries its status (400; 413 over APP_PACKAGE_MAX_BYTES).
+    const { pkg, dir, created } = await packageFolders.unpack(request.body as Buffer)
     const { name, version } = pkg
-    const fixed = appCatalog.app(name)
-    if (fixed !== undefined && !publishedApps.states.has(name)) {
-      throw new Errors.AppLoadedFromFolder(name, fixed.dir === undefined ? 'the apps given in code' : 'REAKTOR_APPS_DIR')
-    }
-    const dir = packageFolders.folderOf(name, version, pkg.sha256)
-    const existed = await fs.stat(dir).then(() => true, () => false)
-    await packageFolders.unpack(name, version, bytes)
     const activate = request.query.activate !== 'false'
-    const by = actor(request.auth)
     let result
     try {
+      const fixed = appCatalog.app(name)
+      if (fixed !== undefined && !publishedApps.states.has(name)) {
+        throw new Errors.AppLoadedFromFolder(name, fixed.dir === undefined ? 'the apps given in code' : 'REAKTOR_APPS_DIR')
+      }
       try {
         appCatalog.check(await loadApp(dir, config.appSettingsEnv, request.log))
       } catch (err) {
         throw err instanceof RegistrationError ? new Errors.AppWouldNotLoad(err.message) : err
       }
       result = await db.transaction().execute(async (trx) => {
-        const stored = await storePackage(trx, { ...pkg, bytes }, by, activate)
+        const stored = await storePackage(trx, { ...pkg, bytes: request.body as Buffer }, actor(request.auth), activate)
         if (stored.stored || stored.activated) {
           await fastify.audit(request, { action: 'app.publish', targets: [`${name}@${version}`], details: { sha256: pkg.sha256, size: pkg.size, stored: stored.stored, activated: stored.activated, previous: stored.previous } }, trx)
         }
@@ -115,7 +105,7 @@ const routes: FastifyPluginAsyncTypebox = async (fastify) => {
       })
     } catch (err) {
       // Refused: the folder this request unpacked is of no stored version. (Node keeps a module it imported.)
-      if (!existed) await fs.rm(dir, { recursive: true, force: true })
+      if (created) await fs.rm(dir, { recursive: true, force: true })
       throw err
     }
     if (result.activated) await switched(name)

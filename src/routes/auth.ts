@@ -3,7 +3,7 @@ import { writeCookies } from '../auth/session-cookie.js'
 import { TOKEN_HEADER } from '../auth/types.js'
 import { Errors } from '../errors.js'
 import { LoginBody, LoginResult, LogoutResult, WhoAmI } from '../schemas/auth.js'
-import { described, ErrorBody } from '../schemas/common.js'
+import { Answers, described, ErrorBody } from '../schemas/common.js'
 import { strictJsonBodies } from './json-body.js'
 
 /**
@@ -26,8 +26,8 @@ const routes: FastifyPluginAsyncTypebox = async (fastify) => {
         200: LoginResult,
         400: ErrorBody,
         401: described(ErrorBody, 'Wrong username or password (the same answer for both)'),
-        413: described(ErrorBody, 'The body is larger than the service accepts'),
-        415: described(ErrorBody, 'The body is not application/json'),
+        413: Answers.tooLarge,
+        415: Answers.notJson,
         429: ErrorBody,
         500: ErrorBody,
         503: ErrorBody

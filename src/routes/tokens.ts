@@ -6,16 +6,14 @@ import { isDuration, parseDuration } from '../lib/duration.js'
 import { Errors } from '../errors.js'
 import { strictJsonBodies } from './json-body.js'
 import { ruleMessage } from './users.js'
-import { described, ErrorBody } from '../schemas/common.js'
+import { Answers, described, ErrorBody } from '../schemas/common.js'
 import { CreatedToken, CreateTokenBody, RevokedToken, TOKEN_EXPIRY, TokenIdParams, TokenList } from '../schemas/tokens.js'
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i
 const MIN_EXPIRY_MS = parseDuration(TOKEN_EXPIRY.min)
 const MAX_EXPIRY_MS = parseDuration(TOKEN_EXPIRY.max)
 
-const Unavailable = described(ErrorBody, 'The database is unavailable: retry shortly')
-const Internal = described(ErrorBody, 'Internal error: the body carries no detail (the node logs it)')
-const Unauthenticated = described(ErrorBody, 'Missing, invalid or expired token (X-Service-Token)')
+const { unavailable: Unavailable, internal: Internal, unauthenticated: Unauthenticated } = Answers
 
 function view (token: ApiTokenView): { id: string, name: string, owner: string, createdAt: string, lastUsedAt: string | null, expiresAt: string | null } {
   return { ...token, createdAt: token.createdAt.toISOString(), lastUsedAt: token.lastUsedAt?.toISOString() ?? null, expiresAt: token.expiresAt?.toISOString() ?? null }
@@ -45,8 +43,8 @@ const routes: FastifyPluginAsyncTypebox = async (fastify) => {
         400: described(ErrorBody, 'Invalid name or expiresIn: the message says which rule the input broke'),
         401: Unauthenticated,
         403: described(ErrorBody, 'Presented with an API token: create tokens with a login session'),
-        413: described(ErrorBody, 'The body is larger than the service accepts'),
-        415: described(ErrorBody, 'The body is not application/json'),
+        413: Answers.tooLarge,
+        415: Answers.notJson,
         500: Internal,
         503: Unavailable
       }

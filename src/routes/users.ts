@@ -8,7 +8,7 @@ import { TOKEN_HEADER } from '../auth/types.js'
 import { PRINTABLE_RULE, usernameProblem } from '../lib/user-rules.js'
 import { Errors } from '../errors.js'
 import { strictJsonBodies } from './json-body.js'
-import { described, ErrorBody, STORED_TEXT_PATTERN } from '../schemas/common.js'
+import { Answers, described, ErrorBody, STORED_TEXT_PATTERN } from '../schemas/common.js'
 import { DURATION_PATTERN, TOKEN_NAME_PATTERN } from '../schemas/tokens.js'
 import { CreateUserBody, OwnPasswordBody, OwnPasswordResult, ResetPasswordBody, UpdateUserBody, UserList, UserParams, UserSchema, UserWithPassword } from '../schemas/users.js'
 
@@ -18,8 +18,7 @@ const forbidden = described(ErrorBody, 'The caller is not an admin')
 const unknownUser = described(ErrorBody, 'No user of this name (compared without regard to case)')
 const lastAdmin = described(ErrorBody, 'The change would leave no enabled admin')
 const unavailable = described(ErrorBody, 'The database is unavailable; retry shortly')
-const notJson = described(ErrorBody, 'The body is not application/json')
-const tooLarge = described(ErrorBody, 'The body is larger than the service accepts')
+const { notJson, tooLarge } = Answers
 
 /** What each pattern of the account schemas means, for a person. */
 const PATTERN_RULES: Record<string, string> = {

@@ -39,5 +39,14 @@ export function described<T extends TSchema> (schema: T, description: string): T
   return { ...schema, description }
 }
 
+/** The answers many routes share, in one wording each. */
+export const Answers = {
+  unauthenticated: described(ErrorBody, 'Missing, invalid or expired token (X-Service-Token)'),
+  unavailable: described(ErrorBody, 'The database is unavailable: retry shortly'),
+  internal: described(ErrorBody, 'Internal error: the body carries no detail (the node logs it)'),
+  tooLarge: described(ErrorBody, 'The body is larger than the service accepts'),
+  notJson: described(ErrorBody, 'The body is not application/json')
+}
+
 /** The 404 of the routes that take a reaktor id, in one wording. */
 export const UnknownReaktorAnswer = described(ErrorBody, 'No polling reaktor of this id is registered on this node')

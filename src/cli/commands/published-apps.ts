@@ -1,5 +1,7 @@
 import { Argument, InvalidArgumentError, type Command } from 'commander'
 import { isPackageName, isPackageVersion } from '../../apps/loader.js'
+import { APP_VERSION_MAX } from '../../schemas/apps.js'
+import { APP_NAME_MAX } from '../../schemas/polling.js'
 import { readPackageSource } from '../app-pack.js'
 import type { ApiClient } from '../client.js'
 import { CliError, EXIT, type CliContext, type CommandModule } from '../context.js'
@@ -16,9 +18,6 @@ interface ThisNode { nodeId: string, version: string | null, error: string | nul
 interface Published { name: string, version: string, sha256: string, size: number, stored: boolean, activated: boolean, previous: string | null, thisNode?: ThisNode }
 interface Activated { name: string, version: string, previous: string | null, changed: boolean, thisNode?: ThisNode }
 
-// npm's own limit, as the service's (src/schemas/apps.ts).
-const MAX_NAME_LENGTH = 214
-const MAX_VERSION_LENGTH = 256
 /** As many hex digits of a sha256 as the service's own messages show. */
 const SHORT_SHA = 12
 
@@ -28,15 +27,15 @@ const appPath = (name: string): string => `/apps/${encodeURIComponent(name)}`
 // The rules a package is published under: a name or version outside them names no published app,
 // so it is a usage error, as a bad option is, with no request sent.
 function appName (value: string): string {
-  if (value.length > MAX_NAME_LENGTH || !isPackageName(value)) {
-    throw new InvalidArgumentError(`${JSON.stringify(value)} is not an app name: a package name of at most ${MAX_NAME_LENGTH} characters, lower case letters, digits, - . _ ~, optionally @scope/ (e.g. my-app, @acme/widgets)`)
+  if (value.length > APP_NAME_MAX || !isPackageName(value)) {
+    throw new InvalidArgumentError(`${JSON.stringify(value)} is not an app name: a package name of at most ${APP_NAME_MAX} characters, lower case letters, digits, - . _ ~, optionally @scope/ (e.g. my-app, @acme/widgets)`)
   }
   return value
 }
 
 function appVersion (value: string): string {
-  if (value.length > MAX_VERSION_LENGTH || !isPackageVersion(value)) {
-    throw new InvalidArgumentError(`${JSON.stringify(value)} is not an app version: letters, digits, . + _ - (e.g. 1.2.0), at most ${MAX_VERSION_LENGTH} characters`)
+  if (value.length > APP_VERSION_MAX || !isPackageVersion(value)) {
+    throw new InvalidArgumentError(`${JSON.stringify(value)} is not an app version: letters, digits, . + _ - (e.g. 1.2.0), at most ${APP_VERSION_MAX} characters`)
   }
   return value
 }
@@ -144,6 +143,12 @@ function printDetails (context: CliContext, app: AppDetails): void {
 /** `reaktor apps …` over `/api/v1/apps`: apps published to the service as npm packages. */
 export const publishedAppCommands: CommandModule = (program, context) => {
   const { io } = context
+  /** Activate and rollback: one request, one answer. */
+  const activate = async (api: ApiClient, name: string, version: string): Promise<void> => {
+    const answer = await api.request<Activated>('POST', `${appPath(name)}/activate`, { body: { version } })
+    if (context.json()) return printJson(io, answer)
+    io.stdout.write(printable(activatedMessage(answer)))
+  }
   const apps = example(program.command('apps')
     .description('apps published to the service (npm packages stored in its database): list, show, publish, activate, rollback, delete'),
   'reaktor apps publish ./my-app', 'reaktor apps show my-app')
@@ -197,11 +202,7 @@ export const publishedAppCommands: CommandModule = (program, context) => {
     .addArgument(new Argument('<name>', 'the app (package) name').argParser(appName))
     .addArgument(new Argument('<version>', 'a published version of it, as "reaktor apps show" lists them').argParser(appVersion)),
   'reaktor apps activate my-app 1.2.0')
-    .action(async (name: string, version: string) => {
-      const answer = await (await context.api()).request<Activated>('POST', `${appPath(name)}/activate`, { body: { version } })
-      if (context.json()) return printJson(io, answer)
-      io.stdout.write(printable(activatedMessage(answer)))
-    })
+    .action(async (name: string, version: string) => { await activate(await context.api(), name, version) })
 
   example(apps.command('rollback')
     .description('activate the version published just before the active one (the next older one "reaktor apps show" lists)')
@@ -209,10 +210,7 @@ export const publishedAppCommands: CommandModule = (program, context) => {
   'reaktor apps rollback my-app')
     .action(async (name: string) => {
       const api = await context.api()
-      const version = rollbackTarget(await showApp(api, name))
-      const answer = await api.request<Activated>('POST', `${appPath(name)}/activate`, { body: { version } })
-      if (context.json()) return printJson(io, answer)
-      io.stdout.write(printable(activatedMessage(answer)))
+      await activate(api, name, rollbackTarget(await showApp(api, name)))
     })
 
   example(apps.command('delete')

@@ -5,21 +5,19 @@
  * served at its own path, deleting a version (the active one refused) and the app, the audit rows,
  * and a node started afresh on the database with an empty apps folder runs the active versions.
  */
-import { execFile } from 'node:child_process'
 import fs from 'node:fs/promises'
 import path from 'node:path'
-import { promisify } from 'node:util'
 import t from 'tap'
 import type { FastifyInstance } from 'fastify'
 import { ADMIN_ENV, loginToken, tokenHeader } from '../helpers/auth.js'
 import { build } from '../helpers/app.js'
+import { npmPack, writeApp } from '../helpers/app-folder.js'
 import { browse } from '../helpers/app-ui.js'
 import { createTestDatabase } from '../helpers/database.js'
 import { tempDir } from '../helpers/temp-dir.js'
 import type { TestContext } from '../helpers/test-context.js'
 import { waitFor } from '../helpers/timing.js'
 
-const run = promisify(execFile)
 
 /** An app answering its version from the aktor `which` and from its page. */
 function files (version: string, extra = ''): Record<string, string> {
@@ -33,13 +31,7 @@ function files (version: string, extra = ''): Record<string, string> {
 
 /** `npm pack` of a folder with these files: the tarball's bytes. */
 async function pack (t: TestContext, contents: Record<string, string>): Promise<Buffer> {
-  const dir = await tempDir(t, 'pub-app-')
-  for (const [name, text] of Object.entries(contents)) {
-    await fs.mkdir(path.dirname(path.join(dir, name)), { recursive: true })
-    await fs.writeFile(path.join(dir, name), text)
-  }
-  const { stdout } = await run('npm', ['pack', '--silent', '--pack-destination', dir], { cwd: dir })
-  return await fs.readFile(path.join(dir, stdout.trim().split('\n').pop()!))
+  return await fs.readFile(await npmPack(await writeApp(await tempDir(t, 'pub-app-'), 'app', undefined, contents)))
 }
 
 interface Api { (method: 'GET' | 'POST' | 'DELETE', url: string, body?: unknown): Promise<{ statusCode: number, body: any }> }

@@ -11,7 +11,7 @@ import type { FastifyInstance } from 'fastify'
 import type { Browser, BrowserContext, Page } from 'playwright-core'
 import { SESSION_COOKIE } from '../../src/auth/types.js'
 import { ADMIN, ADMIN_ENV, apiAs, apiLogin, createApiToken, loginToken, type Credentials } from '../helpers/auth.js'
-import { browserTests, listeningApp, submitLogin } from '../helpers/browser.js'
+import { browserTests, confirmDialog, listeningApp, submitLogin } from '../helpers/browser.js'
 import { cliHome, runCli } from '../helpers/cli.js'
 import type { TestContext } from '../helpers/test-context.js'
 import { waitFor } from '../helpers/timing.js'
@@ -53,14 +53,6 @@ browserTests((browser) => {
 
   /** The row of one user or token in the view's table. */
   const userRow = (page: Page, username: string) => page.locator(`tr[data-username="${username}"]`)
-
-  /** Confirms the open dialog with its confirm button. */
-  async function confirm (page: Page, label: string): Promise<void> {
-    const dialog = page.getByRole('dialog')
-    await dialog.waitFor()
-    await dialog.getByRole('button', { name: label }).click()
-    await dialog.waitFor({ state: 'detached' })
-  }
 
   async function screenshot (page: Page, name: string): Promise<void> {
     fs.mkdirSync(ARTIFACTS_DIR, { recursive: true })
@@ -125,7 +117,7 @@ browserTests((browser) => {
 
     // Disable: confirmed in a dialog; bob's open console goes to the login page on its next call.
     await userRow(page, 'bob').getByRole('button', { name: 'Disable' }).click()
-    await confirm(page, 'Disable')
+    await confirmDialog(page, 'Disable')
     await userRow(page, 'bob').locator('.badge', { hasText: 'disabled' }).waitFor()
     t.equal((await userOf(app, 'bob')).body.disabled, true)
     t.equal(await page.evaluate(() => (document.activeElement as HTMLElement).textContent), 'Enable', 'the focus is on the row\'s button again')
@@ -137,7 +129,7 @@ browserTests((browser) => {
 
     // The last enabled admin cannot be disabled: the 409 shows in that row.
     await userRow(page, ADMIN.username).getByRole('button', { name: 'Disable' }).click()
-    await confirm(page, 'Disable')
+    await confirmDialog(page, 'Disable')
     const refused = userRow(page, ADMIN.username).locator('.inline-error')
     await refused.waitFor()
     t.match(await refused.textContent(), /is the last enabled admin/)
@@ -156,7 +148,7 @@ browserTests((browser) => {
     await userRow(page, 'bob').getByRole('button', { name: 'Enable' }).click()
     await userRow(page, 'bob').locator('.badge', { hasText: 'enabled' }).waitFor()
     await userRow(page, 'bob').getByRole('button', { name: 'Reset password' }).click()
-    await confirm(page, 'Reset password')
+    await confirmDialog(page, 'Reset password')
     await waitFor(async () => (await secret.count()) === 1 && await secret.textContent() !== generated, { what: 'the reset password to show' })
     const reset = await secret.textContent() ?? ''
     t.equal((await apiLogin(app, { username: 'bob', password: reset })).statusCode, 200, 'bob logs in with the reset password')
@@ -271,7 +263,7 @@ browserTests((browser) => {
 
     // Revoke: the token is refused from then on.
     await rows.first().getByRole('button', { name: 'Revoke' }).click()
-    await confirm(page, 'Revoke')
+    await confirmDialog(page, 'Revoke')
     await page.getByText('You have no API tokens yet.').waitFor()
     t.equal((await fetch(`${base}/api/v1/auth/me`, { headers: { 'x-service-token': token } })).status, 401, 'the revoked token answers 401')
     t.equal((await runCli(['whoami'], { env: cliEnv })).code, 4, 'and the command line exits 4 with it')

@@ -6,22 +6,19 @@
  * version (409) are refused with the API's message under the form; a node that cannot load the app
  * (a setting it sets wrong) is marked with its error; and no policy violation happens.
  */
-import { execFile } from 'node:child_process'
-import fs from 'node:fs/promises'
 import path from 'node:path'
-import { promisify } from 'node:util'
 import t from 'tap'
 import type { Page } from 'playwright-core'
 import { build } from '../helpers/app.js'
+import { npmPack, writeApp } from '../helpers/app-folder.js'
 import { ADMIN, ADMIN_ENV, apiAs, loginToken } from '../helpers/auth.js'
-import { browserTests, listeningApp, submitLogin } from '../helpers/browser.js'
+import { browserTests, confirmDialog, listeningApp, submitLogin } from '../helpers/browser.js'
 import { createTestDatabase } from '../helpers/database.js'
 import { ARTIFACTS_DIR, EXAMPLE_APPS_DIR } from '../helpers/paths.js'
 import { tempDir } from '../helpers/temp-dir.js'
 import { deadline, waitFor } from '../helpers/timing.js'
 import type { AppDefinition } from '../../src/apps/types.js'
 
-const run = promisify(execFile)
 
 const CONSOLE_DIR = path.join(EXAMPLE_APPS_DIR, 'reaktor-console')
 const CONSOLE: AppDefinition = { name: 'reaktor-console', version: '1.0.0', dir: CONSOLE_DIR, publicDir: path.join(CONSOLE_DIR, 'public') }
@@ -41,30 +38,16 @@ function files (version: string, extra = ''): Record<string, string> {
 
 /** `npm pack` of a folder `name` (under `root`) with these files: the path of the tarball. */
 async function pack (root: string, name: string, contents: Record<string, string>): Promise<string> {
-  const dir = path.join(root, name)
-  for (const [file, text] of Object.entries(contents)) {
-    await fs.mkdir(path.dirname(path.join(dir, file)), { recursive: true })
-    await fs.writeFile(path.join(dir, file), text)
-  }
-  const { stdout } = await run('npm', ['pack', '--silent', '--pack-destination', dir], { cwd: dir })
-  return path.join(dir, stdout.trim().split('\n').pop()!)
+  return await npmPack(await writeApp(root, name, undefined, contents))
 }
 
 browserTests((browser) => {
-
-  /** Confirms the open dialog with its confirm button. */
-  async function confirm (page: Page, label: string): Promise<void> {
-    const dialog = page.getByRole('dialog')
-    await dialog.waitFor()
-    await dialog.getByRole('button', { name: label }).click()
-    await dialog.waitFor({ state: 'detached' })
-  }
 
   /** Chooses the package file and publishes it, confirmed. */
   async function publish (page: Page, file: string): Promise<void> {
     await page.getByLabel('Package (.tgz)').setInputFiles(file)
     await page.getByRole('button', { name: 'Publish', exact: true }).click()
-    await confirm(page, 'Publish')
+    await confirmDialog(page, 'Publish')
   }
 
   t.test('an admin publishes by upload, activates, rolls back and deletes; refusals and a failing node show in place', async (t) => {
@@ -148,7 +131,7 @@ browserTests((browser) => {
 
     // Activate the newer one.
     await version('2.0.0').getByRole('button', { name: 'Activate' }).click()
-    await confirm(page, 'Activate')
+    await confirmDialog(page, 'Activate')
     await version('2.0.0').locator('.badge', { hasText: 'active' }).waitFor()
     t.same(await shown(), { activeVersion: '2.0.0', versions: ['2.0.0', '1.0.0'] }, 'activated')
     t.same((await api('POST', '/api/v1/aktor/console-demo-which', {})).body, { version: '2.0.0' }, 'the node runs it')
@@ -167,7 +150,7 @@ browserTests((browser) => {
 
     // Roll back: the next older version.
     await details.getByRole('button', { name: 'Roll back to 1.0.0' }).click()
-    await confirm(page, 'Roll back')
+    await confirmDialog(page, 'Roll back')
     await version('1.0.0').locator('.badge', { hasText: 'active' }).waitFor()
     t.same(await shown(), { activeVersion: '1.0.0', versions: ['2.0.0', '1.0.0'] }, 'rolled back')
     t.same((await api('POST', '/api/v1/aktor/console-demo-which', {})).body, { version: '1.0.0' })
@@ -190,11 +173,11 @@ browserTests((browser) => {
 
     // Delete the version no longer active; then the app.
     await version('2.0.0').getByRole('button', { name: 'Delete' }).click()
-    await confirm(page, 'Delete version')
+    await confirmDialog(page, 'Delete version')
     await version('2.0.0').waitFor({ state: 'detached' })
     t.same(await shown(), { activeVersion: '1.0.0', versions: ['1.0.0'] }, 'the version is deleted')
     await details.getByRole('button', { name: 'Delete app' }).click()
-    await confirm(page, 'Delete app')
+    await confirmDialog(page, 'Delete app')
     await page.waitForURL(`${base}${CONSOLE_PATH}#/apps`)
     await page.getByText('No app is published yet.').waitFor()
     t.equal((await api('GET', `/api/v1/apps/${APP}`)).statusCode, 404, 'the app is deleted')

@@ -4,11 +4,10 @@
  * each test as a subprocess, as `npx reaktor` runs it. What a terminal is needed for (the delete
  * confirmation, the password prompts) runs `main` with a stand-in terminal.
  */
-import { PassThrough } from 'node:stream'
 import t from 'tap'
 import { main } from '../../src/cli/main.js'
-import type { CliIo } from '../../src/cli/context.js'
 import { apiAs, loginToken } from '../helpers/auth.js'
+import { terminal } from '../helpers/cli.js'
 import { cliService } from '../helpers/cli-service.js'
 
 const GENERATED_PASSWORD = /^[A-Za-z0-9_-]{24}\n$/
@@ -106,43 +105,27 @@ t.test('passwd: both passwords from stdin; a wrong current password exits 4, a b
   t.equal(after.code, 4, 'the session that changed it has ended')
 })
 
-/** A stand-in terminal: each time the command starts reading (a prompt), the next of `lines` is typed. */
-function terminal (...lines: string[]): { io: CliIo, stdout: () => string, stderr: () => string } {
-  const stdin = Object.assign(new PassThrough(), { isTTY: true, setRawMode: () => stdin })
-  let out = ''
-  let err = ''
-  stdin.on('resume', () => {
-    const line = lines.shift()
-    if (line !== undefined) stdin.write(`${line}\r`)
-  })
-  return {
-    io: { env: {}, stdin, stdout: { write: (text: string) => { out += text } }, stderr: { write: (text: string) => { err += text } } },
-    stdout: () => out,
-    stderr: () => err
-  }
-}
-
 t.test('at a terminal: delete asks first, passwd prompts twice for the new password', async (t) => {
   const s = await cliService(t)
   t.equal((await apiAs(s.app, s.admin)('POST', '/api/v1/users', { username: 'heidi', role: 'operator' })).statusCode, 201)
   t.equal((await apiAs(s.app, s.admin)('POST', '/api/v1/users', { username: 'ivan', role: 'operator', password: 'ivan the first' })).statusCode, 201)
   const env = { REAKTOR_URL: s.base, REAKTOR_TOKEN: s.admin, XDG_CONFIG_HOME: s.home }
 
-  const no = terminal('n')
+  const no = terminal({}, 'n')
   t.equal(await main(['users', 'delete', 'heidi'], { ...no.io, env }), 1, 'no: not deleted')
   t.match(no.stderr(), 'Delete user "heidi" with its sessions and API tokens? [y/N] ')
   t.equal((await s.user('heidi')).statusCode, 200)
-  const yes = terminal('y')
+  const yes = terminal({}, 'y')
   t.equal(await main(['users', 'delete', 'heidi'], { ...yes.io, env }), 0, yes.stderr())
   t.equal(yes.stdout(), 'User "heidi" deleted\n')
   t.equal((await s.user('heidi')).statusCode, 404)
 
   const ivan = await loginToken(s.app, { username: 'ivan', password: 'ivan the first' })
-  const differ = terminal('ivan the first', 'ivan the second', 'ivan the 2nd')
+  const differ = terminal({}, 'ivan the first', 'ivan the second', 'ivan the 2nd')
   t.equal(await main(['passwd'], { ...differ.io, env: { ...env, REAKTOR_TOKEN: ivan } }), 2)
   t.match(differ.stderr(), /Current password: \nNew password: \nNew password again: \n/, 'three prompts, nothing echoed')
   t.match(differ.stderr(), 'the two new passwords differ')
-  const same = terminal('ivan the first', 'ivan the second', 'ivan the second')
+  const same = terminal({}, 'ivan the first', 'ivan the second', 'ivan the second')
   t.equal(await main(['passwd'], { ...same.io, env: { ...env, REAKTOR_TOKEN: ivan } }), 0, same.stderr())
   t.ok(await s.logsIn('ivan', 'ivan the second'))
 })

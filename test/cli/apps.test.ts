@@ -9,14 +9,12 @@ import { execFile } from 'node:child_process'
 import fs from 'node:fs/promises'
 import os from 'node:os'
 import path from 'node:path'
-import { PassThrough } from 'node:stream'
 import { promisify } from 'node:util'
 import t from 'tap'
 import { main } from '../../src/cli/main.js'
-import type { CliIo } from '../../src/cli/context.js'
 import { formatBytes, splitAppSpec } from '../../src/cli/commands/published-apps.js'
 import { apiAs } from '../helpers/auth.js'
-import { runCli, runCliInProcess, type CliResult } from '../helpers/cli.js'
+import { runCli, runCliInProcess, terminal, type CliResult } from '../helpers/cli.js'
 import { cliService, type CliService } from '../helpers/cli-service.js'
 import { tempDir } from '../helpers/temp-dir.js'
 import type { TestContext } from '../helpers/test-context.js'
@@ -40,22 +38,6 @@ function inProcess (s: CliService): (args: string[]) => Promise<CliResult> {
 
 async function activeAnswer (s: CliService): Promise<unknown> {
   return (await apiAs(s.app, s.admin)('POST', '/api/v1/aktor/cli-which', {})).body
-}
-
-/** A stand-in terminal: each time the command starts reading (a prompt), the next of `lines` is typed. */
-function terminal (env: Record<string, string>, ...lines: string[]): { io: CliIo, stdout: () => string, stderr: () => string } {
-  const stdin = Object.assign(new PassThrough(), { isTTY: true, setRawMode: () => stdin })
-  let out = ''
-  let err = ''
-  stdin.on('resume', () => {
-    const line = lines.shift()
-    if (line !== undefined) stdin.write(`${line}\r`)
-  })
-  return {
-    io: { env, stdin, stdout: { write: (text: string) => { out += text } }, stderr: { write: (text: string) => { err += text } } },
-    stdout: () => out,
-    stderr: () => err
-  }
 }
 
 t.test('name@version: the version follows the last @ that does not start the name', async (t) => {

@@ -1,6 +1,7 @@
 import { execFile } from 'node:child_process'
 import fs from 'node:fs/promises'
 import path from 'node:path'
+import { promisify } from 'node:util'
 import type { Test } from 'tap'
 import ts from 'typescript'
 import { loadAppsFromDir } from '../../src/apps/loader.js'
@@ -23,6 +24,12 @@ export async function writeApp (root: string, folder: string, pkg: object | stri
     await fs.writeFile(path.join(dir, name), content)
   }
   return dir
+}
+
+/** `npm pack` of an app folder (what `reaktor apps publish` sends), written into it: the tarball's path. */
+export async function npmPack (dir: string): Promise<string> {
+  const { stdout } = await promisify(execFile)('npm', ['pack', '--silent', '--pack-destination', dir], { cwd: dir })
+  return path.join(dir, stdout.trim().split('\n').pop()!)
 }
 
 /** The message loading `root` stops the start with; fails the test unless it is a RegistrationError. */

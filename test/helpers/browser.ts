@@ -65,6 +65,14 @@ export async function submitLogin (page: Page, creds: Credentials, landing: Para
   await Promise.all([page.waitForURL(landing), page.getByRole('button', { name: 'Sign in' }).click()])
 }
 
+/** Confirms the open dialog (the console's confirmations) with its button `label`, and waits for it to close. */
+export async function confirmDialog (page: Page, label: string): Promise<void> {
+  const dialog = page.getByRole('dialog')
+  await dialog.waitFor()
+  await dialog.getByRole('button', { name: label }).click()
+  await dialog.waitFor({ state: 'detached' })
+}
+
 /** The browser flag that gives `crossSitePage` its own site (a different host than the service's). */
 export const CROSS_SITE_FLAG = '--host-resolver-rules=MAP attacker.test 127.0.0.1'
 

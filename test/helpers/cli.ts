@@ -1,7 +1,8 @@
 import { spawn } from 'node:child_process'
 import os from 'node:os'
 import path from 'node:path'
-import { Readable } from 'node:stream'
+import { PassThrough, Readable } from 'node:stream'
+import type { CliIo } from '../../src/cli/context.js'
 import { main } from '../../src/cli/main.js'
 import { tempDir } from './temp-dir.js'
 import type { TestContext } from './test-context.js'
@@ -53,3 +54,23 @@ export async function runCliInProcess (args: readonly string[], opts: { env?: Re
   })
   return { code, stdout, stderr }
 }
+
+/**
+ * A stand-in terminal for the CLI's prompts (in process, with `env`): each time the command starts
+ * reading, the next of `lines` is typed.
+ */
+export function terminal (env: Record<string, string>, ...lines: string[]): { io: CliIo, stdout: () => string, stderr: () => string } {
+  const stdin = Object.assign(new PassThrough(), { isTTY: true, setRawMode: () => stdin })
+  let out = ''
+  let err = ''
+  stdin.on('resume', () => {
+    const line = lines.shift()
+    if (line !== undefined) stdin.write(`${line}\r`)
+  })
+  return {
+    io: { env, stdin, stdout: { write: (text: string) => { out += text } }, stderr: { write: (text: string) => { err += text } } },
+    stdout: () => out,
+    stderr: () => err
+  }
+}
+

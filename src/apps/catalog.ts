@@ -31,8 +31,10 @@ export class AppCatalog {
 
   constructor (apps: LoadedApp[], private readonly log: Log) {
     this.current = buildRegistry(apps, log)
+    const current = (): AppRegistry => this.current
     this.registry = {
-      apps: [...this.current.apps],
+      // Whatever runs now: derived, not kept in step.
+      get apps () { return current().apps },
       findApp: (name, version) => this.current.findApp(name, version),
       pollingReaktors: new Map(this.current.pollingReaktors),
       reaktors: new Map(this.current.reaktors)
@@ -110,7 +112,6 @@ export class AppCatalog {
     for (const id of [...change.added, ...change.changed]) registry.pollingReaktors.set(id, built.pollingReaktors.get(id)!)
     for (const [id, r] of registry.reaktors) if (r.app === before) registry.reaktors.delete(id)
     for (const [id, r] of built.reaktors) if (r.app === next) registry.reaktors.set(id, r)
-    registry.apps.splice(0, registry.apps.length, ...built.apps)
     this.current = built
     await this.tell(change)
     return change

@@ -36,9 +36,10 @@ const appUi: FastifyPluginAsync = async (fastify) => {
     if (shared === undefined) appsByDir.set(dir, [app])
     else shared.push(app)
   }
-  const sites = new Map<LoadedApp, Site>()
+  /** The sites of the apps loaded at start, by `name@version`. */
+  const fixed = new Map<string, Site>()
   /** Each site once (apps sharing a public/ share its site). */
-  const eachSite = (): Site[] => [...new Set(sites.values())]
+  const eachSite = (): Site[] => [...new Set(fixed.values())]
   // Paths are checked on disk once and memoised while their folder is watched: a rate close to
   // the request rate means changes are not watched (see the warning logged then).
   scrapeCounter(fastify.metrics.registry, 'reaktor_app_ui_path_checks_total', 'App-UI request paths checked on disk (realpath and stat) rather than answered from memory',
@@ -55,10 +56,9 @@ const appUi: FastifyPluginAsync = async (fastify) => {
       fastify.log.warn({ app: label, err }, `app ${label}: public/ folder ${dir} is unusable; its UI is not served`)
       continue
     }
-    for (const app of apps) sites.set(app, site)
+    for (const app of apps) fixed.set(`${app.name}@${app.version}`, site)
   }
 
-  const fixed = new Map([...sites].map(([app, site]) => [`${app.name}@${app.version}`, site]))
   const published = new Map<string, Promise<Site | undefined>>()
   fastify.addHook('onClose', async () => {
     await Promise.all([...published.values()].map(async (opening) => { await (await opening)?.close() }))

@@ -10,6 +10,7 @@ import pg from 'pg'
 import { startEmbeddedPostgres } from '../src/db/embedded.js'
 import { databaseUrlFor } from '../test/helpers/database.js'
 import { BENCH_DIR, delay, forkChild, formatTable, keepNonFinite, ROOT, type ChildHandle, type Row } from './lib.js'
+import { ADMIN } from './fixture.js'
 import type { NodeOptions } from './node.js'
 import { metCell, type Judgment } from './targets.js'
 
@@ -151,4 +152,11 @@ export async function until (what: string, timeoutMs: number, check: () => Promi
     if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`)
     await delay(100)
   }
+}
+
+/** A session token of the bench admin, from a login on `url`. */
+export async function apiToken (url: string): Promise<string> {
+  const res = await fetch(`${url}/api/v1/auth/login`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(ADMIN) })
+  if (res.status !== 200) throw new Error(`bench login failed: ${res.status} ${await res.text()}`)
+  return (await res.json() as { token: string }).token
 }

@@ -21,7 +21,7 @@ import { buildApp } from '../src/app.js'
 import { loadConfig } from '../src/config.js'
 import type { PollingReaktorRegistration } from '../src/sdk/types.js'
 import { ADMIN, LEDGER_RUN_MS, reaktorId, RUN_HOOK } from './fixture.js'
-import { fatal, RunWindow, serveParent, wallNow } from './lib.js'
+import { fatal, RunWindow, serveParent, wallNow, type LedgerRun } from './lib.js'
 
 export interface NodeOptions {
   databaseUrl: string
@@ -46,7 +46,7 @@ const n = opts.reaktors
 
 const runWindow = new RunWindow(n, opts.intervalMs)
 /** Runs recorded while watching (ledger behaviour): [reaktor index, start, end] in wall-clock ms. */
-let ledger: Array<[number, number, number]> | undefined
+let ledger: LedgerRun[] | undefined
 const inFlight = new Map<number, number>()
 /** Runs recorded while watching, by the version of the published app that made them. */
 let byVersion = new Map<string, number>()

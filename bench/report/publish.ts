@@ -5,9 +5,8 @@
 import path from 'node:path'
 import { median, num } from '../lib.js'
 import { TARGETS } from '../targets.js'
-import { int, type RenderContext } from './runs.js'
+import { dec, int, type RenderContext } from './runs.js'
 
-const dec = (v: number, digits = 1): string => Number.isFinite(v) ? v.toLocaleString('en-US', { minimumFractionDigits: digits, maximumFractionDigits: digits }) : String(v)
 
 export function renderPublish (ctx: RenderContext): string {
   const r = ctx.run.json.results ?? {}

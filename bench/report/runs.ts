@@ -138,6 +138,9 @@ function legacyJudgments (run: Run): Judgment[] {
   return out
 }
 
+/** A number with `digits` decimals as the report writes it (1,234.5); a non-finite value as it is. */
+export const dec = (v: number, digits = 1): string => Number.isFinite(v) ? v.toLocaleString('en-US', { minimumFractionDigits: digits, maximumFractionDigits: digits }) : String(v)
+
 /** A whole number as the report writes it (1,234); a non-finite value as it is. */
 export const int = (v: number): string => Number.isFinite(v) ? Math.round(v).toLocaleString('en-US') : String(v)
 

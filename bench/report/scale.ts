@@ -3,8 +3,7 @@
  */
 import { num } from '../lib.js'
 import { TARGETS } from '../targets.js'
-import { int, scaleOf, type RenderContext } from './runs.js'
-const dec = (v: number): string => Number.isFinite(v) ? v.toLocaleString('en-US', { minimumFractionDigits: 1, maximumFractionDigits: 1 }) : String(v)
+import { dec, int, scaleOf, type RenderContext } from './runs.js'
 
 export function renderScale (ctx: RenderContext): string {
   const r = ctx.run.json.results ?? {}

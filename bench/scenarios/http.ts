@@ -6,8 +6,8 @@
 import { spawnSync } from 'node:child_process'
 import fs from 'node:fs/promises'
 import path from 'node:path'
-import { createDatabase, cleanups, flags, judge, note, P, print, profileArgv, results, runs } from '../context.js'
-import { ADMIN, BENCH_APP, ECHO_BODY, JS_BYTES, reaktorId, writeBenchApp } from '../fixture.js'
+import { apiToken, createDatabase, cleanups, flags, judge, note, P, print, profileArgv, results, runs } from '../context.js'
+import { BENCH_APP, ECHO_BODY, JS_BYTES, reaktorId, writeBenchApp } from '../fixture.js'
 import { forkChild, mean, round, sum, type Row } from '../lib.js'
 import { CORES, load, pinning, wrkCommand, type LoadOptions, type LoadResult } from '../load.js'
 import { startNginx, type Nginx } from '../nginx.js'
@@ -133,11 +133,7 @@ export async function httpScenarios (tmp: string): Promise<void> {
   cleanups.push(async () => await service.shutdown())
   const ours = String((await service.ready).url)
 
-  const login = await fetch(`${ours}/api/v1/auth/login`, {
-    method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(ADMIN)
-  })
-  if (login.status !== 200) throw new Error(`bench login failed: ${login.status} ${await login.text()}`)
-  const { token } = await login.json() as { token: string }
+  const token = await apiToken(ours)
   const cookie = { cookie: `reaktor_session=${token}` }
   const auth = { 'x-service-token': token }
   const app = `/app-ui/${BENCH_APP.name}@${BENCH_APP.version}/`

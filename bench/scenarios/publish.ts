@@ -6,11 +6,10 @@
  * node recorded (share, lateness, overlaps).
  */
 import { SESSION_COOKIE } from '../../src/auth/types.js'
-import { createDatabase, INTERVAL_MS, judge, nodeOptions, note, P, print, results, startNode, until } from '../context.js'
+import { apiToken, createDatabase, INTERVAL_MS, judge, nodeOptions, note, P, print, results, startNode, until } from '../context.js'
 import { LEDGER_RUN_MS, packBenchApp, VERSION_AKTOR, type PublishedBenchApp } from '../fixture.js'
 import { countOverlaps, delay, median, round, runsByReaktor, sum, wallNow, windowOfRuns, type ChildHandle, type LedgerRun } from '../lib.js'
 import { activationMemoryJudgment, atMostJudgment, evenlySpread, overlapJudgment, p99Judgment, SCENARIO, shareJudgment, stallJudgment, TARGETS } from '../targets.js'
-import { apiToken } from './scheduler.js'
 
 const NODES = 3
 const MiB = 2 ** 20

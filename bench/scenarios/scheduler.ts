@@ -7,8 +7,8 @@ import pg from 'pg'
 import { Kysely, PostgresDialect, sql } from 'kysely'
 import { migrateToLatest } from '../../src/db/migrate.js'
 import { DEFAULT_PARTITIONS } from '../../src/scheduler/ownership/partitions.js'
-import { createDatabase, flags, INTERVAL_MS, judge, nodeOptions, note, P, print, results, runs, startNode, until } from '../context.js'
-import { ADMIN, reaktorId } from '../fixture.js'
+import { apiToken, createDatabase, flags, INTERVAL_MS, judge, nodeOptions, note, P, print, results, runs, startNode, until } from '../context.js'
+import { reaktorId } from '../fixture.js'
 import { percentile, median, round, sig, wallNow, type ChildHandle, type Message } from '../lib.js'
 import { measureRuns, perRun, type Throughput } from '../measure.js'
 import type { NodeOptions } from '../node.js'
@@ -102,13 +102,6 @@ export async function scenario4and5 (tmp: string): Promise<{ s4?: Throughput, s5
     s4: runs(4) ? await scenario4(tmp) : undefined,
     s5: runs(5) ? await scenario5(tmp) : undefined
   }
-}
-
-/** A session token of the bench admin, from a login on `url`. */
-export async function apiToken (url: string): Promise<string> {
-  const res = await fetch(`${url}/api/v1/auth/login`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(ADMIN) })
-  if (res.status !== 200) throw new Error(`login failed: ${res.status}`)
-  return (await res.json() as { token: string }).token
 }
 
 async function post (url: string, token: string): Promise<void> {

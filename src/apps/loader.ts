@@ -22,6 +22,10 @@ export interface LoaderLog {
 // the `<name>@<version>` segment of the app's UI URL.
 const PACKAGE_NAME = /^(?:@[a-z0-9-~][a-z0-9-._~]*\/)?[a-z0-9-~][a-z0-9-._~]*$/
 
+/** The longest app name (npm's limit) and version the service takes. */
+export const PACKAGE_NAME_MAX = 214
+export const PACKAGE_VERSION_MAX = 256
+
 /** Whether `name` is a name the loader accepts for an app (npm's rule; `reaktor new-app` checks with it too). */
 export function isPackageName (name: string): boolean {
   return PACKAGE_NAME.test(name)

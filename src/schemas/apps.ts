@@ -1,8 +1,5 @@
 import { Type } from 'typebox'
-import { APP_NAME_MAX } from './polling.js'
-
-/** The longest version a published app may have (its name: APP_NAME_MAX, npm's 214). */
-export const APP_VERSION_MAX = 256
+import { PACKAGE_NAME_MAX, PACKAGE_VERSION_MAX } from '../apps/loader.js'
 
 const Timestamp = Type.String({ format: 'date-time' })
 const NullableTimestamp = Type.Union([Timestamp, Type.Null()])
@@ -10,12 +7,12 @@ const Username = Type.Union([Type.String(), Type.Null()], { description: 'Who di
 
 /** An app name as npm writes it, scoped names too (`@scope/name`, percent-encoded in a path). */
 export const AppNameParams = Type.Object({
-  name: Type.String({ minLength: 1, maxLength: APP_NAME_MAX, description: 'The app (package) name' })
+  name: Type.String({ minLength: 1, maxLength: PACKAGE_NAME_MAX, description: 'The app (package) name' })
 })
 
 export const AppVersionParams = Type.Object({
-  name: Type.String({ minLength: 1, maxLength: APP_NAME_MAX, description: 'The app (package) name' }),
-  version: Type.String({ minLength: 1, maxLength: APP_VERSION_MAX, description: 'A published version of it' })
+  name: Type.String({ minLength: 1, maxLength: PACKAGE_NAME_MAX, description: 'The app (package) name' }),
+  version: Type.String({ minLength: 1, maxLength: PACKAGE_VERSION_MAX, description: 'A published version of it' })
 })
 
 export const PublishQuery = Type.Object({
@@ -23,7 +20,7 @@ export const PublishQuery = Type.Object({
 }, { additionalProperties: false })
 
 export const ActivateBody = Type.Object({
-  version: Type.String({ minLength: 1, maxLength: APP_VERSION_MAX, description: 'A published version of the app' })
+  version: Type.String({ minLength: 1, maxLength: PACKAGE_VERSION_MAX, description: 'A published version of the app' })
 }, { additionalProperties: false })
 
 const ThisNode = Type.Object({

@@ -1,6 +1,7 @@
 import { Type, type Static, type TInteger, type TEnum, type TString } from 'typebox'
 import { StoredText } from './common.js'
 import { LIST_LIMIT } from './page-limits.js'
+import { PACKAGE_NAME_MAX } from '../apps/loader.js'
 
 /** The router's limit on a path parameter (longer answers 414): the bulk routes take ids up to it too. */
 export const MAX_ID_PARAM_LENGTH = 1024
@@ -55,7 +56,7 @@ export const LIST_Q_MAX = 200
 /** Far past any list: an answer never has to print a number beyond what JSON integers hold exactly. */
 export const LIST_OFFSET_MAX = 1_000_000_000
 /** An app name as the bulk routes take it (package.json `name`). */
-export const APP_NAME_MAX = 214
+export const APP_NAME_MAX = PACKAGE_NAME_MAX
 export const AppName = (description: string): TString => StoredText({ minLength: 1, maxLength: APP_NAME_MAX, description })
 
 /** The columns a page of the list sorts by: status fields (`id`: reaktorDefinitionId). */

@@ -1,7 +1,5 @@
 import { Argument, InvalidArgumentError, type Command } from 'commander'
-import { isPackageName, isPackageVersion } from '../../apps/loader.js'
-import { APP_VERSION_MAX } from '../../schemas/apps.js'
-import { APP_NAME_MAX } from '../../schemas/polling.js'
+import { isPackageName, isPackageVersion, PACKAGE_NAME_MAX, PACKAGE_VERSION_MAX } from '../../apps/loader.js'
 import { readPackageSource } from '../app-pack.js'
 import type { ApiClient } from '../client.js'
 import { CliError, EXIT, type CliContext, type CommandModule } from '../context.js'
@@ -27,15 +25,15 @@ const appPath = (name: string): string => `/apps/${encodeURIComponent(name)}`
 // The rules a package is published under: a name or version outside them names no published app,
 // so it is a usage error, as a bad option is, with no request sent.
 function appName (value: string): string {
-  if (value.length > APP_NAME_MAX || !isPackageName(value)) {
-    throw new InvalidArgumentError(`${JSON.stringify(value)} is not an app name: a package name of at most ${APP_NAME_MAX} characters, lower case letters, digits, - . _ ~, optionally @scope/ (e.g. my-app, @acme/widgets)`)
+  if (value.length > PACKAGE_NAME_MAX || !isPackageName(value)) {
+    throw new InvalidArgumentError(`${JSON.stringify(value)} is not an app name: a package name of at most ${PACKAGE_NAME_MAX} characters, lower case letters, digits, - . _ ~, optionally @scope/ (e.g. my-app, @acme/widgets)`)
   }
   return value
 }
 
 function appVersion (value: string): string {
-  if (value.length > APP_VERSION_MAX || !isPackageVersion(value)) {
-    throw new InvalidArgumentError(`${JSON.stringify(value)} is not an app version: letters, digits, . + _ - (e.g. 1.2.0), at most ${APP_VERSION_MAX} characters`)
+  if (value.length > PACKAGE_VERSION_MAX || !isPackageVersion(value)) {
+    throw new InvalidArgumentError(`${JSON.stringify(value)} is not an app version: letters, digits, . + _ - (e.g. 1.2.0), at most ${PACKAGE_VERSION_MAX} characters`)
   }
   return value
 }

@@ -8,8 +8,7 @@
 import fs from 'node:fs/promises'
 import path from 'node:path'
 import t from 'tap'
-import type { FastifyInstance } from 'fastify'
-import { ADMIN_ENV, loginToken, tokenHeader } from '../helpers/auth.js'
+import { ADMIN_ENV, apiAs, loginToken } from '../helpers/auth.js'
 import { build } from '../helpers/app.js'
 import { npmPack, writeApp } from '../helpers/app-folder.js'
 import { browse } from '../helpers/app-ui.js'
@@ -34,26 +33,11 @@ async function pack (t: TestContext, contents: Record<string, string>): Promise<
   return await fs.readFile(await npmPack(await writeApp(await tempDir(t, 'pub-app-'), 'app', undefined, contents)))
 }
 
-interface Api { (method: 'GET' | 'POST' | 'DELETE', url: string, body?: unknown): Promise<{ statusCode: number, body: any }> }
-
-async function api (app: FastifyInstance): Promise<{ call: Api, token: string }> {
-  const token = await loginToken(app)
-  const call: Api = async (method, url, body) => {
-    const res = await app.inject({
-      method,
-      url,
-      headers: { ...tokenHeader(token), ...(Buffer.isBuffer(body) ? { 'content-type': 'application/gzip' } : {}) },
-      ...(body === undefined ? {} : Buffer.isBuffer(body) ? { payload: body } : { payload: body as object })
-    })
-    return { statusCode: res.statusCode, body: res.body === '' ? undefined : JSON.parse(res.body) }
-  }
-  return { call, token }
-}
-
 t.test('publish, republish, activate, roll back and delete on a running node', async (t) => {
   const databaseUrl = await createTestDatabase(t)
   const app = await build(t, { env: ADMIN_ENV, databaseUrl })
-  const { call, token } = await api(app)
+  const token = await loginToken(app)
+  const call = apiAs(app, token)
   const v1 = await pack(t, files('1.0.0'))
   const v2 = await pack(t, files('2.0.0'))
 
@@ -101,15 +85,15 @@ t.test('publish, republish, activate, roll back and delete on a running node', a
 
   // A node started afresh on this database, with nothing in its apps folder, runs the active version.
   const fresh = await build(t, { env: ADMIN_ENV, databaseUrl })
-  const freshApi = await api(fresh)
-  t.same((await freshApi.call('POST', '/api/v1/aktor/which', {})).body, { version: '2.0.0' })
+  const freshCall = apiAs(fresh, await loginToken(fresh))
+  t.same((await freshCall('POST', '/api/v1/aktor/which', {})).body, { version: '2.0.0' })
 
   t.same((await folders()).map((e) => e.replace(/-[0-9a-f]{16}$/, '')), ['pub-demo@2.0.0'], 'the deleted version\'s folder is gone, the active one\'s stays')
   t.equal((await call('DELETE', '/api/v1/apps/pub-demo')).statusCode, 200)
   await waitFor(async () => (await folders()).length === 0, { what: 'the deleted app\'s folders gone' })
   t.equal((await call('GET', '/api/v1/apps/pub-demo')).statusCode, 404)
   t.equal((await call('POST', '/api/v1/aktor/which', {})).statusCode, 404, 'its aktors are gone')
-  await waitFor(async () => (await freshApi.call('GET', '/api/v1/polling/pub-tick/status')).statusCode === 404, { what: 'the other node unlisting its reaktor' })
+  await waitFor(async () => (await freshCall('GET', '/api/v1/polling/pub-tick/status')).statusCode === 404, { what: 'the other node unlisting its reaktor' })
   const actions = (await app.db.selectFrom('audit').select('action').where('action', 'like', 'app.%').orderBy('id').execute()).map((r) => r.action)
   t.same(actions, ['app.publish', 'app.publish', 'app.activate', 'app.activate', 'app.delete_version', 'app.delete'])
 })

@@ -100,7 +100,9 @@ export type ApiClient = (method: 'GET' | 'POST' | 'PATCH' | 'DELETE', url: strin
 /** The calls of a client holding `token` (a session or an API token), sent in X-Service-Token. */
 export function apiAs (app: FastifyInstance, token: string): ApiClient {
   return async (method, url, payload) => {
-    const res = await app.inject({ method, url, headers: tokenHeader(token), payload })
+    // Bytes are an app package (POST /api/v1/apps), sent as npm pack writes them.
+    const type: Record<string, string> = Buffer.isBuffer(payload) ? { 'content-type': 'application/gzip' } : {}
+    const res = await app.inject({ method, url, headers: { ...tokenHeader(token), ...type }, payload })
     return { statusCode: res.statusCode, body: res.body === '' ? null : res.json(), headers: res.headers }
   }
 }

@@ -233,6 +233,18 @@ export class PartitionRunners {
   }
 
   /** Stops the runner of a reaktor (stop, restart): its partition stays held, the id is looked at again once the run settled. */
+  /**
+   * A reaktor no longer registered (its app's new version dropped it): no run starts any more, and
+   * the one in flight, if any, finishes as a switch lets every run finish.
+   */
+  retireRunner (reaktorId: string): void {
+    const hp = this.held.get(this.ctx.partitionOfId.get(reaktorId) ?? -1)
+    const runner = hp?.runners.get(reaktorId)
+    if (hp === undefined || runner === undefined) return
+    hp.runners.delete(reaktorId)
+    this.drain(reaktorId, hp.partition, runner, runner.finish())
+  }
+
   releaseRunner (reaktorId: string): void {
     const p = this.ctx.partitionOfId.get(reaktorId)
     const hp = p === undefined ? undefined : this.held.get(p)

@@ -27,16 +27,15 @@ export async function applyWaitingChanges (ctx: SchedulerContext, runners: Parti
  *   that has none; the restart rules of a cold start are for boot only);
  * - `changed` ids keep their state and their owner, whose runner takes the new registration from
  *   its next run (a run in flight finishes on the code it started with);
- * - `removed` ids are stopped (their history stays) and their runners here end. Every node that
+ * - `removed` ids are stopped (their history stays) and their runners here start no run (one in flight finishes). Every node that
  *   switches writes the stop; the one that changed the rows records the audit row.
  * Then this node advertises what it now registers, and ownership looks again. Before the
  * scheduler runs nothing is written: the boot rules of start() cover every id registered by then.
  */
 export async function applyRegistrationChange (ctx: SchedulerContext, runners: PartitionRunners, ownership: PartitionOwnership, diff: RegistrationChange): Promise<void> {
-  // Released while their partition is still known: releaseRunner finds a runner through it.
+  // Retired while their partition is still known: the runner is found through it.
   for (const id of diff.removed) {
-    runners.releaseRunner(id)
-    void runners.draining.get(id)?.runner.halt('stopped')
+    runners.retireRunner(id)
     ctx.partitionOfId.delete(id)
   }
   if (ctx.partitions > 0) for (const id of diff.added) ctx.partitionOfId.set(id, partitionOf(id, ctx.partitions))

@@ -15,7 +15,7 @@ import { create } from 'tar'
 import t from 'tap'
 import type { FastifyInstance } from 'fastify'
 import { SCHEDULER_DEFAULTS } from '../../src/scheduler/options.js'
-import { ADMIN_ENV, loginToken, tokenHeader } from '../helpers/auth.js'
+import { ADMIN_ENV, apiAs, loginToken } from '../helpers/auth.js'
 import { build, testConfig } from '../helpers/app.js'
 import { createTestDatabase } from '../helpers/database.js'
 import { FAST_SCHEDULER } from '../helpers/scheduler.js'
@@ -104,14 +104,8 @@ async function startNode (t: TestContext, databaseUrl: string, id: string): Prom
   return { id, app, dataDir: config.dataDir, token: await loginToken(app) }
 }
 
-async function call (node: Node, method: 'GET' | 'POST', url: string, body?: unknown): Promise<Answer> {
-  const res = await node.app.inject({
-    method,
-    url: `/api/v1${url}`,
-    headers: { ...tokenHeader(node.token), ...(Buffer.isBuffer(body) ? { 'content-type': 'application/gzip' } : {}) },
-    ...(body === undefined ? {} : { payload: body as object })
-  })
-  return { statusCode: res.statusCode, body: res.body === '' ? undefined : res.json() }
+async function call (node: Node, method: 'GET' | 'POST', url: string, body?: object): Promise<Answer> {
+  return await apiAs(node.app, node.token)(method, `/api/v1${url}`, body)
 }
 
 /** What each node runs of the app, by GET /apps/{name} through `via`: `version` or `version!error`. */
@@ -283,8 +277,11 @@ t.test('an app published to a running cluster of three: switches, a node that ca
     await Promise.all(nodes.map(async (node) => await node.app.close()))
     figures.runs = ledger.length
     t.same(overlaps(ledger).slice(0, 10), [], `no two runs of one reaktor overlap (${ledger.length} runs)`)
-    t.same(ledger.filter((r) => r.aborted !== undefined && !/shut/i.test(r.aborted)).map((r) => `${r.id}@${r.node}: ${String(r.aborted)}`).slice(0, 10), [],
-      'no run was aborted but by its node\'s shutdown')
+    // The one exception: the id version 2 drops is stopped by the first node that switches, and a
+    // node still on version 1 that owns it stops it as it stops any reaktor (docs/apps.md).
+    const aborted = ledger.filter((r) => r.aborted !== undefined && !/shut/i.test(r.aborted) && !(r.id === DROPPED && r.version === '1.0.0' && /stopped/.test(r.aborted)))
+    t.same(aborted.map((r) => `${r.id}@${r.node}: ${String(r.aborted)}`).slice(0, 10), [],
+      'no run was aborted but by its node\'s shutdown, or the dropped id\'s stop')
     // A run is due one interval after the previous one ended. A switch keeps each runner and its
     // timer (the next run takes the new code); a handover (a node that cannot run the active
     // version, or the spread evening out after a switch) waits for the run in flight, and the
